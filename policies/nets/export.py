@@ -1,0 +1,157 @@
+"""ONNX export of the actor together with its deployment contract.
+
+The exported graph is the whole robot-side policy: observation normaliser, actor MLP, clip to ``[-1, 1]``
+and the contract's action scaling and limits, so a robot feeds raw (contract-scaled) observations and
+receives commands in SI units (N m, rad, RPM, ...)::
+
+    obs [B, obs_dim] ─► normalise ─► actor MLP ─► clip(-1, 1) ─► offset + scale * a ─► clip(low, high)
+                                                                              ─► command [B, A]
+
+The contract is stored as JSON in the file's ``metadata_props`` under
+:data:`~policies.runtime.contract.METADATA_KEY` and mirrored as ``contract.yaml`` beside it. Both files
+are written atomically.
+"""
+
+from __future__ import annotations
+
+import copy
+import tempfile
+import warnings
+from pathlib import Path
+
+import onnx
+import onnx.checker
+import onnx.helper
+import torch
+from torch import nn
+
+from policies.nets.actor_critic import ActorCritic
+from policies.runtime.contract import METADATA_KEY, Contract, ContractError
+from policies.runtime.files import atomic_path
+
+OPSET_VERSION = 17
+PRODUCER_NAME = "robot-rl"
+CONTRACT_YAML = "contract.yaml"
+
+
+class DeployedActor(nn.Module):
+    """Deterministic robot-side policy: raw observations in, commands in contract units out.
+
+    Args:
+        model: Trained actor-critic; its actor normaliser and actor MLP are used (the critic is ignored).
+        contract: Deployment contract; ``contract.action`` gives ``offset``, ``scale``, ``low``, ``high``.
+
+    Shapes: ``obs: [B, obs_dim] float32 -> command: [B, A] float32``.
+    """
+
+    offset: torch.Tensor
+    scale: torch.Tensor
+    low: torch.Tensor
+    high: torch.Tensor
+
+    def __init__(self, model: ActorCritic, contract: Contract) -> None:
+        super().__init__()
+        self.policy = model
+        a = contract.action
+        for name in ("offset", "scale", "low", "high"):
+            self.register_buffer(name, torch.tensor(getattr(a, name), dtype=torch.float32))
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Commands ``[B, A]`` (contract units, in ``[low, high]``) for raw observations ``[B, obs_dim]``."""
+        a = self.policy.action_mean(obs).clamp(-1.0, 1.0)
+        command = self.offset + self.scale * a
+        return torch.minimum(torch.maximum(command, self.low), self.high)
+
+
+def check_compatible(model: ActorCritic, contract: Contract) -> None:
+    """Raise :class:`ContractError` unless ``contract`` describes ``model``'s actor input and output sizes."""
+    obs_dim = model.actor_normalizer.mean.numel()
+    num_actions = model.log_std.numel()
+    if contract.obs_dim != obs_dim:
+        raise ContractError(
+            f"contract obs_dim is {contract.obs_dim} (terms {[t.name for t in contract.observation]}), "
+            f"but the actor takes {obs_dim} inputs"
+        )
+    if contract.action.size != num_actions:
+        raise ContractError(
+            f"contract action.size is {contract.action.size}, but the actor has {num_actions} actions"
+        )
+    if contract.normalization != "in_graph":
+        raise ContractError(
+            f"contract normalization is '{contract.normalization}', but export bakes the normaliser "
+            "into the graph ('in_graph')"
+        )
+
+
+def to_onnx_model(model: ActorCritic, contract: Contract) -> onnx.ModelProto:
+    """Trace the deployed actor into a checked ONNX model carrying the contract (in memory).
+
+    ``model`` is left untouched: a CPU copy in eval mode is exported.
+
+    Args:
+        model: Trained actor-critic (any device, any mode).
+        contract: Deployment contract matching the actor's sizes.
+
+    Returns:
+        The ONNX model: input ``contract.input_name`` ``[batch, obs_dim]``, output ``contract.output_name``
+        ``[batch, A]``, both float32, with the contract JSON under ``METADATA_KEY``.
+
+    Raises:
+        ContractError: The contract does not fit the model.
+    """
+    contract.validate()
+    check_compatible(model, contract)
+    actor = DeployedActor(copy.deepcopy(model).cpu().float(), contract).eval().requires_grad_(False)
+    example = torch.zeros(2, contract.obs_dim)
+    with tempfile.TemporaryDirectory(prefix="robot-rl-export-") as tmp, warnings.catch_warnings():
+        # The TorchScript exporter announces its successor; it is still the fast, dependency-free path.
+        warnings.filterwarnings("ignore", "You are using the legacy TorchScript", DeprecationWarning)
+        warnings.filterwarnings("ignore", "The feature will be removed", DeprecationWarning, "torch.onnx")
+        torch.onnx.export(
+            actor,
+            (example,),
+            Path(tmp) / "actor.onnx",
+            dynamo=False,
+            opset_version=OPSET_VERSION,
+            input_names=[contract.input_name],
+            output_names=[contract.output_name],
+            dynamic_axes={contract.input_name: {0: "batch"}, contract.output_name: {0: "batch"}},
+        )
+        proto = onnx.load(Path(tmp) / "actor.onnx")
+    proto.producer_name = PRODUCER_NAME
+    proto.producer_version = ""
+    proto.doc_string = f"robot-rl policy for task '{contract.task}' ({contract.action.kind} commands)"
+    onnx.helper.set_model_props(proto, {METADATA_KEY: contract.to_json()})
+    onnx.checker.check_model(proto, full_check=True)
+    return proto
+
+
+def export_onnx(
+    model: ActorCritic, contract: Contract, out_dir: str | Path, name: str = "policy.onnx"
+) -> Path:
+    """Export the actor of ``model`` to ``out_dir/name`` and mirror the contract to ``out_dir/contract.yaml``.
+
+    Both files are staged beside their destination and moved into place only after the model has been
+    traced and checked, so a failed or interrupted export leaves any previous export intact and no partial
+    files behind.
+
+    Args:
+        model: Trained actor-critic (not modified).
+        contract: Deployment contract; its ``obs_dim`` and ``action.size`` must match the actor.
+        out_dir: Destination folder (created if missing).
+        name: File name of the ONNX model.
+
+    Returns:
+        Path of the written ONNX file.
+
+    Raises:
+        ContractError: The contract does not fit the model.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    data = to_onnx_model(model, contract).SerializeToString()
+    path = out / name
+    with atomic_path(out / CONTRACT_YAML) as yaml_tmp, atomic_path(path) as onnx_tmp:
+        contract.save_yaml(yaml_tmp)
+        onnx_tmp.write_bytes(data)
+    return path

@@ -1,0 +1,25 @@
+"""Robot-side runtime: numpy + onnxruntime only (importable without torch, simulators or ROS)."""
+
+from policies.runtime.contract import (
+    CONTRACT_VERSION,
+    METADATA_KEY,
+    ActionSpec,
+    Contract,
+    ContractError,
+    ObservationTerm,
+)
+from policies.runtime.observation import ObservationBuilder
+from policies.runtime.onnx_policy import OnnxPolicy, PolicyFileError, load_contract
+
+__all__ = [
+    "CONTRACT_VERSION",
+    "METADATA_KEY",
+    "ActionSpec",
+    "Contract",
+    "ContractError",
+    "ObservationBuilder",
+    "ObservationTerm",
+    "OnnxPolicy",
+    "PolicyFileError",
+    "load_contract",
+]

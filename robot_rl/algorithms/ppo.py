@@ -1,0 +1,136 @@
+"""Proximal policy optimisation for an asymmetric actor-critic.
+
+The algorithm owns the networks' optimiser and the rollout buffer; the runner owns the environment loop. ``update``
+stays short: losses and advantages are the pure functions of :mod:`robot_rl.algorithms.losses`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from policies.nets import ActorCritic
+from robot_rl.algorithms.losses import gae, gaussian_kl, surrogate_loss, value_loss
+from robot_rl.config import PPOConfig
+from robot_rl.storage import RolloutStorage
+
+
+@dataclass
+class UpdateStats:
+    """Means over one update's minibatches."""
+
+    surrogate: float
+    value: float
+    entropy: float
+    kl: float
+    learning_rate: float
+    action_std: float
+
+
+class PPO:
+    """PPO with KL-adaptive learning rate, clipped value loss and gradient clipping.
+
+    Args:
+        model: The actor-critic being trained.
+        cfg: PPO hyperparameters.
+        num_envs: Worlds per rollout ``N``.
+        device: Device of model and buffers.
+        seed: Seed of the minibatch shuffling.
+    """
+
+    def __init__(self, model: ActorCritic, cfg: PPOConfig, num_envs: int, device: torch.device, seed: int) -> None:
+        self.model = model
+        self.cfg = cfg
+        self.learning_rate = cfg.learning_rate
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate)
+        a_dim = model.actor_normalizer.mean.numel()
+        c_dim = model.critic_normalizer.mean.numel()
+        self.storage = RolloutStorage(cfg.num_steps, num_envs, a_dim, c_dim, model.log_std.numel(), device)
+        self.gen = torch.Generator(device=device)
+        self.gen.manual_seed(seed)
+
+    @torch.no_grad()
+    def act(self, actor_obs: torch.Tensor, critic_obs: torch.Tensor) -> torch.Tensor:
+        """Sample actions ``[N, A]`` and record the step's inputs, log-probabilities and values."""
+        s, t = self.storage, self.storage.step
+        dist = self.model.distribution(actor_obs)
+        actions = dist.mean + dist.stddev * torch.randn(dist.mean.shape, generator=self.gen, device=self.gen.device)
+        s.actor_obs[t] = actor_obs
+        s.critic_obs[t] = critic_obs
+        s.actions[t] = actions
+        s.mean[t] = dist.mean
+        s.std[t] = dist.stddev
+        s.log_prob[t] = dist.log_prob(actions).sum(-1)
+        s.values[t] = self.model.value(critic_obs)
+        return actions
+
+    @torch.no_grad()
+    def record(
+        self,
+        rewards: torch.Tensor,
+        terminated: torch.Tensor,
+        truncated: torch.Tensor,
+        final_critic_obs: torch.Tensor | None,
+    ) -> None:
+        """Store the outcome of the step begun by :meth:`act`.
+
+        ``final_critic_obs`` (``[N, D_c]``, needed when any world was truncated) is the critic input of the last
+        state of finished episodes; its value bootstraps time-outs.
+        """
+        s, t = self.storage, self.storage.step
+        s.rewards[t] = rewards
+        s.terminated[t] = terminated
+        s.dones[t] = terminated | truncated
+        if final_critic_obs is not None and bool(truncated.any()):
+            s.next_values[t] = torch.where(truncated, self.model.value(final_critic_obs), s.next_values[t])
+        s.step += 1
+
+    @torch.no_grad()
+    def compute_returns(self, last_critic_obs: torch.Tensor) -> None:
+        """Fill advantages and returns once the rollout is complete (bootstrapping from ``last_critic_obs``)."""
+        s = self.storage
+        nxt = torch.cat((s.values[1:], self.model.value(last_critic_obs)[None]), 0)
+        # next_values holds V(final_obs) where a time-out happened; elsewhere use the value of the next state.
+        trunc = s.dones & ~s.terminated
+        s.next_values = torch.where(trunc, s.next_values, nxt)
+        s.advantages, s.returns = gae(s.rewards, s.values, s.next_values, s.terminated, s.dones, self.cfg.gamma, self.cfg.lam)
+        adv = s.advantages
+        s.advantages = (adv - adv.mean()) / (adv.std() + 1e-8)
+
+    def update(self) -> UpdateStats:
+        """Run the PPO epochs over the stored rollout and clear it."""
+        cfg, model = self.cfg, self.model
+        totals = torch.zeros(4)
+        count = 0
+        for b in self.storage.minibatches(cfg.num_minibatches, cfg.num_epochs, self.gen):
+            dist = model.distribution(b.actor_obs)
+            log_prob = dist.log_prob(b.actions).sum(-1)
+            entropy = dist.entropy().sum(-1).mean()
+            kl = gaussian_kl(b.old_mean, b.old_std, dist.mean.detach(), dist.stddev.detach())
+            if cfg.schedule == "adaptive":
+                self._adapt_learning_rate(float(kl))
+            surr = surrogate_loss(log_prob, b.old_log_prob, b.advantages, cfg.clip_param)
+            v_loss = value_loss(model.value(b.critic_obs), b.old_values, b.returns, cfg.value_clip)
+            loss = surr + cfg.value_loss_coef * v_loss - cfg.entropy_coef * entropy
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+            self.optimizer.step()
+            with torch.no_grad():
+                model.log_std.clamp_(min=float(torch.log(torch.tensor(cfg.min_std))))
+            totals += torch.stack((surr.detach(), v_loss.detach(), entropy.detach(), kl)).cpu()
+            count += 1
+        self.storage.step = 0
+        m = (totals / max(count, 1)).tolist()
+        return UpdateStats(m[0], m[1], m[2], m[3], self.learning_rate, float(model.log_std.detach().exp().mean()))
+
+    def _adapt_learning_rate(self, kl: float) -> None:
+        """rsl_rl's rule: shrink the step when the policy moved too far, grow it when it barely moved."""
+        if kl > 2.0 * self.cfg.desired_kl:
+            self.learning_rate = max(1e-5, self.learning_rate / 1.5)
+        elif 0.0 < kl < 0.5 * self.cfg.desired_kl:
+            self.learning_rate = min(1e-2, self.learning_rate * 1.5)
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.learning_rate

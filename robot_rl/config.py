@@ -1,0 +1,208 @@
+"""Typed training configuration: ``configs/<task>.yaml`` + ``--set key=value`` overrides -> :class:`TrainConfig`.
+
+Resolution order (later wins): dataclass defaults and the task's ``default_config``, the YAML file, command-line
+shorthands (``--num-envs``, ``--device``, ``--seed``, ``--max-time``), then ``--set`` overrides. Everything is
+validated before any work starts; the resolved config is written into the run folder as ``config.yaml``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from robot_rl.typed_config import ConfigError, apply_override, from_dict, load_yaml, to_dict
+from sim.registry import get_task
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+
+
+@dataclass
+class PolicyConfig:
+    """Actor-critic networks.
+
+    Attributes:
+        actor_obs: Observation groups the actor reads, concatenated in this order (deployable: ``policy``).
+        critic_obs: Observation groups the critic reads (may include privileged ``critic``).
+        actor_hidden: Hidden layer sizes of the actor.
+        critic_hidden: Hidden layer sizes of the critic.
+        activation: ``elu``, ``tanh``, ``relu`` or ``silu``.
+        init_noise_std: Initial standard deviation of the Gaussian policy (normalised action units).
+    """
+
+    actor_obs: list[str] = field(default_factory=lambda: ["policy"])
+    critic_obs: list[str] = field(default_factory=lambda: ["critic"])
+    actor_hidden: list[int] = field(default_factory=lambda: [64, 64])
+    critic_hidden: list[int] = field(default_factory=lambda: [128, 128])
+    activation: Literal["elu", "tanh", "relu", "silu"] = "tanh"
+    init_noise_std: float = 0.5
+
+
+@dataclass
+class PPOConfig:
+    """Proximal policy optimisation.
+
+    Attributes:
+        num_steps: Rollout length per world per iteration ``T``.
+        num_epochs: Passes over each rollout.
+        num_minibatches: Minibatches per epoch.
+        gamma: Discount factor.
+        lam: GAE lambda.
+        clip_param: PPO ratio clip.
+        value_loss_coef: Weight of the value loss.
+        value_clip: Clip of the value update (``null``: unclipped).
+        entropy_coef: Weight of the entropy bonus.
+        learning_rate: Initial Adam learning rate.
+        schedule: ``adaptive`` (learning rate follows the KL divergence) or ``fixed``.
+        desired_kl: Target KL divergence per update for the adaptive schedule.
+        max_grad_norm: Gradient norm clip.
+        min_std: Floor of the policy standard deviation.
+    """
+
+    num_steps: int = 16
+    num_epochs: int = 5
+    num_minibatches: int = 4
+    gamma: float = 0.99
+    lam: float = 0.95
+    clip_param: float = 0.2
+    value_loss_coef: float = 1.0
+    value_clip: float | None = 0.2
+    entropy_coef: float = 0.0
+    learning_rate: float = 1e-3
+    schedule: Literal["adaptive", "fixed"] = "adaptive"
+    desired_kl: float = 0.01
+    max_grad_norm: float = 1.0
+    min_std: float = 0.01
+
+    def __post_init__(self) -> None:
+        for name in ("num_steps", "num_epochs", "num_minibatches"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"ppo.{name} must be >= 1, got {getattr(self, name)}")
+        if not 0.0 < self.gamma <= 1.0 or not 0.0 <= self.lam <= 1.0:
+            raise ValueError("ppo.gamma must be in (0, 1] and ppo.lam in [0, 1]")
+        if self.learning_rate <= 0:
+            raise ValueError(f"ppo.learning_rate must be positive, got {self.learning_rate}")
+
+
+@dataclass
+class RunnerConfig:
+    """Training loop.
+
+    Attributes:
+        max_iterations: Upper bound on PPO iterations.
+        max_time_s: Wall-clock budget in seconds (``null``: none).
+        eval_interval: Evaluate the task's success criterion every this many iterations (0: never).
+        eval_episodes: Episodes per evaluation.
+        stop_on_success: Stop as soon as an evaluation meets the criterion.
+        save_interval: Write a checkpoint every this many iterations.
+        log_interval: Refresh the progress bar and logs every this many iterations.
+        spread_episode_starts: Start worlds at random points of their first episode.
+    """
+
+    max_iterations: int = 1000
+    max_time_s: float | None = None
+    eval_interval: int = 10
+    eval_episodes: int = 256
+    stop_on_success: bool = True
+    save_interval: int = 50
+    log_interval: int = 1
+    spread_episode_starts: bool = True
+
+
+@dataclass
+class TrainConfig:
+    """Everything a training run needs; written into the run folder as ``config.yaml``.
+
+    Attributes:
+        task: Registered task name.
+        seed: Seed of the environment, the networks and the minibatch shuffling.
+        device: Torch device (``cpu``, ``cuda``, ``cuda:1``).
+        num_envs: Parallel worlds.
+        run_root: Folder under which ``<task>/<timestamp>-<seed>/`` run folders are made.
+        env: The task's own configuration (its dataclass; see ``sim/tasks``).
+        policy: Networks.
+        ppo: Algorithm.
+        runner: Training loop.
+    """
+
+    task: str
+    seed: int = 0
+    device: str = "cpu"
+    num_envs: int = 4096
+    run_root: str = "runs"
+    env: Any = None
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    runner: RunnerConfig = field(default_factory=RunnerConfig)
+
+
+def default_config_path(task: str) -> Path:
+    """``configs/<task>.yaml`` of the source tree."""
+    return CONFIG_DIR / f"{task}.yaml"
+
+
+def load_config(
+    task: str | None,
+    config_path: str | Path | None = None,
+    overrides: list[str] | None = None,
+) -> TrainConfig:
+    """Resolve a training config; see the module docstring for the order.
+
+    Args:
+        task: Task name (``None``: taken from the config file).
+        config_path: YAML file; ``None`` uses ``configs/<task>.yaml`` when it exists.
+        overrides: ``key.sub=value`` strings.
+
+    Raises:
+        ConfigError: Unknown task, unknown key, wrong type or invalid value; the message names it.
+    """
+    data: dict[str, Any] = {}
+    if config_path is None and task is not None and default_config_path(task).exists():
+        config_path = default_config_path(task)
+    if config_path is not None:
+        data = load_yaml(str(config_path))
+    if task is not None:
+        if "task" in data and data["task"] != task:
+            raise ConfigError(f"config file '{config_path}' is for task '{data['task']}', not '{task}'")
+        data["task"] = task
+    for item in overrides or []:
+        apply_override(data, item)
+    return from_plain(data)
+
+
+def from_plain(data: dict[str, Any]) -> TrainConfig:
+    """Build a :class:`TrainConfig` from plain data, parsing ``env`` with the task's own config class."""
+    data = dict(data)
+    if "task" not in data:
+        raise ConfigError("the config names no task (set 'task: <name>' or pass the task on the command line)")
+    try:
+        spec = get_task(data["task"])
+    except KeyError as exc:
+        raise ConfigError(str(exc)) from None
+    env_data = data.pop("env", None)
+    cfg = from_dict(TrainConfig, data)
+    cfg.env = from_dict(spec.config_cls, env_data, "env")
+    if cfg.num_envs < 1:
+        raise ConfigError(f"num_envs must be >= 1, got {cfg.num_envs}")
+    _check_device(cfg.device)
+    return cfg
+
+
+def _check_device(device: str) -> None:
+    import torch
+
+    try:
+        dev = torch.device(device)
+    except RuntimeError as exc:
+        raise ConfigError(f"device '{device}' is not a torch device (e.g. cpu, cuda, cuda:0): {exc}") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device '{device}' was requested but CUDA is not available on this machine")
+    if dev.type not in ("cpu", "cuda"):
+        raise ConfigError(f"device '{device}' is not supported; use cpu or cuda[:index]")
+
+
+def config_to_yaml(cfg: TrainConfig) -> str:
+    """The resolved config as YAML (what ``config.yaml`` in the run folder holds)."""
+    import yaml
+
+    return yaml.safe_dump(to_dict(cfg), sort_keys=False)

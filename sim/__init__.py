@@ -1,0 +1,6 @@
+"""Batched simulation: the VecEnv contract, backends, tasks, and domain randomisation."""
+
+from sim.registry import get_task, make, register, task_names
+from sim.vec_env import Obs, StepInfo, VecEnv
+
+__all__ = ["Obs", "StepInfo", "VecEnv", "get_task", "make", "register", "task_names"]

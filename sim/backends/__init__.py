@@ -1,0 +1,1 @@
+"""Simulation backends: batched physics steppers that tasks build on (numpy in and out)."""

@@ -1,0 +1,204 @@
+"""Batched rigid-body multirotor model (torch), with Crazyflie 2.x parameters.
+
+Frames: world ``W`` is z-up; body ``B`` is x forward, y left, z up (rotor thrust along ``+z_B``). Attitude is the
+unit quaternion ``q = (w, x, y, z)`` rotating body vectors into the world frame.
+
+State per world (``N`` worlds)::
+
+    pos [N, 3] m (W)   quat [N, 4] (B -> W)   vel [N, 3] m/s (W)   omega [N, 3] rad/s (B)   rotor [N, 4] (0..1)
+
+``rotor`` is each rotor's speed as a fraction of its maximum. Thrust is quadratic in speed,
+``f_i = f_max * rotor_i**2``, and each rotor adds a reaction torque ``±k_m f_i`` about ``z_B``. Rotor speeds follow a
+first-order lag towards the command, integrated exactly; the rigid body is integrated with classical RK4 (thrust held
+over a substep) and the quaternion renormalised after every substep. Sources: ``../shared/references.md``
+(Förster 2015 inertia; Bitcraze motor layout; "Learning to Fly in Seconds", Eschmann et al. 2023).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+GRAVITY = 9.81
+"""Gravitational acceleration, m/s²."""
+
+
+@dataclass(frozen=True)
+class CrazyflieParams:
+    """Nominal Crazyflie 2.x parameters.
+
+    Attributes:
+        mass: Take-off mass with battery, kg (0.027–0.032 kg reported).
+        arm_length: Motor-to-centre distance, m (92 mm between diagonal motors).
+        inertia: Principal moments of inertia, kg m² (Förster, ETH 2015).
+        thrust_to_weight: Total maximum thrust over weight (L2F: 4 x 0.1488 N / 0.265 N ≈ 2.25).
+        torque_ratio: Rotor reaction torque per unit thrust ``k_m``, m.
+        motor_time_constant: First-order rotor-speed time constant, s (10–50 ms reported).
+        max_rpm: Rotor speed at full command, RPM (L2F Crazyflie model).
+    """
+
+    mass: float = 0.027
+    arm_length: float = 0.046
+    inertia: tuple[float, float, float] = (1.66e-5, 1.66e-5, 2.93e-5)
+    thrust_to_weight: float = 2.25
+    torque_ratio: float = 0.005964552
+    motor_time_constant: float = 0.03
+    max_rpm: float = 21702.0
+
+    @property
+    def hover_rotor(self) -> float:
+        """Rotor speed fraction at which four rotors carry the nominal weight: ``sqrt(1 / thrust_to_weight)``."""
+        return math.sqrt(1.0 / self.thrust_to_weight)
+
+
+# Crazyflie 2.x layout (Bitcraze): M1 front-right CW, M2 rear-right CCW, M3 rear-left CW, M4 front-left CCW.
+# A rotor spinning clockwise seen from above pushes the body counter-clockwise: yaw torque +k_m f.
+ROTOR_XY = ((1.0, -1.0), (-1.0, -1.0), (-1.0, 1.0), (1.0, 1.0))
+"""Rotor positions in units of ``arm_length / sqrt(2)`` (x forward, y left)."""
+ROTOR_YAW_SIGN = (1.0, -1.0, 1.0, -1.0)
+"""Sign of each rotor's reaction torque about ``+z_B``."""
+ROTOR_NAMES = ("m1_front_right", "m2_rear_right", "m3_rear_left", "m4_front_left")
+
+
+@dataclass
+class MultirotorState:
+    """Batched state; see the module docstring for frames and units."""
+
+    pos: torch.Tensor
+    quat: torch.Tensor
+    vel: torch.Tensor
+    omega: torch.Tensor
+    rotor: torch.Tensor
+
+    @classmethod
+    def zeros(cls, n: int, device: torch.device) -> MultirotorState:
+        """``n`` worlds at the origin, level, at rest, rotors stopped."""
+        quat = torch.zeros(n, 4, device=device)
+        quat[:, 0] = 1.0
+        z3 = torch.zeros(n, 3, device=device)
+        return cls(z3.clone(), quat, z3.clone(), z3.clone(), torch.zeros(n, 4, device=device))
+
+
+@dataclass
+class MultirotorParams:
+    """Per-world physical parameters (``[N, k]`` tensors, SI units).
+
+    Attributes:
+        mass: ``[N, 1]`` kg.
+        inertia: ``[N, 3]`` principal moments, kg m².
+        max_thrust: ``[N, 1]`` thrust of one rotor at full speed, N.
+        torque_ratio: ``[N, 1]`` reaction torque per unit thrust, m.
+        motor_time_constant: ``[N, 1]`` s.
+        disturbance: ``[N, 3]`` constant external force in the world frame, N.
+    """
+
+    mass: torch.Tensor
+    inertia: torch.Tensor
+    max_thrust: torch.Tensor
+    torque_ratio: torch.Tensor
+    motor_time_constant: torch.Tensor
+    disturbance: torch.Tensor
+
+
+class MultirotorModel:
+    """Batched quadrotor dynamics on one device.
+
+    Args:
+        arm_length: Motor-to-centre distance, m.
+        device: Torch device.
+    """
+
+    def __init__(self, arm_length: float, device: torch.device) -> None:
+        d = arm_length / math.sqrt(2.0)
+        xy = torch.tensor(ROTOR_XY, device=device) * d
+        # body torque = alloc @ thrusts:  tau_x = sum y_i f_i,  tau_y = -sum x_i f_i,  tau_z = sum s_i k_m f_i
+        self.roll_arm = xy[:, 1]  # [4]
+        self.pitch_arm = -xy[:, 0]  # [4]
+        self.yaw_sign = torch.tensor(ROTOR_YAW_SIGN, device=device)
+        self.gravity = torch.tensor([0.0, 0.0, -GRAVITY], device=device)
+
+    def wrench(self, rotor: torch.Tensor, p: MultirotorParams) -> tuple[torch.Tensor, torch.Tensor]:
+        """Collective thrust ``[N]`` (N, along ``+z_B``) and body torque ``[N, 3]`` (N m) of rotor speeds ``[N, 4]``."""
+        f = p.max_thrust * rotor.square()  # [N, 4]
+        torque = torch.stack(
+            (f @ self.roll_arm, f @ self.pitch_arm, (f @ self.yaw_sign) * p.torque_ratio[:, 0]), dim=-1
+        )
+        return f.sum(-1), torque
+
+    def derivative(
+        self, s: MultirotorState, thrust: torch.Tensor, torque: torch.Tensor, p: MultirotorParams
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Time derivatives ``(pos_dot, quat_dot, vel_dot, omega_dot)`` of the rigid body under a fixed wrench."""
+        z_body = quat_z_axis(s.quat)  # [N, 3] third column of R
+        acc = z_body * (thrust / p.mass[:, 0]).unsqueeze(-1) + self.gravity + p.disturbance / p.mass
+        i_omega = p.inertia * s.omega
+        omega_dot = (torque - torch.linalg.cross(s.omega, i_omega)) / p.inertia
+        return s.vel, quat_derivative(s.quat, s.omega), acc, omega_dot
+
+    def step(self, s: MultirotorState, command: torch.Tensor, p: MultirotorParams, dt: float) -> MultirotorState:
+        """Advance by ``dt`` seconds: exact first-order motor lag, then RK4 on the rigid body.
+
+        Args:
+            s: Current state.
+            command: ``[N, 4]`` commanded rotor speed fractions in ``[0, 1]``.
+            p: Per-world parameters.
+            dt: Step, s.
+        """
+        decay = torch.exp(-dt / p.motor_time_constant)  # [N, 1]
+        rotor = command + (s.rotor - command) * decay
+        thrust, torque = self.wrench(0.5 * (s.rotor + rotor), p)  # midpoint speed over the step
+
+        def f(x: MultirotorState) -> tuple[torch.Tensor, ...]:
+            return self.derivative(x, thrust, torque, p)
+
+        def add(x: MultirotorState, k: tuple[torch.Tensor, ...], h: float) -> MultirotorState:
+            return MultirotorState(
+                x.pos + h * k[0], x.quat + h * k[1], x.vel + h * k[2], x.omega + h * k[3], x.rotor
+            )
+
+        k1 = f(s)
+        k2 = f(add(s, k1, dt / 2))
+        k3 = f(add(s, k2, dt / 2))
+        k4 = f(add(s, k3, dt))
+        inc = [(a + 2 * b + 2 * c + d) * (dt / 6) for a, b, c, d in zip(k1, k2, k3, k4, strict=True)]
+        quat = s.quat + inc[1]
+        quat = quat / quat.norm(dim=-1, keepdim=True)
+        return MultirotorState(s.pos + inc[0], quat, s.vel + inc[2], s.omega + inc[3], rotor)
+
+
+def quat_derivative(q: torch.Tensor, omega_b: torch.Tensor) -> torch.Tensor:
+    """``q_dot = 0.5 q ⊗ (0, omega_b)`` for ``q: [N, 4]`` (w, x, y, z) and body rates ``[N, 3]``."""
+    w, x, y, z = q.unbind(-1)
+    p, r, t = omega_b.unbind(-1)
+    return 0.5 * torch.stack(
+        (-x * p - y * r - z * t, w * p + y * t - z * r, w * r - x * t + z * p, w * t + x * r - y * p), dim=-1
+    )
+
+
+def quat_z_axis(q: torch.Tensor) -> torch.Tensor:
+    """Body z axis in the world frame (third column of ``R(q)``), ``[N, 4] -> [N, 3]``."""
+    w, x, y, z = q.unbind(-1)
+    return torch.stack((2 * (x * z + w * y), 2 * (y * z - w * x), 1 - 2 * (x * x + y * y)), dim=-1)
+
+
+def quat_to_matrix(q: torch.Tensor) -> torch.Tensor:
+    """Rotation matrix ``[N, 3, 3]`` (body -> world) of unit quaternions ``[N, 4]`` (w, x, y, z)."""
+    w, x, y, z = q.unbind(-1)
+    return torch.stack(
+        (
+            1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
+            2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
+            2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y),
+        ),
+        dim=-1,
+    ).reshape(-1, 3, 3)  # fmt: skip
+
+
+def random_quat_within(n: int, max_angle: float, gen: torch.Generator, device: torch.device) -> torch.Tensor:
+    """``[n, 4]`` rotations about uniformly random axes by angles uniform in ``[0, max_angle]`` rad."""
+    axis = torch.randn(n, 3, generator=gen, device=device)
+    axis = axis / axis.norm(dim=-1, keepdim=True).clamp_min(1e-9)
+    angle = max_angle * torch.rand(n, 1, generator=gen, device=device)
+    return torch.cat((torch.cos(angle / 2), axis * torch.sin(angle / 2)), dim=-1)

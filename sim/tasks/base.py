@@ -1,0 +1,317 @@
+"""Shared machinery of every task: episodes, auto-reset, action latency, sensor noise, randomisation, rewards.
+
+A task subclasses :class:`BatchedTask` and supplies the physics and the task logic through a handful of hooks
+(``_simulate``, ``_reset_worlds``, ``_signals``, ``_privileged``, ``_reward_terms``, ``_terminated``, ``_success``).
+Everything else — the order of operations inside ``step``, time-outs kept apart from terminations, the final
+observation of finished episodes, latency buffers, per-episode sensor bias, logging — lives here once.
+
+State lives in inference tensors: ``reset`` and ``step`` run under ``torch.inference_mode()``, so nothing the
+simulator computes is ever tracked by autograd; code that edits task state directly must do so in that mode too.
+
+Order of one ``step`` (control period ``dt``)::
+
+    a_k = clip(actions, -1, 1)                      # what the policy asked for
+    a_applied = a_{k - latency}                     # per-world action latency, in control steps
+    _simulate(a_applied)                            # physics advances by dt
+    reward = sum_i scale_i * term_i * dt            # named reward terms, scales from config
+    terminated, truncated = _terminated(), step >= max_episode_length
+    obs = observe()                                 # noisy onboard signals -> ObservationBuilder, privileged state
+    finished worlds: final_obs saved, success recorded, world reset, obs refreshed
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from policies.runtime.contract import ActionSpec, Contract, ObservationTerm
+from policies.runtime.observation import ObservationBuilder
+from sim.randomization import (
+    DomainRandomizer,
+    ParamSpec,
+    RandomizationError,
+    RandomizationTerm,
+    combine,
+    sample_bounds,
+)
+from sim.vec_env import Obs, StepInfo, TaskConfigError, VecEnv
+
+
+@dataclass
+class SensorNoise:
+    """Onboard sensor noise, applied while randomisation is on.
+
+    Attributes:
+        std: Per-signal white-noise standard deviation (signal units), redrawn every control step.
+        bias_std: Per-signal standard deviation of a constant offset drawn at every episode start.
+    """
+
+    std: dict[str, float] = field(default_factory=dict)
+    bias_std: dict[str, float] = field(default_factory=dict)
+
+
+LATENCY_SPEC = ParamSpec(nominal=(0.0,), lower=-1e-9, unit="control steps")
+"""Action latency is randomisable in every task: the value is floored, so ``add`` over ``[0, 2)`` gives 0 or 1
+control steps with equal probability."""
+
+
+class BatchedTask(VecEnv):
+    """Base class of the built-in tasks (see the module docstring for the step order).
+
+    Args:
+        num_envs: Number of worlds ``N``.
+        num_actions: Action size ``A``.
+        dt: Control period, seconds.
+        episode_length_s: Time limit, seconds.
+        device: Torch device of all state.
+        seed: Seed of the env's random stream.
+        policy_terms: Observation terms of the onboard ``policy`` group (also the deployment contract's).
+        privileged_size: Size of the ``critic`` group.
+        param_specs: Randomisable physical parameters of the task (``action_latency`` is added here).
+        randomization: Randomisation terms from the config.
+        noise: Sensor noise model.
+        reward_scales: Scale of each named reward term (terms with scale 0 are skipped).
+        max_latency: Largest action latency the buffer holds, control steps.
+    """
+
+    def __init__(
+        self,
+        *,
+        num_envs: int,
+        num_actions: int,
+        dt: float,
+        episode_length_s: float,
+        device: torch.device,
+        seed: int,
+        policy_terms: Sequence[ObservationTerm],
+        privileged_size: int,
+        param_specs: dict[str, ParamSpec],
+        randomization: Sequence[RandomizationTerm],
+        noise: SensorNoise,
+        reward_scales: dict[str, float],
+        max_latency: int = 4,
+    ) -> None:
+        self.num_envs = num_envs
+        self.num_actions = num_actions
+        self.dt = dt
+        self.max_episode_length = max(1, round(episode_length_s / dt))
+        self.device = device
+        self.policy_terms = list(policy_terms)
+        self.obs_sizes = {"policy": sum(t.dim for t in policy_terms), "critic": privileged_size}
+        self.gen = torch.Generator(device=device)
+        self.gen.manual_seed(seed)
+        self.randomizer = DomainRandomizer(
+            randomization, {**param_specs, "action_latency": LATENCY_SPEC}, num_envs, dt, device
+        )
+        self.params = self.randomizer.values
+        self._check_latency(randomization, max_latency)
+        self.noise = noise
+        self._check_names("reward_scales", reward_scales, self.reward_names())
+        self.reward_scales = {k: v for k, v in reward_scales.items() if v != 0.0}
+        signal_names = [t.source for t in policy_terms]
+        self._check_names("noise.std", noise.std, signal_names)
+        self._check_names("noise.bias_std", noise.bias_std, signal_names)
+        self.max_latency = max_latency
+        self.builder = ObservationBuilder(self.policy_terms, num_envs, torch, device)
+        n, a = num_envs, num_actions
+        self.episode_step = torch.zeros(n, dtype=torch.long, device=device)
+        self.episode_return = torch.zeros(n, device=device)
+        self.last_action = torch.zeros(n, a, device=device)
+        self.action_queue = torch.zeros(n, max_latency + 1, a, device=device)
+        self.obs_bias = {k: torch.zeros(n, self._signal_size(k), device=device) for k in noise.bias_std}
+        self._all = torch.ones(n, dtype=torch.bool, device=device)
+        self._rows = torch.arange(n, device=device)
+        self._obs: Obs = {}
+
+    # ------------------------------------------------------------------------------------------------ hooks
+    def reward_names(self) -> list[str]:
+        """Names of the task's reward terms (keys of ``reward_scales``); called before the subclass is set up,
+        so it must return a constant list."""
+        raise NotImplementedError
+
+    def _simulate(self, action: torch.Tensor) -> None:
+        """Advance the physics by ``dt`` under the applied normalised action ``[N, A]``."""
+        raise NotImplementedError
+
+    def _reset_worlds(self, mask: torch.Tensor) -> None:
+        """Draw new initial states for the worlds in ``mask`` (bool ``[N]``); parameters are already drawn."""
+        raise NotImplementedError
+
+    def _signals(self) -> dict[str, torch.Tensor]:
+        """Noise-free onboard signals ``{source: [N, size]}`` named as in the policy terms."""
+        raise NotImplementedError
+
+    def _privileged(self) -> torch.Tensor:
+        """Critic observation ``[N, privileged_size]``: noise-free state, parameters, disturbances."""
+        raise NotImplementedError
+
+    def _reward_terms(self, action: torch.Tensor, terminated: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Unscaled per-world reward rates ``{name: [N]}`` after the physics step.
+
+        Each term is a rate (per second): the env multiplies it by ``scale * dt``. A one-off event such as a crash
+        is expressed as ``indicator / dt`` so its scale is the reward per event (see :func:`sim.rewards.event`).
+
+        Args:
+            action: ``[N, A]`` normalised action of this step.
+            terminated: ``[N]`` bool, worlds whose episode ends by failure or success at this step.
+        """
+        raise NotImplementedError
+
+    def _terminated(self) -> torch.Tensor:
+        """Bool ``[N]``: the episode ended by failure or completion (not by the time limit)."""
+        raise NotImplementedError
+
+    def _success(self) -> torch.Tensor:
+        """Bool ``[N]``: whether the current episode meets the task's success criterion (read when it ends)."""
+        raise NotImplementedError
+
+    def _episode_metrics(self) -> dict[str, torch.Tensor]:
+        """Optional per-world figures of the episode ending now ``{name: [N]}`` (read only where done)."""
+        return {}
+
+    def _metrics(self) -> dict[str, torch.Tensor]:
+        """Optional extra per-world metrics ``{name: [N]}`` for the log (errors in SI units)."""
+        return {}
+
+    def action_spec(self) -> ActionSpec:
+        """How normalised actions map to robot commands (for the deployment contract)."""
+        raise NotImplementedError
+
+    def contract_extra(self) -> dict[str, object]:
+        """Task-specific facts written into the contract's ``extra``."""
+        return {}
+
+    # ---------------------------------------------------------------------------------------- VecEnv API
+    @property
+    def randomization_enabled(self) -> bool:
+        """Whether randomisation and sensor noise are on."""
+        return self.randomizer.enabled
+
+    def set_randomization(self, enabled: bool) -> None:
+        """Switch randomisation and sensor noise on or off (takes effect at the next reset)."""
+        self.randomizer.enabled = enabled
+
+    @torch.inference_mode()
+    def reset(self, seed: int | None = None) -> Obs:
+        """Reset every world (re-seeding first when ``seed`` is given) and return the first observation."""
+        if seed is not None:
+            self.gen.manual_seed(seed)
+        self.randomizer.apply(self._all, "startup", self.gen)
+        self._reset(self._all)
+        self._obs = self._observe()
+        return self._obs
+
+    @torch.inference_mode()
+    def spread_episode_starts(self) -> None:
+        """Start worlds at random points of their first episode so time-outs do not all fall on one step."""
+        self.episode_step = torch.randint(
+            0, self.max_episode_length, (self.num_envs,), generator=self.gen, device=self.device
+        )
+
+    @torch.inference_mode()
+    def step(self, actions: torch.Tensor) -> tuple[Obs, torch.Tensor, torch.Tensor, torch.Tensor, StepInfo]:
+        """Advance all worlds by ``dt``; see the module docstring for the order of operations."""
+        if actions.shape != (self.num_envs, self.num_actions):
+            raise ValueError(f"actions must have shape {(self.num_envs, self.num_actions)}, got {tuple(actions.shape)}")
+        action = actions.to(self.device, torch.float32).clamp(-1.0, 1.0)
+        self.action_queue = torch.roll(self.action_queue, 1, 1)
+        self.action_queue[:, 0] = action
+        latency = self.params["action_latency"][:, 0].floor().long().clamp(0, self.max_latency)
+        self._simulate(self.action_queue[self._rows, latency])
+        self.episode_step += 1
+        self.randomizer.apply(self._all, "interval", self.gen, step=self.episode_step)
+
+        terminated = self._terminated()
+        terms = self._reward_terms(action, terminated)
+        reward = torch.zeros(self.num_envs, device=self.device)
+        log: dict[str, torch.Tensor] = {}
+        for name, scale in self.reward_scales.items():
+            value = terms[name] * (scale * self.dt)
+            reward += value
+            log[f"reward/{name}"] = value
+        log.update({f"metric/{k}": v for k, v in self._metrics().items()})
+        self.episode_return += reward
+        self.last_action = action
+
+        truncated = (self.episode_step >= self.max_episode_length) & ~terminated
+        done = terminated | truncated
+        obs = self._observe()
+        info = StepInfo(log=log, final_obs=obs)
+        if bool(done.any()):
+            info.final_obs = {k: v.clone() for k, v in obs.items()}
+            info.success = self._success() & done
+            info.episode_return = self.episode_return.clone()
+            info.episode_length = self.episode_step.clone()
+            info.episode_metrics = {k: v.clone() for k, v in self._episode_metrics().items()}
+            self._reset(done)
+            obs = self._observe(refresh=done)
+        self._obs = obs
+        return obs, reward, terminated, truncated, info
+
+    # ------------------------------------------------------------------------------------------- internals
+    def _reset(self, mask: torch.Tensor) -> None:
+        self.randomizer.apply(mask, "reset", self.gen)
+        self._reset_worlds(mask)
+        self.episode_step[mask] = 0
+        self.episode_return[mask] = 0.0
+        self.last_action[mask] = 0.0
+        self.action_queue[mask] = 0.0
+        for name, bias in self.obs_bias.items():
+            std = self.noise.bias_std[name] if self.randomizer.enabled else 0.0
+            bias[mask] = std * torch.randn(bias[mask].shape, generator=self.gen, device=self.device)
+
+    def _observe(self, refresh: torch.Tensor | None = None) -> Obs:
+        """Build all observation groups; ``refresh`` marks just-reset worlds whose history restarts now."""
+        signals = self._signals()
+        if self.randomizer.enabled:
+            for name, std in self.noise.std.items():
+                x = signals[name]
+                signals[name] = x + std * torch.randn(x.shape, generator=self.gen, device=self.device)
+        for name, bias in self.obs_bias.items():
+            signals[name] = signals[name] + bias
+        if refresh is None:
+            policy = self.builder(signals)
+        else:
+            self.builder.reset(refresh, signals)
+            policy = self.builder.read()
+        return {"policy": policy, "critic": self._privileged()}
+
+    def contract(self, actor_groups: list[str]) -> Contract:
+        """Deployment contract of a policy reading ``actor_groups`` (only ``policy`` is deployable)."""
+        if actor_groups != ["policy"]:
+            raise ValueError(
+                f"only the onboard 'policy' observation group can be deployed; the actor reads {actor_groups}"
+            )
+        return Contract(
+            task=self.task_name,
+            control_period_s=self.dt,
+            observation=self.policy_terms,
+            action=self.action_spec(),
+            joint_names=list(self.action_spec().names),
+            extra=self.contract_extra(),
+        )
+
+    task_name: str = ""
+
+    def _signal_size(self, name: str) -> int:
+        return next(t.size for t in self.policy_terms if t.source == name)
+
+    @staticmethod
+    def _check_latency(terms: Sequence[RandomizationTerm], max_latency: int) -> None:
+        for term in terms:
+            if term.param == "action_latency":
+                lo, hi = sample_bounds(term)
+                top = combine(term.operation, torch.zeros(1, 1), torch.tensor([[hi]]))
+                if float(top) >= max_latency + 1:
+                    raise RandomizationError(
+                        f"action_latency can reach {float(top):g} control steps, but at most {max_latency} "
+                        f"(values below {max_latency + 1}) are supported"
+                    )
+
+    @staticmethod
+    def _check_names(what: str, given: dict[str, float], valid: Sequence[str]) -> None:
+        unknown = sorted(set(given) - set(valid))
+        if unknown:
+            raise TaskConfigError(f"{what}: unknown name(s) {unknown}; valid names: {', '.join(sorted(valid))}")

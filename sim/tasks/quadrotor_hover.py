@@ -1,0 +1,331 @@
+"""Task ``quadrotor-hover``: a Crazyflie 2.x holds position at the origin under domain randomisation.
+
+Action: four normalised per-rotor commands ``a`` in ``[-1, 1]``, mapped to rotor speed (RPM)
+``rpm = hover_rpm + (max_rpm - hover_rpm) * a`` (so ``a = 0`` hovers the nominal drone), as in "Learning to Fly in
+Seconds" (direct per-rotor RPM control). The mapping is part of the deployment contract (kind ``rpm``).
+
+Onboard (``policy``) observation, 18 + 4 H values::
+
+    pos_w [3] m (world, relative to the target) | rot_mat [9] (body -> world, row-major) | lin_vel_w [3] m/s |
+    ang_vel_b [3] rad/s (gyro) | last_action [4] x H (normalised, newest first)
+
+Privileged (``critic``) observation: the noise-free state, rotor speeds, the randomised parameters (relative to
+nominal) and the disturbance force (in units of the nominal weight).
+
+Success (per episode): no crash, and the mean position error over the last ``success_window_s`` seconds below
+``success_pos_error`` metres. The task's criterion over an evaluation: at least 95 % of episodes without crash and a
+mean tail position error below 0.05 m.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from policies.runtime.contract import ActionSpec, ObservationTerm
+from sim import rewards
+from sim.randomization import ParamSpec, RandomizationTerm, inertia_is_valid
+from sim.registry import TaskSpec, register
+from sim.robots.multirotor import (
+    GRAVITY,
+    ROTOR_NAMES,
+    CrazyflieParams,
+    MultirotorModel,
+    MultirotorParams,
+    MultirotorState,
+    quat_to_matrix,
+    random_quat_within,
+)
+from sim.tasks.base import BatchedTask, SensorNoise
+
+
+def _default_randomization() -> list[RandomizationTerm]:
+    return [
+        # Crazyflie take-off mass 0.027–0.032 kg (references.md).
+        RandomizationTerm("mass", "uniform", (0.95, 1.2), "scale"),
+        # Two published identifications differ by ~15 %; one shared scale keeps the body realisable.
+        RandomizationTerm("inertia", "uniform", (0.85, 1.15), "scale"),
+        RandomizationTerm("thrust_to_weight", "uniform", (0.85, 1.15), "scale"),
+        RandomizationTerm("torque_ratio", "uniform", (0.8, 1.2), "scale"),
+        # Motor time constant "of order 10–50 ms".
+        RandomizationTerm("motor_time_constant", "uniform", (0.01, 0.05), "abs"),
+        # 0 or 1 control steps (0–10 ms) of latency, equally likely (the value is floored).
+        RandomizationTerm("action_latency", "uniform", (0.0, 2.0), "add"),
+        # Constant external force (unmodelled aerodynamics, tether, ...), N, per axis; ~2 % of the weight.
+        RandomizationTerm(
+            "disturbance_force", "gaussian", (0.0, 0.005), "add", clip=(-0.015, 0.015), per_element=True
+        ),
+    ]
+
+
+def _default_rewards() -> dict[str, float]:
+    # Per-second rates; the env multiplies by dt.
+    # Costs are bounded well below the alive bonus inside the flight volume, so surviving always pays and
+    # crashing early is never the best option; a crash costs a fixed penalty per event.
+    return {
+        "alive": 2.0,
+        "position": -1.0,
+        "orientation": -0.5,
+        "lin_vel": -0.05,
+        "ang_vel": -0.001,
+        "action": -0.02,
+        "action_rate": -0.05,
+        "crash": -10.0,
+    }
+
+
+def _default_noise() -> SensorNoise:
+    return SensorNoise(
+        std={"pos_w": 0.002, "rot_mat": 0.01, "lin_vel_w": 0.01, "ang_vel_b": 0.05},
+        bias_std={"pos_w": 0.002, "ang_vel_b": 0.01},
+    )
+
+
+@dataclass
+class QuadrotorHoverConfig:
+    """Configuration of ``quadrotor-hover`` (see the module docstring).
+
+    Attributes:
+        dt: Control period, s (100 Hz).
+        substeps: Physics substeps per control period.
+        episode_length_s: Episode time limit, s.
+        action_history: Number of past actions in the onboard observation (``H``).
+        init_pos_radius: Initial position drawn uniformly in a ball of this radius around the target, m.
+        init_max_tilt_deg: Initial attitude: rotation about a random axis by up to this angle, degrees.
+        init_lin_vel: Initial linear velocity, uniform per axis in ``±init_lin_vel``, m/s.
+        init_ang_vel: Initial body rates, uniform per axis in ``±init_ang_vel``, rad/s.
+        crash_distance: Terminate when farther than this from the target, m.
+        crash_ang_vel: Terminate when spinning faster than this, rad/s.
+        success_window_s: Tail of the episode over which the position error is averaged, s.
+        success_pos_error: Mean tail position error below which an episode succeeds, m.
+        reward_scales: Scale of each named reward term, per second.
+        randomization: Domain randomisation terms.
+        noise: Onboard sensor noise.
+        robot: Nominal physical parameters.
+    """
+
+    dt: float = 0.01
+    substeps: int = 2
+    episode_length_s: float = 5.0
+    action_history: int = 8
+    init_pos_radius: float = 0.5
+    init_max_tilt_deg: float = 30.0
+    init_lin_vel: float = 0.2
+    init_ang_vel: float = 0.5
+    crash_distance: float = 1.5
+    crash_ang_vel: float = 35.0
+    success_window_s: float = 2.0
+    success_pos_error: float = 0.05
+    reward_scales: dict[str, float] = field(default_factory=_default_rewards)
+    randomization: list[RandomizationTerm] = field(default_factory=_default_randomization)
+    noise: SensorNoise = field(default_factory=_default_noise)
+    robot: CrazyflieParams = field(default_factory=CrazyflieParams)
+
+
+class QuadrotorHover(BatchedTask):
+    """Crazyflie hover at the origin (see the module docstring)."""
+
+    task_name = "quadrotor-hover"
+
+    def __init__(self, cfg: QuadrotorHoverConfig, num_envs: int, device: torch.device, seed: int = 0) -> None:
+        self.cfg = cfg
+        r = cfg.robot
+        self.nominal = r
+        terms = [
+            ObservationTerm("position", 3, "pos_w", unit="m"),
+            ObservationTerm("orientation", 9, "rot_mat"),
+            ObservationTerm("linear_velocity", 3, "lin_vel_w", unit="m/s"),
+            ObservationTerm("angular_velocity", 3, "ang_vel_b", unit="rad/s"),
+            ObservationTerm("last_action", 4, "last_action", history=cfg.action_history),
+        ]
+        specs = {
+            "mass": ParamSpec((r.mass,), lower=0.0, unit="kg"),
+            "inertia": ParamSpec(r.inertia, lower=0.0, unit="kg m^2", check=inertia_is_valid),
+            "thrust_to_weight": ParamSpec((r.thrust_to_weight,), lower=1.0, unit="(ratio)"),
+            "torque_ratio": ParamSpec((r.torque_ratio,), lower=0.0, unit="m"),
+            "motor_time_constant": ParamSpec((r.motor_time_constant,), lower=0.0, unit="s"),
+            "disturbance_force": ParamSpec((0.0, 0.0, 0.0), unit="N"),
+        }
+        super().__init__(
+            num_envs=num_envs,
+            num_actions=4,
+            dt=cfg.dt,
+            episode_length_s=cfg.episode_length_s,
+            device=device,
+            seed=seed,
+            policy_terms=terms,
+            privileged_size=3 + 9 + 3 + 3 + 4 + 3 + 8,
+            param_specs=specs,
+            randomization=cfg.randomization,
+            noise=cfg.noise,
+            reward_scales=cfg.reward_scales,
+        )
+        self.model = MultirotorModel(r.arm_length, device)
+        self.state = MultirotorState.zeros(num_envs, device)
+        self.hover = r.hover_rotor
+        self.tail_steps = max(1, round(cfg.success_window_s / cfg.dt))
+        self.tail_error = torch.zeros(num_envs, device=device)
+
+    # ------------------------------------------------------------------------------------------- physics
+    def physical_params(self) -> MultirotorParams:
+        """Current per-world parameters in SI units."""
+        v = self.params
+        mass = v["mass"]
+        return MultirotorParams(
+            mass=mass,
+            inertia=v["inertia"],
+            max_thrust=v["thrust_to_weight"] * mass * GRAVITY / 4.0,
+            torque_ratio=v["torque_ratio"],
+            motor_time_constant=v["motor_time_constant"],
+            disturbance=v["disturbance_force"],
+        )
+
+    def rotor_command(self, action: torch.Tensor) -> torch.Tensor:
+        """Rotor speed fraction ``[N, 4]`` in ``[0, 1]`` for normalised actions ``[N, 4]`` (the contract mapping)."""
+        return (self.hover + (1.0 - self.hover) * action).clamp(0.0, 1.0)
+
+    def _simulate(self, action: torch.Tensor) -> None:
+        command = self.rotor_command(action)
+        p = self.physical_params()
+        h = self.cfg.dt / self.cfg.substeps
+        for _ in range(self.cfg.substeps):
+            self.state = self.model.step(self.state, command, p, h)
+        err = self.state.pos.norm(dim=-1)
+        in_tail = self.episode_step >= self.max_episode_length - self.tail_steps  # step k+1 is in the tail
+        self.tail_error += torch.where(in_tail, err, torch.zeros_like(err))
+
+    def _reset_worlds(self, mask: torch.Tensor) -> None:
+        idx = mask.nonzero().squeeze(-1)
+        n, cfg, gen, dev = idx.numel(), self.cfg, self.gen, self.device
+        direction = torch.randn(n, 3, generator=gen, device=dev)
+        direction = direction / direction.norm(dim=-1, keepdim=True).clamp_min(1e-9)
+        radius = cfg.init_pos_radius * torch.rand(n, 1, generator=gen, device=dev).pow(1.0 / 3.0)
+        s = self.state
+        s.pos[idx] = direction * radius
+        s.quat[idx] = random_quat_within(n, math.radians(cfg.init_max_tilt_deg), gen, dev)
+        s.vel[idx] = cfg.init_lin_vel * (2 * torch.rand(n, 3, generator=gen, device=dev) - 1)
+        s.omega[idx] = cfg.init_ang_vel * (2 * torch.rand(n, 3, generator=gen, device=dev) - 1)
+        s.rotor[idx] = self.hover
+        self.tail_error[idx] = 0.0
+
+    # ----------------------------------------------------------------------------------------- task logic
+    def _signals(self) -> dict[str, torch.Tensor]:
+        s = self.state
+        return {
+            "pos_w": s.pos,
+            "rot_mat": quat_to_matrix(s.quat).reshape(-1, 9),
+            "lin_vel_w": s.vel,
+            "ang_vel_b": s.omega,
+            "last_action": self.last_action,
+        }
+
+    def _privileged(self) -> torch.Tensor:
+        s, v, r = self.state, self.params, self.nominal
+        weight = r.mass * GRAVITY
+        return torch.cat(
+            (
+                s.pos,
+                quat_to_matrix(s.quat).reshape(-1, 9),
+                s.vel,
+                s.omega,
+                s.rotor,
+                v["disturbance_force"] / weight,
+                v["mass"] / r.mass,
+                v["inertia"] / torch.tensor(r.inertia, device=self.device),
+                v["thrust_to_weight"] / r.thrust_to_weight,
+                v["torque_ratio"] / r.torque_ratio,
+                v["motor_time_constant"] / r.motor_time_constant,
+                v["action_latency"].floor(),
+            ),
+            dim=-1,
+        )
+
+    def reward_names(self) -> list[str]:
+        """Reward terms of this task."""
+        return ["alive", "position", "orientation", "lin_vel", "ang_vel", "action", "action_rate", "crash"]
+
+    def _reward_terms(self, action: torch.Tensor, terminated: torch.Tensor) -> dict[str, torch.Tensor]:
+        s = self.state
+        tilt = 1.0 - (1.0 - 2.0 * (s.quat[:, 1].square() + s.quat[:, 2].square()))  # 1 - R_zz, in [0, 2]
+        return {
+            "alive": rewards.alive(self.num_envs, self.device),
+            "position": s.pos.norm(dim=-1),
+            "orientation": tilt,
+            "lin_vel": rewards.squared_norm(s.vel),
+            "ang_vel": rewards.squared_norm(s.omega),
+            "action": rewards.squared_norm(action),
+            "action_rate": rewards.squared_norm(action - self.last_action),
+            "crash": rewards.event(terminated, self.dt),
+        }
+
+    def _terminated(self) -> torch.Tensor:
+        s = self.state
+        far = s.pos.norm(dim=-1) > self.cfg.crash_distance
+        spinning = s.omega.norm(dim=-1) > self.cfg.crash_ang_vel
+        flipped = (1.0 - 2.0 * (s.quat[:, 1].square() + s.quat[:, 2].square())) < 0.0
+        bad = ~torch.isfinite(s.pos).all(-1) | ~torch.isfinite(s.omega).all(-1)
+        return far | spinning | flipped | bad
+
+    def _tail_mean_error(self) -> torch.Tensor:
+        return self.tail_error / self.tail_steps
+
+    def _success(self) -> torch.Tensor:
+        complete = self.episode_step >= self.max_episode_length
+        return complete & ~self._terminated() & (self._tail_mean_error() < self.cfg.success_pos_error)
+
+    def _episode_metrics(self) -> dict[str, torch.Tensor]:
+        """Per-episode metrics of finished episodes: mean tail position error (m) and crash flag."""
+        return {"tail_position_error": self._tail_mean_error(), "crashed": self._terminated().float()}
+
+    def _metrics(self) -> dict[str, torch.Tensor]:
+        return {"position_error": self.state.pos.norm(dim=-1)}
+
+    # ------------------------------------------------------------------------------------------ deployment
+    def action_spec(self) -> ActionSpec:
+        """Normalised action -> RPM: ``rpm = hover_rpm + (max_rpm - hover_rpm) * a``, limited to ``[0, max_rpm]``."""
+        r = self.nominal
+        hover_rpm = self.hover * r.max_rpm
+        return ActionSpec(
+            size=4,
+            names=list(ROTOR_NAMES),
+            kind="rpm",
+            scale=[r.max_rpm - hover_rpm] * 4,
+            offset=[hover_rpm] * 4,
+            low=[0.0] * 4,
+            high=[r.max_rpm] * 4,
+            unit="rpm",
+        )
+
+    def contract_extra(self) -> dict[str, object]:
+        """Hover target and the nominal robot the policy was trained around."""
+        r = self.nominal
+        return {
+            "target_position_m": [0.0, 0.0, 0.0],
+            "frames": "world z-up; body x forward, y left, z up; rot_mat is body->world, row-major",
+            "robot": {"name": "crazyflie-2.x", "mass_kg": r.mass, "arm_length_m": r.arm_length},
+        }
+
+    @classmethod
+    def criterion(cls, episodes: dict[str, np.ndarray]) -> tuple[bool, dict[str, float]]:
+        """The task's success criterion over evaluation episodes (see the module docstring)."""
+        crashed = episodes["crashed"] > 0.5
+        crash_free = float(1.0 - crashed.mean())
+        ok = ~crashed
+        tail = float(episodes["tail_position_error"][ok].mean()) if ok.any() else float("inf")
+        met = crash_free >= 0.95 and tail < 0.05
+        return met, {"crash_free_rate": crash_free, "tail_position_error_m": tail}
+
+
+register(
+    TaskSpec(
+        name="quadrotor-hover",
+        config_cls=QuadrotorHoverConfig,
+        factory=QuadrotorHover,
+        backend="torch",
+        description="Crazyflie 2.x hover from random poses, per-rotor RPM commands, torch-vectorised rigid body",
+        success=">= 95% of 5 s episodes without crash and mean position error < 0.05 m over the last 2 s",
+    )
+)

@@ -1,0 +1,192 @@
+"""Physics checks of the batched multirotor model and the quadrotor-hover task."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import sim
+from sim.randomization import RandomizationError, RandomizationTerm
+from sim.robots.multirotor import (
+    GRAVITY,
+    CrazyflieParams,
+    MultirotorModel,
+    MultirotorParams,
+    MultirotorState,
+    quat_to_matrix,
+)
+from sim.tasks.quadrotor_hover import QuadrotorHover, QuadrotorHoverConfig
+
+CPU = torch.device("cpu")
+
+
+def nominal_params(n: int, r: CrazyflieParams = CrazyflieParams()) -> MultirotorParams:
+    def col(v: float) -> torch.Tensor:
+        return torch.full((n, 1), v)
+
+    return MultirotorParams(
+        mass=col(r.mass),
+        inertia=torch.tensor([r.inertia] * n),
+        max_thrust=col(r.thrust_to_weight * r.mass * GRAVITY / 4),
+        torque_ratio=col(r.torque_ratio),
+        motor_time_constant=col(r.motor_time_constant),
+        disturbance=torch.zeros(n, 3),
+    )
+
+
+def test_hover_thrust_equals_weight_at_nominal_parameters() -> None:
+    r = CrazyflieParams()
+    model, p = MultirotorModel(r.arm_length, CPU), nominal_params(1)
+    rotor = torch.full((1, 4), r.hover_rotor)
+    thrust, torque = model.wrench(rotor, p)
+    assert thrust.item() == pytest.approx(r.mass * GRAVITY, rel=1e-6)
+    assert torque.abs().max().item() < 1e-12
+    # and the body stays put for a second at hover speed
+    s = MultirotorState.zeros(1, CPU)
+    s.rotor[:] = r.hover_rotor
+    for _ in range(200):
+        s = model.step(s, rotor, p, 0.005)
+    assert s.pos.abs().max().item() < 1e-5
+    assert s.vel.abs().max().item() < 1e-5
+
+
+def test_free_fall_at_zero_thrust() -> None:
+    r = CrazyflieParams()
+    model, p = MultirotorModel(r.arm_length, CPU), nominal_params(1)
+    s = MultirotorState.zeros(1, CPU)  # rotors stopped
+    t, dt = 0.5, 0.005
+    for _ in range(round(t / dt)):
+        s = model.step(s, torch.zeros(1, 4), p, dt)
+    assert s.pos[0, 2].item() == pytest.approx(-0.5 * GRAVITY * t**2, rel=1e-5)
+    assert s.vel[0, 2].item() == pytest.approx(-GRAVITY * t, rel=1e-5)
+    assert s.pos[0, :2].abs().max().item() < 1e-9
+
+
+def test_yaw_torque_sign_and_symmetry() -> None:
+    r = CrazyflieParams()
+    model, p = MultirotorModel(r.arm_length, CPU), nominal_params(1)
+    h = r.hover_rotor
+    # M1 and M3 spin clockwise seen from above: speeding them up yaws the body counter-clockwise (+z).
+    _, tau = model.wrench(torch.tensor([[h + 0.1, h, h + 0.1, h]]), p)
+    assert tau[0, 2].item() > 0
+    assert tau[0, :2].abs().max().item() < 1e-12  # diagonal pairs: no roll or pitch
+    _, tau_ccw = model.wrench(torch.tensor([[h, h + 0.1, h, h + 0.1]]), p)
+    assert tau_ccw[0, 2].item() == pytest.approx(-tau[0, 2].item(), rel=1e-6)
+    # right-hand rotors (M1, M2) up: roll towards the left wing down is negative roll torque (x forward, y left)
+    _, tau_roll = model.wrench(torch.tensor([[h + 0.1, h + 0.1, h, h]]), p)
+    assert tau_roll[0, 0].item() < 0 and abs(tau_roll[0, 1].item()) < 1e-12
+    # front rotors (M1, M4) up: nose up, which is negative pitch torque about +y
+    _, tau_pitch = model.wrench(torch.tensor([[h + 0.1, h, h, h + 0.1]]), p)
+    assert tau_pitch[0, 1].item() < 0 and abs(tau_pitch[0, 0].item()) < 1e-12
+
+
+def test_energy_of_unforced_spinning_body_is_conserved() -> None:
+    r = CrazyflieParams()
+    model = MultirotorModel(r.arm_length, CPU)
+    p = nominal_params(1)
+    p.max_thrust = torch.zeros(1, 1)  # no rotor forces
+    s = MultirotorState.zeros(1, CPU)
+    s.omega[:] = torch.tensor([[3.0, -2.0, 5.0]])  # tumbling about a non-principal axis
+    inertia = p.inertia
+
+    def energy(x: MultirotorState) -> float:
+        return 0.5 * float((inertia * x.omega.square()).sum())
+
+    def momentum_world(x: MultirotorState) -> torch.Tensor:
+        return quat_to_matrix(x.quat)[0] @ (inertia[0] * x.omega[0])
+
+    e0, l0 = energy(s), momentum_world(s)
+    for _ in range(2000):  # 10 s
+        s = model.step(s, torch.zeros(1, 4), p, 0.005)
+    assert energy(s) == pytest.approx(e0, rel=1e-3)
+    assert torch.allclose(momentum_world(s), l0, rtol=1e-3, atol=1e-9)
+    assert float(s.quat.norm()) == pytest.approx(1.0, abs=1e-6)
+
+
+def test_motor_lag_is_first_order() -> None:
+    r = CrazyflieParams()
+    model, p = MultirotorModel(r.arm_length, CPU), nominal_params(1)
+    s = MultirotorState.zeros(1, CPU)
+    tau = r.motor_time_constant
+    for _ in range(round(tau / 0.001)):
+        s = model.step(s, torch.ones(1, 4), p, 0.001)
+    assert s.rotor[0, 0].item() == pytest.approx(1 - math.exp(-1), rel=1e-3)
+
+
+def test_zero_action_hovers_the_nominal_drone() -> None:
+    cfg = QuadrotorHoverConfig(randomization=[])
+    env = sim.make("quadrotor-hover", 4, cfg=cfg)
+    assert isinstance(env, QuadrotorHover)
+    env.set_randomization(False)
+    env.reset(seed=0)
+    with torch.inference_mode():
+        env.state.pos[:] = 0.0
+        env.state.quat[:] = torch.tensor([1.0, 0.0, 0.0, 0.0])
+        env.state.vel[:] = 0.0
+        env.state.omega[:] = 0.0
+    for _ in range(100):
+        _, reward, terminated, _, _ = env.step(torch.zeros(4, 4))
+    assert not terminated.any()
+    assert env.state.pos.abs().max().item() < 1e-4
+    assert reward.min().item() > 0
+
+
+def test_crash_terminates_and_time_limit_truncates() -> None:
+    cfg = QuadrotorHoverConfig(episode_length_s=0.3)
+    env = sim.make("quadrotor-hover", 8, cfg=cfg)
+    env.reset(seed=0)
+    # all rotors off: the drone falls; within 0.3 s it falls < 0.45 m, so some may time out first
+    done_kind = torch.zeros(8, dtype=torch.long)
+    for _ in range(env.max_episode_length):
+        _, _, term, trunc, info = env.step(-torch.ones(8, 4))
+        assert not (term & trunc).any()
+        done_kind[trunc & (done_kind == 0)] = 1
+        done_kind[term & (done_kind == 0)] = 2
+    assert (done_kind == 1).all()  # nothing crashed this soon: every episode hit the time limit
+    env2 = sim.make("quadrotor-hover", 8, cfg=QuadrotorHoverConfig(episode_length_s=5.0))
+    env2.reset(seed=0)
+    crashed = torch.zeros(8, dtype=torch.bool)
+    for _ in range(300):
+        _, _, term, trunc, info = env2.step(-torch.ones(8, 4))
+        crashed |= term
+        assert not trunc.any()
+    assert crashed.all()  # falling 1.5 m takes ~0.6 s
+
+
+def test_randomised_parameters_within_declared_ranges() -> None:
+    env = sim.make("quadrotor-hover", 512)
+    env.reset(seed=1)
+    mass = env.params["mass"] / CrazyflieParams().mass
+    assert 0.95 <= mass.min().item() and mass.max().item() <= 1.2
+    assert mass.std().item() > 0.01
+    latency = env.params["action_latency"].floor()
+    assert set(latency.unique().tolist()) == {0.0, 1.0}
+
+
+@pytest.mark.parametrize(
+    ("term", "match"),
+    [
+        (RandomizationTerm("mass", "uniform", (-0.5, 1.0), "scale"), "mass.*must stay above 0"),
+        (RandomizationTerm("wingspan", "uniform", (0.9, 1.1), "scale"), "'wingspan' cannot be randomised.*mass"),
+        (RandomizationTerm("mass", "gaussian", (1.0, 0.1), "scale"), "needs 'clip"),
+        (RandomizationTerm("inertia", "uniform", (0.5, 1.5), "scale", per_element=True), "triangle inequality"),
+        (RandomizationTerm("action_latency", "uniform", (0.0, 9.0), "add"), "action_latency can reach 9"),
+        (RandomizationTerm("mass", "log_uniform", (0.0, 1.0), "scale"), "log_uniform needs a positive range"),
+    ],
+)
+def test_invalid_randomisation_is_refused(term: RandomizationTerm, match: str) -> None:
+    with pytest.raises(RandomizationError, match=match):
+        sim.make("quadrotor-hover", 2, cfg=QuadrotorHoverConfig(randomization=[term]))
+
+
+def test_contract_describes_the_onboard_observation() -> None:
+    env = sim.make("quadrotor-hover", 2)
+    contract = env.contract(["policy"])
+    assert contract.obs_dim == env.obs_sizes["policy"]
+    assert contract.action.kind == "rpm"
+    hover_rpm = contract.action.offset[0]
+    assert hover_rpm == pytest.approx(CrazyflieParams().hover_rotor * CrazyflieParams().max_rpm)
+    with pytest.raises(ValueError, match="only the onboard 'policy'"):
+        env.contract(["policy", "critic"])

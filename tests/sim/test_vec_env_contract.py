@@ -1,0 +1,120 @@
+"""The VecEnv contract, checked on every registered task (and so on every backend)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+import sim
+from sim.registry import UnknownTaskError, get_task
+
+TASKS = sim.task_names()
+N = 16
+
+
+def short_cfg(task: str, episode_length_s: float = 0.2) -> object:
+    cfg = get_task(task).config_cls()
+    return dataclasses.replace(cfg, episode_length_s=episode_length_s)
+
+
+def rollout(task: str, seed: int, steps: int) -> list[torch.Tensor]:
+    env = sim.make(task, N, cfg=short_cfg(task), seed=123)
+    obs = env.reset(seed=seed)
+    gen = torch.Generator().manual_seed(7)
+    out = [obs["policy"].clone()]
+    for _ in range(steps):
+        obs, reward, *_ = env.step(2 * torch.rand(N, env.num_actions, generator=gen) - 1)
+        out += [obs["policy"].clone(), obs["critic"].clone(), reward.clone()]
+    return out
+
+
+def test_registry_lists_tasks_and_rejects_unknown_names() -> None:
+    assert {"quadrotor-hover", "cartpole-balance"} <= set(TASKS)
+    with pytest.raises(UnknownTaskError, match="unknown task 'quadrotor-hoover'; registered tasks: .*quadrotor-hover"):
+        sim.make("quadrotor-hoover", 1)
+    with pytest.raises(ValueError, match="num_envs must be >= 1"):
+        sim.make("quadrotor-hover", 0)
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_shapes_dtypes_and_finite_values(task: str) -> None:
+    env = sim.make(task, N, cfg=short_cfg(task))
+    obs = env.reset(seed=0)
+    assert set(obs) >= {"policy", "critic"}
+    assert env.dt > 0 and env.max_episode_length >= 1
+    for _ in range(3 * env.max_episode_length):
+        for name, size in env.obs_sizes.items():
+            assert obs[name].shape == (N, size) and obs[name].dtype == torch.float32
+            assert obs[name].device == env.device
+            assert torch.isfinite(obs[name]).all(), name
+        actions = 2 * torch.rand(N, env.num_actions) - 1
+        obs, reward, terminated, truncated, info = env.step(actions)
+        assert reward.shape == (N,) and reward.dtype == torch.float32 and torch.isfinite(reward).all()
+        assert terminated.dtype == torch.bool and truncated.dtype == torch.bool
+        assert not (terminated & truncated).any(), "a time-out that is also a termination is a termination"
+        for k, v in info["log"].items():
+            assert v.shape == (N,), k
+    with pytest.raises(ValueError, match="actions must have shape"):
+        env.step(torch.zeros(N, env.num_actions + 1))
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_time_limit_truncates_and_auto_resets(task: str) -> None:
+    env = sim.make(task, N, cfg=short_cfg(task, episode_length_s=0.1))
+    env.set_randomization(False)  # type: ignore[attr-defined]
+    obs = env.reset(seed=0)
+    hold = torch.zeros(N, env.num_actions)
+    ended = torch.zeros(N, dtype=torch.bool)
+    for k in range(env.max_episode_length):
+        obs_next, _, terminated, truncated, info = env.step(hold)
+        done = terminated | truncated
+        if k < env.max_episode_length - 1:
+            assert not truncated.any()
+        ended |= done
+        if done.any():
+            assert info.episode_length is not None and info.episode_return is not None
+            assert (info.episode_length[truncated] == env.max_episode_length).all()
+            # the returned observation is the next episode's first one; the finished one is in final_obs
+            assert not torch.equal(info["final_obs"]["critic"][done], obs_next["critic"][done])
+            assert torch.equal(info["final_obs"]["critic"][~done], obs_next["critic"][~done])
+        obs = obs_next
+    assert ended.all(), "every episode reaches the time limit or ends earlier"
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_same_seed_same_trajectory(task: str) -> None:
+    a, b = rollout(task, seed=5, steps=25), rollout(task, seed=5, steps=25)
+    assert all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
+    c = rollout(task, seed=6, steps=25)
+    assert not all(torch.equal(x, y) for x, y in zip(a, c, strict=True))
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_reset_with_seed_restarts_the_random_stream(task: str) -> None:
+    env = sim.make(task, N, cfg=short_cfg(task))
+    first = env.reset(seed=11)["critic"].clone()
+    for _ in range(5):
+        env.step(torch.zeros(N, env.num_actions))
+    assert torch.equal(env.reset(seed=11)["critic"], first)
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_success_reported_where_episodes_end(task: str) -> None:
+    env = sim.make(task, N, cfg=short_cfg(task, episode_length_s=0.1))
+    env.reset(seed=0)
+    for _ in range(env.max_episode_length):
+        _, _, terminated, truncated, info = env.step(torch.zeros(N, env.num_actions))
+    assert (terminated | truncated).all()
+    assert info["success"] is not None and info["success"].dtype == torch.bool
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_deployment_contract_matches_policy_group(task: str) -> None:
+    env = sim.make(task, 2)
+    contract = env.contract(["policy"])
+    assert contract.obs_dim == env.obs_sizes["policy"]
+    assert contract.action.size == env.num_actions
+    assert contract.control_period_s == pytest.approx(env.dt)
+    assert contract.task == task
