@@ -7,6 +7,7 @@ validated before any work starts; the resolved config is written into the run fo
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -36,6 +37,12 @@ class PolicyConfig:
     critic_hidden: list[int] = field(default_factory=lambda: [128, 128])
     activation: Literal["elu", "tanh", "relu", "silu"] = "tanh"
     init_noise_std: float = 0.5
+
+    def __post_init__(self) -> None:
+        _positive("policy.init_noise_std", self.init_noise_std)
+        for name in ("actor_hidden", "critic_hidden"):
+            if any(h < 1 for h in getattr(self, name)):
+                raise ValueError(f"policy.{name} sizes must be >= 1, got {getattr(self, name)}")
 
 
 @dataclass
@@ -79,9 +86,14 @@ class PPOConfig:
             if getattr(self, name) < 1:
                 raise ValueError(f"ppo.{name} must be >= 1, got {getattr(self, name)}")
         if not 0.0 < self.gamma <= 1.0 or not 0.0 <= self.lam <= 1.0:
-            raise ValueError("ppo.gamma must be in (0, 1] and ppo.lam in [0, 1]")
-        if self.learning_rate <= 0:
-            raise ValueError(f"ppo.learning_rate must be positive, got {self.learning_rate}")
+            raise ValueError(f"ppo.gamma must be in (0, 1] and ppo.lam in [0, 1], got {self.gamma}, {self.lam}")
+        for name in ("learning_rate", "clip_param", "desired_kl", "max_grad_norm", "min_std"):
+            _positive(f"ppo.{name}", getattr(self, name))
+        for name in ("value_loss_coef", "entropy_coef"):
+            if not (math.isfinite(getattr(self, name)) and getattr(self, name) >= 0):
+                raise ValueError(f"ppo.{name} must be finite and >= 0, got {getattr(self, name)}")
+        if self.value_clip is not None:
+            _positive("ppo.value_clip", self.value_clip)
 
 
 @dataclass
@@ -107,6 +119,15 @@ class RunnerConfig:
     save_interval: int = 50
     log_interval: int = 1
     spread_episode_starts: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("max_iterations", "eval_episodes", "save_interval", "log_interval"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"runner.{name} must be >= 1, got {getattr(self, name)}")
+        if self.eval_interval < 0:
+            raise ValueError(f"runner.eval_interval must be >= 0 (0: never), got {self.eval_interval}")
+        if self.max_time_s is not None:
+            _positive("runner.max_time_s", self.max_time_s)
 
 
 @dataclass
@@ -134,6 +155,11 @@ class TrainConfig:
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
     runner: RunnerConfig = field(default_factory=RunnerConfig)
+
+
+def _positive(name: str, value: float) -> None:
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be finite and > 0, got {value}")
 
 
 def default_config_path(task: str) -> Path:
@@ -184,6 +210,11 @@ def from_plain(data: dict[str, Any]) -> TrainConfig:
     cfg.env = from_dict(spec.config_cls, env_data, "env")
     if cfg.num_envs < 1:
         raise ConfigError(f"num_envs must be >= 1, got {cfg.num_envs}")
+    if cfg.ppo.num_steps * cfg.num_envs < cfg.ppo.num_minibatches:
+        raise ConfigError(
+            f"ppo.num_minibatches ({cfg.ppo.num_minibatches}) exceeds the samples per iteration "
+            f"(ppo.num_steps x num_envs = {cfg.ppo.num_steps * cfg.num_envs})"
+        )
     _check_device(cfg.device)
     return cfg
 

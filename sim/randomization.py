@@ -90,7 +90,10 @@ def inertia_is_valid(diag: torch.Tensor) -> str | None:
         return "principal moments of inertia must be positive"
     s = diag.sum(-1, keepdim=True)
     if bool((2 * diag > s * (1 + 1e-9)).any()):
-        return "principal moments of inertia must satisfy I_a + I_b >= I_c (the triangle inequality of a physically realisable body)"
+        return (
+            "principal moments of inertia must satisfy I_a + I_b >= I_c "
+            "(the triangle inequality of a physically realisable body)"
+        )
     return None
 
 

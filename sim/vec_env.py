@@ -29,6 +29,7 @@ import torch
 
 from policies.runtime.contract import Contract
 
+
 class TaskConfigError(ValueError):
     """A task's configuration names something the task does not have, or a value it cannot use."""
 
@@ -98,6 +99,12 @@ class VecEnv(abc.ABC):
             ``(obs, reward [N], terminated [N] bool, truncated [N] bool, info)``.
         """
 
+    def spread_episode_starts(self) -> None:  # noqa: B027 - optional hook
+        """Start worlds at random points of their first episode so time-outs do not all fall on one step.
+
+        Optional: training calls it once after the first reset; the default does nothing.
+        """
+
     @classmethod
     def criterion(cls, episodes: dict[str, np.ndarray]) -> tuple[bool, dict[str, float]]:
         """Whether a set of evaluation episodes meets the task's success criterion, with the figures behind it.
@@ -116,7 +123,7 @@ class VecEnv(abc.ABC):
         """Deployment contract of a policy that reads ``actor_groups`` (observation terms in order, action mapping).
 
         Raises:
-            ValueError: A group is not built from robot signals (privileged groups cannot be deployed).
+            ContractError: A group is not built from robot signals (privileged groups cannot be deployed).
         """
         raise NotImplementedError(f"{type(self).__name__} does not define a deployment contract")
 

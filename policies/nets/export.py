@@ -73,9 +73,7 @@ def check_compatible(model: ActorCritic, contract: Contract) -> None:
             f"but the actor takes {obs_dim} inputs"
         )
     if contract.action.size != num_actions:
-        raise ContractError(
-            f"contract action.size is {contract.action.size}, but the actor has {num_actions} actions"
-        )
+        raise ContractError(f"contract action.size is {contract.action.size}, but the actor has {num_actions} actions")
     if contract.normalization != "in_graph":
         raise ContractError(
             f"contract normalization is '{contract.normalization}', but export bakes the normaliser "
@@ -126,9 +124,7 @@ def to_onnx_model(model: ActorCritic, contract: Contract) -> onnx.ModelProto:
     return proto
 
 
-def export_onnx(
-    model: ActorCritic, contract: Contract, out_dir: str | Path, name: str = "policy.onnx"
-) -> Path:
+def export_onnx(model: ActorCritic, contract: Contract, out_dir: str | Path, name: str = "policy.onnx") -> Path:
     """Export the actor of ``model`` to ``out_dir/name`` and mirror the contract to ``out_dir/contract.yaml``.
 
     Both files are staged beside their destination and moved into place only after the model has been

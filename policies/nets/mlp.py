@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 from torch import nn
@@ -23,7 +24,7 @@ def mlp(in_dim: int, hidden: Sequence[int], out_dim: int, activation: str, out_g
         raise ValueError(f"unknown activation '{activation}'; choose one of {', '.join(ACTIVATIONS)}")
     layers: list[nn.Module] = []
     sizes = [in_dim, *hidden]
-    for a, b in zip(sizes[:-1], sizes[1:], strict=True):
+    for a, b in itertools.pairwise(sizes):
         layers += [_init(nn.Linear(a, b), 2**0.5), ACTIVATIONS[activation]()]
     layers.append(_init(nn.Linear(sizes[-1], out_dim), out_gain))
     return nn.Sequential(*layers)

@@ -115,9 +115,7 @@ class OnnxPolicy:
         Raises:
             ContractError: A signal is missing or has the wrong shape.
         """
-        arrays = {
-            k: (np.asarray(v, dtype=np.float32) if k in self._sources else v) for k, v in signals.items()
-        }
+        arrays = {k: (np.asarray(v, dtype=np.float32) if k in self._sources else v) for k, v in signals.items()}
         return np.asarray(self._builder(arrays), dtype=np.float32)
 
     def __call__(self, signals: Mapping[str, Any]) -> np.ndarray:
@@ -138,9 +136,7 @@ class OnnxPolicy:
         """
         x = np.ascontiguousarray(obs, dtype=np.float32)
         if x.ndim != 2 or x.shape[1] != self.obs_dim:
-            raise ContractError(
-                f"policy input must have shape [B, {self.obs_dim}] (obs_dim), got {tuple(x.shape)}"
-            )
+            raise ContractError(f"policy input must have shape [B, {self.obs_dim}] (obs_dim), got {tuple(x.shape)}")
         (command,) = self._session.run([self.contract.output_name], {self.contract.input_name: x})
         return np.asarray(command, dtype=np.float32)
 
@@ -170,9 +166,7 @@ class OnnxPolicy:
         """
         command = self.run_obs(np.zeros((self.num_envs, self.obs_dim), dtype=np.float32))
         if command.shape != (self.num_envs, self.num_actions):
-            raise RuntimeError(
-                f"self-test: output shape {command.shape}, expected {(self.num_envs, self.num_actions)}"
-            )
+            raise RuntimeError(f"self-test: output shape {command.shape}, expected {(self.num_envs, self.num_actions)}")
         if not np.isfinite(command).all():
             raise RuntimeError(f"self-test: non-finite command {command.tolist()} for a zero input")
         outside = (command < self._low) | (command > self._high)

@@ -95,7 +95,9 @@ class PPO:
         # next_values holds V(final_obs) where a time-out happened; elsewhere use the value of the next state.
         trunc = s.dones & ~s.terminated
         s.next_values = torch.where(trunc, s.next_values, nxt)
-        s.advantages, s.returns = gae(s.rewards, s.values, s.next_values, s.terminated, s.dones, self.cfg.gamma, self.cfg.lam)
+        s.advantages, s.returns = gae(
+            s.rewards, s.values, s.next_values, s.terminated, s.dones, self.cfg.gamma, self.cfg.lam
+        )
         adv = s.advantages
         s.advantages = (adv - adv.mean()) / (adv.std() + 1e-8)
 

@@ -154,9 +154,7 @@ class MultirotorModel:
             return self.derivative(x, thrust, torque, p)
 
         def add(x: MultirotorState, k: tuple[torch.Tensor, ...], h: float) -> MultirotorState:
-            return MultirotorState(
-                x.pos + h * k[0], x.quat + h * k[1], x.vel + h * k[2], x.omega + h * k[3], x.rotor
-            )
+            return MultirotorState(x.pos + h * k[0], x.quat + h * k[1], x.vel + h * k[2], x.omega + h * k[3], x.rotor)
 
         k1 = f(s)
         k2 = f(add(s, k1, dt / 2))

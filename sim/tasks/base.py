@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from policies.runtime.contract import ActionSpec, Contract, ObservationTerm
+from policies.runtime.contract import ActionSpec, Contract, ContractError, ObservationTerm
 from policies.runtime.observation import ObservationBuilder
 from sim.randomization import (
     DomainRandomizer,
@@ -200,7 +200,7 @@ class BatchedTask(VecEnv):
             self.gen.manual_seed(seed)
         self.randomizer.apply(self._all, "startup", self.gen)
         self._reset(self._all)
-        self._obs = self._observe()
+        self._obs = self._observe(refresh=self._all)  # histories restart: nothing leaks from before the reset
         return self._obs
 
     @torch.inference_mode()
@@ -281,7 +281,7 @@ class BatchedTask(VecEnv):
     def contract(self, actor_groups: list[str]) -> Contract:
         """Deployment contract of a policy reading ``actor_groups`` (only ``policy`` is deployable)."""
         if actor_groups != ["policy"]:
-            raise ValueError(
+            raise ContractError(
                 f"only the onboard 'policy' observation group can be deployed; the actor reads {actor_groups}"
             )
         return Contract(
@@ -302,7 +302,7 @@ class BatchedTask(VecEnv):
     def _check_latency(terms: Sequence[RandomizationTerm], max_latency: int) -> None:
         for term in terms:
             if term.param == "action_latency":
-                lo, hi = sample_bounds(term)
+                _lo, hi = sample_bounds(term)
                 top = combine(term.operation, torch.zeros(1, 1), torch.tensor([[hi]]))
                 if float(top) >= max_latency + 1:
                     raise RandomizationError(

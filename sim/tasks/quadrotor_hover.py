@@ -55,9 +55,7 @@ def _default_randomization() -> list[RandomizationTerm]:
         # 0 or 1 control steps (0–10 ms) of latency, equally likely (the value is floored).
         RandomizationTerm("action_latency", "uniform", (0.0, 2.0), "add"),
         # Constant external force (unmodelled aerodynamics, tether, ...), N, per axis; ~2 % of the weight.
-        RandomizationTerm(
-            "disturbance_force", "gaussian", (0.0, 0.005), "add", clip=(-0.015, 0.015), per_element=True
-        ),
+        RandomizationTerm("disturbance_force", "gaussian", (0.0, 0.005), "add", clip=(-0.015, 0.015), per_element=True),
     ]
 
 

@@ -106,9 +106,7 @@ def test_normaliser_and_action_scaling_live_in_the_graph(
     assert np.abs(rescaled).max() <= 0.1 + 1e-6 and np.abs(rescaled - base).max() > 0.1
 
 
-def test_export_does_not_touch_the_training_model(
-    tmp_path: Path, contract: Contract, build_model: Callable
-) -> None:
+def test_export_does_not_touch_the_training_model(tmp_path: Path, contract: Contract, build_model: Callable) -> None:
     model = build_model(contract.obs_dim).train()
     before = {k: v.clone() for k, v in model.state_dict().items()}
     export_onnx(model, contract, tmp_path)
@@ -120,13 +118,9 @@ def test_export_does_not_touch_the_training_model(
 def test_export_refuses_a_contract_that_does_not_fit_the_model(
     tmp_path: Path, model: ActorCritic, contract: Contract, build_model: Callable
 ) -> None:
-    with pytest.raises(
-        ContractError, match=rf"obs_dim is {contract.obs_dim} .* actor takes {contract.obs_dim + 3}"
-    ):
+    with pytest.raises(ContractError, match=rf"obs_dim is {contract.obs_dim} .* actor takes {contract.obs_dim + 3}"):
         export_onnx(build_model(contract.obs_dim + 3), contract, tmp_path)
-    action = dataclasses.replace(
-        contract.action, size=3, names=["a", "b", "c"], scale=[1.0] * 3, offset=[0.0] * 3
-    )
+    action = dataclasses.replace(contract.action, size=3, names=["a", "b", "c"], scale=[1.0] * 3, offset=[0.0] * 3)
     action = dataclasses.replace(action, low=[-1.0] * 3, high=[1.0] * 3)
     with pytest.raises(ContractError, match=r"action.size is 3, but the actor has 4 actions"):
         export_onnx(model, dataclasses.replace(contract, action=action), tmp_path)

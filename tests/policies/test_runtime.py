@@ -44,9 +44,7 @@ def test_signals_to_commands_match_torch(exported: Path, model: ActorCritic, con
     policy.reset()
     command = policy(_signals(3, seed=9))
     assert command.shape == (3, 4) and command.dtype == np.float32
-    assert (
-        (command >= np.float32(contract.action.low)) & (command <= np.float32(contract.action.high))
-    ).all()
+    assert ((command >= np.float32(contract.action.low)) & (command <= np.float32(contract.action.high))).all()
 
 
 def test_observation_follows_the_contract_layout(exported: Path) -> None:
@@ -56,9 +54,7 @@ def test_observation_follows_the_contract_layout(exported: Path) -> None:
     np.testing.assert_allclose(first[:, :6], np.concatenate([s0["ang_vel"], s0["ang_vel"]], 1) * 0.25)
     second = policy.observation(s1)  # newest first
     np.testing.assert_allclose(second[:, :6], np.concatenate([s1["ang_vel"], s0["ang_vel"]], 1) * 0.25)
-    np.testing.assert_allclose(
-        second[:, 6:18], np.concatenate([s1["joint_pos"], s0["joint_pos"], s0["joint_pos"]], 1)
-    )
+    np.testing.assert_allclose(second[:, 6:18], np.concatenate([s1["joint_pos"], s0["joint_pos"], s0["joint_pos"]], 1))
     np.testing.assert_allclose(second[:, 18:], s1["last_action"])
     policy.reset(np.array([True, False]))
     third = policy.observation(s2)
@@ -160,9 +156,7 @@ def test_not_an_onnx_file(tmp_path: Path) -> None:
 
 def test_onnx_without_contract(exported: Path, write_onnx_with_metadata: EditOnnx) -> None:
     bare = write_onnx_with_metadata(exported, {"author": "someone"})
-    with pytest.raises(
-        ContractError, match=rf"no deployment contract \(metadata key '{METADATA_KEY}' missing"
-    ):
+    with pytest.raises(ContractError, match=rf"no deployment contract \(metadata key '{METADATA_KEY}' missing"):
         load_contract(bare)
     with pytest.raises(ContractError, match="keys present: \\['author'\\]"):
         OnnxPolicy(bare)
@@ -177,9 +171,7 @@ def test_onnx_without_contract(exported: Path, write_onnx_with_metadata: EditOnn
         ('{"task": "x", "control_period_s": 0.1, "observation": 3, "action": {}}', "malformed contract"),
     ],
 )
-def test_malformed_contract(
-    exported: Path, write_onnx_with_metadata: EditOnnx, text: str, match: str
-) -> None:
+def test_malformed_contract(exported: Path, write_onnx_with_metadata: EditOnnx, text: str, match: str) -> None:
     with pytest.raises(ContractError, match=match):
         load_contract(write_onnx_with_metadata(exported, {METADATA_KEY: text}))
 
@@ -196,15 +188,9 @@ def test_contract_that_does_not_match_the_graph(
     with pytest.raises(ContractError, match=r"input 'obs' has width 22, but the contract obs_dim is 25"):
         OnnxPolicy(_with_contract(exported, write_onnx_with_metadata, wrong_obs))
 
-    action = dataclasses.replace(
-        contract.action, size=3, names=["a", "b", "c"], scale=[1.0] * 3, offset=[0.0] * 3
-    )
-    wrong_act = dataclasses.replace(
-        contract, action=dataclasses.replace(action, low=[-1.0] * 3, high=[1.0] * 3)
-    )
-    with pytest.raises(
-        ContractError, match=r"output 'action' has width 4, but the contract action.size is 3"
-    ):
+    action = dataclasses.replace(contract.action, size=3, names=["a", "b", "c"], scale=[1.0] * 3, offset=[0.0] * 3)
+    wrong_act = dataclasses.replace(contract, action=dataclasses.replace(action, low=[-1.0] * 3, high=[1.0] * 3))
+    with pytest.raises(ContractError, match=r"output 'action' has width 4, but the contract action.size is 3"):
         OnnxPolicy(_with_contract(exported, write_onnx_with_metadata, wrong_act))
 
     renamed = dataclasses.replace(contract, input_name="observation")
@@ -218,9 +204,7 @@ def test_bad_signals_and_inputs(exported: Path) -> None:
     policy = OnnxPolicy(exported, num_envs=2)
     signals = _signals(2)
     del signals["joint_pos"]
-    with pytest.raises(
-        ContractError, match=r"term 'joint_pos' needs signal 'joint_pos', which was not provided"
-    ):
+    with pytest.raises(ContractError, match=r"term 'joint_pos' needs signal 'joint_pos', which was not provided"):
         policy(signals)
     with pytest.raises(ContractError, match=r"signal 'ang_vel' has shape \(1, 3\), .* expects \(2, 3\)"):
         policy({**_signals(2), "ang_vel": np.zeros((1, 3))})

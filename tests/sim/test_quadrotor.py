@@ -22,7 +22,9 @@ from sim.tasks.quadrotor_hover import QuadrotorHover, QuadrotorHoverConfig
 CPU = torch.device("cpu")
 
 
-def nominal_params(n: int, r: CrazyflieParams = CrazyflieParams()) -> MultirotorParams:
+def nominal_params(n: int) -> MultirotorParams:
+    r = CrazyflieParams()
+
     def col(v: float) -> torch.Tensor:
         return torch.full((n, 1), v)
 
@@ -140,7 +142,7 @@ def test_crash_terminates_and_time_limit_truncates() -> None:
     # all rotors off: the drone falls; within 0.3 s it falls < 0.45 m, so some may time out first
     done_kind = torch.zeros(8, dtype=torch.long)
     for _ in range(env.max_episode_length):
-        _, _, term, trunc, info = env.step(-torch.ones(8, 4))
+        _, _, term, trunc, _ = env.step(-torch.ones(8, 4))
         assert not (term & trunc).any()
         done_kind[trunc & (done_kind == 0)] = 1
         done_kind[term & (done_kind == 0)] = 2
@@ -149,7 +151,7 @@ def test_crash_terminates_and_time_limit_truncates() -> None:
     env2.reset(seed=0)
     crashed = torch.zeros(8, dtype=torch.bool)
     for _ in range(300):
-        _, _, term, trunc, info = env2.step(-torch.ones(8, 4))
+        _, _, term, trunc, _info = env2.step(-torch.ones(8, 4))
         crashed |= term
         assert not trunc.any()
     assert crashed.all()  # falling 1.5 m takes ~0.6 s
@@ -159,7 +161,7 @@ def test_randomised_parameters_within_declared_ranges() -> None:
     env = sim.make("quadrotor-hover", 512)
     env.reset(seed=1)
     mass = env.params["mass"] / CrazyflieParams().mass
-    assert 0.95 <= mass.min().item() and mass.max().item() <= 1.2
+    assert mass.min().item() >= 0.95 and mass.max().item() <= 1.2
     assert mass.std().item() > 0.01
     latency = env.params["action_latency"].floor()
     assert set(latency.unique().tolist()) == {0.0, 1.0}

@@ -32,7 +32,7 @@ def rollout(task: str, seed: int, steps: int) -> list[torch.Tensor]:
 
 def test_registry_lists_tasks_and_rejects_unknown_names() -> None:
     assert {"quadrotor-hover", "cartpole-balance"} <= set(TASKS)
-    with pytest.raises(UnknownTaskError, match="unknown task 'quadrotor-hoover'; registered tasks: .*quadrotor-hover"):
+    with pytest.raises(UnknownTaskError, match=r"unknown task 'quadrotor-hoover'; registered tasks: .*quadrotor-hover"):
         sim.make("quadrotor-hoover", 1)
     with pytest.raises(ValueError, match="num_envs must be >= 1"):
         sim.make("quadrotor-hover", 0)
@@ -64,7 +64,7 @@ def test_shapes_dtypes_and_finite_values(task: str) -> None:
 def test_time_limit_truncates_and_auto_resets(task: str) -> None:
     env = sim.make(task, N, cfg=short_cfg(task, episode_length_s=0.1))
     env.set_randomization(False)  # type: ignore[attr-defined]
-    obs = env.reset(seed=0)
+    env.reset(seed=0)
     hold = torch.zeros(N, env.num_actions)
     ended = torch.zeros(N, dtype=torch.bool)
     for k in range(env.max_episode_length):
@@ -79,7 +79,6 @@ def test_time_limit_truncates_and_auto_resets(task: str) -> None:
             # the returned observation is the next episode's first one; the finished one is in final_obs
             assert not torch.equal(info["final_obs"]["critic"][done], obs_next["critic"][done])
             assert torch.equal(info["final_obs"]["critic"][~done], obs_next["critic"][~done])
-        obs = obs_next
     assert ended.all(), "every episode reaches the time limit or ends earlier"
 
 

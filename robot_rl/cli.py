@@ -1,0 +1,234 @@
+"""The ``robot-rl`` command line.
+
+    robot-rl train quadrotor-hover [--num-envs N] [--device cpu|cuda] [--seed S] [--max-time SEC]
+                                   [--config FILE] [--set key=value ...] [--resume RUN]
+    robot-rl eval RUN [--episodes N]
+    robot-rl export onnx RUN [--out DIR]
+    robot-rl bench [--task T] [--num-envs 1 64 1024 ...] [--device D]
+    robot-rl tasks
+
+Every error a user can cause (unknown task or key, wrong type, missing run folder, corrupt checkpoint) ends the
+command with exit status 2 and one line that names what is wrong; nothing already written is touched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import sim
+from policies.runtime.contract import ContractError
+from robot_rl.checkpoint import CheckpointError
+from robot_rl.typed_config import ConfigError
+from sim.registry import UnknownTaskError
+from sim.vec_env import TaskConfigError
+
+USER_ERRORS = (ConfigError, TaskConfigError, ContractError, CheckpointError, UnknownTaskError, FileNotFoundError)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (kept separate so tests and docs can inspect it)."""
+    parser = argparse.ArgumentParser(
+        prog="robot-rl",
+        description="Train robot policies in batched simulation, evaluate them and export them for deployment.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    train = sub.add_parser("train", help="train a policy with asymmetric actor-critic PPO")
+    train.add_argument("task", help="registered task name (see 'robot-rl tasks')")
+    train.add_argument("--num-envs", type=int, help="parallel simulated worlds (default: from the config)")
+    train.add_argument("--device", help="torch device: cpu, cuda, cuda:1 (default: from the config)")
+    train.add_argument("--seed", type=int, help="random seed (default: from the config)")
+    train.add_argument("--max-time", type=float, metavar="SEC", help="wall-clock training budget in seconds")
+    train.add_argument("--max-iterations", type=int, help="PPO iteration budget")
+    train.add_argument("--config", type=Path, help="YAML config (default: configs/<task>.yaml)")
+    train.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key, e.g. ppo.learning_rate=3e-4",
+    )
+    train.add_argument("--resume", type=Path, metavar="RUN", help="continue from a run folder's checkpoint")
+    train.add_argument("--run-root", help="parent folder of run folders (default: runs)")
+    train.add_argument("--no-export", action="store_true", help="skip the ONNX export at the end")
+    train.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    ev = sub.add_parser("eval", help="evaluate a trained run (randomisation on and off), write eval.yaml/eval.png")
+    ev.add_argument("run", type=Path, help="run folder (runs/<task>/<stamp>-<seed>)")
+    ev.add_argument("--episodes", type=int, default=256, help="episodes per setting (default: 256)")
+    ev.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+
+    ex = sub.add_parser("export", help="export a trained policy for deployment")
+    ex_sub = ex.add_subparsers(dest="format", required=True, metavar="FORMAT")
+    onnx = ex_sub.add_parser("onnx", help="ONNX graph with the deployment contract inside (+ contract.yaml)")
+    onnx.add_argument("run", type=Path, help="run folder")
+    onnx.add_argument("--out", type=Path, help="output folder (default: the run folder)")
+
+    bench = sub.add_parser("bench", help="measure environment steps per second")
+    bench.add_argument("--task", default="quadrotor-hover", help="task to step (default: quadrotor-hover)")
+    bench.add_argument("--num-envs", type=int, nargs="+", default=[1, 64, 1024, 4096, 16384], help="world counts")
+    bench.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+    bench.add_argument("--seconds", type=float, default=2.0, help="timed seconds per setting (default: 2)")
+
+    sub.add_parser("tasks", help="list registered tasks")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``robot-rl`` console script; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except USER_ERRORS as exc:
+        print(f"robot-rl: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    """``robot-rl train``: resolve config, train, evaluate, export, print the artifacts."""
+    from robot_rl.config import load_config
+    from robot_rl.run import new_run_dir
+    from robot_rl.runner import OnPolicyRunner
+
+    overrides = []
+    for flag, key in (
+        ("num_envs", "num_envs"),
+        ("device", "device"),
+        ("seed", "seed"),
+        ("max_time", "runner.max_time_s"),
+        ("max_iterations", "runner.max_iterations"),
+        ("run_root", "run_root"),
+    ):
+        if getattr(args, flag) is not None:
+            overrides.append(f"{key}={getattr(args, flag)}")
+    overrides += args.set  # --set is applied last, so it wins over the shorthands
+    resume, config_path = None, args.config
+    if args.resume is not None:
+        resume = args.resume / "checkpoint.pt"
+        if not resume.is_file():
+            raise CheckpointError(f"cannot resume: '{args.resume}' has no checkpoint.pt")
+        if config_path is None:  # continue with the run's own resolved config unless told otherwise
+            config_path = args.resume / "config.yaml"
+    cfg = load_config(args.task, config_path, overrides)
+    if not args.no_export:  # refuse an undeployable actor before training, not after
+        try:
+            sim.make(cfg.task, 1, "cpu", cfg.env).contract(cfg.policy.actor_obs)
+        except ContractError as exc:
+            raise ConfigError(
+                f"policy.actor_obs={cfg.policy.actor_obs} cannot be exported ({exc}); "
+                "train with --no-export or read only deployable groups"
+            ) from None
+    runner = OnPolicyRunner(cfg, Path("."), resume=resume, quiet=args.quiet)  # validates before any file is made
+    if runner.iteration >= cfg.runner.max_iterations:
+        raise ConfigError(
+            f"runner.max_iterations={cfg.runner.max_iterations} counts all iterations and the checkpoint is already "
+            f"at {runner.iteration}; raise --max-iterations to train further"
+        )
+    runner.run_dir = new_run_dir(cfg)
+    print(f"training {cfg.task} with {cfg.num_envs} worlds on {cfg.device}; run folder {runner.run_dir}")
+    result = runner.train()
+    if result.interrupted:
+        print(
+            f"\ninterrupted after {result.iterations} iterations; checkpoint saved: {runner.run_dir / 'checkpoint.pt'}"
+        )
+        print(f"resume with: robot-rl train {cfg.task} --resume {runner.run_dir}")
+        return 130
+    return finish_run(runner.run_dir, result, export=not args.no_export)
+
+
+def finish_run(run_dir: Path, result: object, export: bool) -> int:
+    """Final evaluation, export and a readable summary of a finished training run."""
+    from robot_rl.run import evaluate_run, export_run, load_run
+
+    run = load_run(run_dir)
+    evals = evaluate_run(run, run.cfg.runner.eval_episodes)
+    onnx_path = export_run(run) if export else None
+    print(
+        f"\n{'=' * 72}\n{run.cfg.task}: {getattr(result, 'iterations', 0)} iterations, "
+        f"{getattr(result, 'env_steps', 0):,} env steps in {getattr(result, 'wall_time_s', 0.0):.1f} s"
+    )
+    t_met = getattr(result, "time_to_criterion_s", None)
+    if t_met is not None:
+        print(f"success criterion first met after {t_met:.1f} s of training")
+    for r in evals:
+        s = r.summary()
+        figures = ", ".join(f"{k} {v:.3g}" for k, v in r.figures.items())
+        print(
+            f"  eval, randomisation {'on ' if r.randomized else 'off'}: criterion {'MET' if r.met else 'not met'}; "
+            f"return {s['return_mean']:.2f}; success {s['success_rate']:.0%}; {figures}"
+        )
+    print("artifacts:")
+    names = ["checkpoint.pt", "config.yaml", "metrics.csv", "learning_curve.png", "eval.yaml", "eval.png"]
+    if onnx_path is not None:
+        names += [onnx_path.name, "contract.yaml"]
+    for name in names:
+        if (run_dir / name).exists():
+            print(f"  {run_dir / name}")
+    if (run_dir / "tb").exists():
+        print(f"  {run_dir / 'tb'}  (tensorboard --logdir {run_dir.parent})")
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    """``robot-rl eval RUN``."""
+    from robot_rl.run import evaluate_run, load_run
+
+    if args.episodes < 1:
+        raise ConfigError(f"--episodes must be >= 1, got {args.episodes}")
+    run = load_run(args.run, args.device)
+    for r in evaluate_run(run, args.episodes):
+        print(
+            f"randomisation {'on ' if r.randomized else 'off'}: criterion {'MET' if r.met else 'not met'}  "
+            + "  ".join(f"{k}={v:.4g}" for k, v in r.summary().items() if isinstance(v, float))
+        )
+    print(f"wrote {args.run / 'eval.yaml'} and {args.run / 'eval.png'}")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """``robot-rl export onnx RUN``."""
+    from robot_rl.run import export_run, load_run
+
+    path = export_run(load_run(args.run), args.out)
+    print(f"wrote {path} and {path.parent / 'contract.yaml'}")
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """``robot-rl bench``: env steps per second at several world counts."""
+    from robot_rl.bench import format_table, measure_env_steps
+    from sim.registry import get_task
+
+    get_task(args.task)
+    rows = [
+        {
+            "task": args.task,
+            "device": args.device,
+            "num_envs": n,
+            "steps_per_s": measure_env_steps(args.task, n, args.device, args.seconds),
+        }
+        for n in args.num_envs
+    ]
+    print(format_table(rows))
+    return 0
+
+
+def cmd_tasks(args: argparse.Namespace) -> int:
+    """``robot-rl tasks``: registered tasks with backend and success criterion."""
+    from sim.registry import get_task, task_names
+
+    for name in task_names():
+        spec = get_task(name)
+        print(f"{name:<20} [{spec.backend}] {spec.description}")
+        if spec.success:
+            print(f"{'':<20} success: {spec.success}")
+    return 0
+
+
+COMMANDS = {"train": cmd_train, "eval": cmd_eval, "export": cmd_export, "bench": cmd_bench, "tasks": cmd_tasks}
+
+if __name__ == "__main__":
+    sys.exit(main())

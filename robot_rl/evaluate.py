@@ -1,0 +1,134 @@
+"""Evaluation: run a fixed number of whole episodes and check the task's success criterion.
+
+Every world runs exactly one episode from its own random start (the env is built with ``num_envs = episodes``), with
+the deterministic policy (the Gaussian mean), randomisation on or off.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+import sim
+from robot_rl.logger import save_png
+from sim.vec_env import Obs, VecEnv
+
+PolicyFn = Callable[[Obs], torch.Tensor]
+"""Maps observation groups to normalised actions ``[N, A]``."""
+
+
+@dataclass
+class EvalResult:
+    """Outcome of one evaluation.
+
+    Attributes:
+        episodes: Per-episode arrays ``[E]``: ``return``, ``length``, ``success`` and the task's metrics.
+        met: Whether the task's success criterion is met.
+        figures: The criterion's figures (success rate, errors, ...).
+        curves: Per-step means over worlds still running, ``{metric: [T]}``, for plots.
+        randomized: Whether domain randomisation was on.
+    """
+
+    episodes: dict[str, np.ndarray]
+    met: bool
+    figures: dict[str, float]
+    curves: dict[str, np.ndarray] = field(default_factory=dict)
+    randomized: bool = True
+
+    def summary(self) -> dict[str, Any]:
+        """Plain-data summary (for YAML/JSON and printing)."""
+        return {
+            "randomization": self.randomized,
+            "episodes": len(self.episodes["return"]),
+            "criterion_met": self.met,
+            "return_mean": float(self.episodes["return"].mean()),
+            "return_std": float(self.episodes["return"].std()),
+            "success_rate": float(self.episodes["success"].mean()),
+            **{k: float(v) for k, v in self.figures.items()},
+        }
+
+
+def evaluate_env(env: VecEnv, policy: PolicyFn, seed: int) -> EvalResult:
+    """Run one episode in every world of ``env`` and score it.
+
+    Args:
+        env: Env whose ``num_envs`` is the number of episodes.
+        policy: Deterministic policy.
+        seed: Seed of the starts and randomisation.
+    """
+    n = env.num_envs
+    obs = env.reset(seed=seed)
+    finished = torch.zeros(n, dtype=torch.bool, device=env.device)
+    episodes: dict[str, torch.Tensor] = {}
+    curves: dict[str, list[float]] = {}
+    for _ in range(env.max_episode_length):
+        with torch.inference_mode():
+            actions = policy(obs)
+        obs, _, terminated, truncated, info = env.step(actions)
+        running = ~finished
+        for k, v in info.log.items():
+            if k.startswith("metric/") and bool(running.any()):
+                curves.setdefault(k.removeprefix("metric/"), []).append(float(v[running].mean()))
+        done = (terminated | truncated) & ~finished
+        if bool(done.any()):
+            assert info.episode_return is not None and info.success is not None and info.episode_length is not None
+            fields = {
+                "return": info.episode_return,
+                "length": info.episode_length.float(),
+                "success": info.success.float(),
+                **info.episode_metrics,
+            }
+            for k, v in fields.items():
+                episodes.setdefault(k, torch.zeros(n, device=env.device))[done] = v[done].float()
+            finished |= done
+        if bool(finished.all()):
+            break
+    data = {k: v.cpu().numpy() for k, v in episodes.items()}
+    met, figures = type(env).criterion(data)
+    return EvalResult(data, met, figures, {k: np.asarray(v) for k, v in curves.items()})
+
+
+def make_eval_env(task: str, env_cfg: Any, episodes: int, device: torch.device, randomize: bool) -> VecEnv:
+    """An env with one world per evaluation episode, randomisation switched as asked."""
+    env = sim.make(task, episodes, device, env_cfg)
+    setter = getattr(env, "set_randomization", None)
+    if setter is not None:
+        setter(randomize)
+    elif not randomize:
+        raise ValueError(f"task '{task}' cannot switch randomisation off")
+    return env
+
+
+def plot_evaluation(results: list[EvalResult], path: Path, title: str, dt: float) -> None:
+    """Save a PNG: return histograms and per-step metric curves, one colour per randomisation setting."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    metrics = sorted({k for r in results for k in r.curves})
+    fig, axes = plt.subplots(1, 1 + len(metrics), figsize=(5 * (1 + len(metrics)), 3.8))
+    axes = np.atleast_1d(axes)
+    for r in results:
+        label = f"DR {'on' if r.randomized else 'off'} (success {r.episodes['success'].mean():.0%})"
+        axes[0].hist(r.episodes["return"], bins=30, alpha=0.6, label=label)
+        for ax, m in zip(axes[1:], metrics, strict=True):
+            if m in r.curves:
+                t = np.arange(len(r.curves[m])) * dt
+                ax.plot(t, r.curves[m], label=label)
+    axes[0].set_xlabel("episode return")
+    axes[0].set_ylabel("episodes")
+    axes[0].legend(fontsize=8)
+    for ax, m in zip(axes[1:], metrics, strict=True):
+        ax.set_xlabel("time [s]")
+        ax.set_ylabel(f"mean {m}")
+        ax.grid(alpha=0.3)
+    fig.suptitle(title)
+    fig.tight_layout()
+    save_png(fig, path)
+    plt.close(fig)

@@ -1,0 +1,112 @@
+"""Training log: TensorBoard scalars, a CSV of the same rows, a console progress bar and the PNG learning curve."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from policies.runtime.files import atomic_write_bytes
+
+
+class TrainingLogger:
+    """Writes one row of scalars per iteration.
+
+    Args:
+        run_dir: Run folder (``metrics.csv``, ``tb/``, ``learning_curve.png`` go there).
+        total_iterations: Upper bound for the progress bar.
+        tensorboard: Also write TensorBoard event files.
+        quiet: No progress bar (tests).
+    """
+
+    def __init__(self, run_dir: Path, total_iterations: int, tensorboard: bool = True, quiet: bool = False) -> None:
+        self.run_dir = run_dir
+        self.rows: list[dict[str, float]] = []
+        self._csv_path = run_dir / "metrics.csv"
+        self._writer: Any = None
+        if tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._writer = SummaryWriter(log_dir=str(run_dir / "tb"))
+        self.bar = tqdm(total=total_iterations, unit="it", dynamic_ncols=True, disable=quiet, leave=True)
+        self.start = time.monotonic()
+
+    def log(self, row: dict[str, float], step: int) -> None:
+        """Record scalars for global env step ``step`` and refresh the progress bar."""
+        self.rows.append({"env_steps": float(step), **row})
+        if self._writer is not None:
+            for k, v in row.items():
+                if math.isfinite(v):
+                    self._writer.add_scalar(k, v, step)
+        self.bar.update(1)
+        post = {"steps/s": f"{row.get('perf/steps_per_s', 0):,.0f}"}
+        if "episode/return" in row:
+            post["return"] = f"{row['episode/return']:.2f}"
+        if "episode/success" in row:
+            post["success"] = f"{row['episode/success']:.0%}"
+        if "eval/criterion_met" in row:
+            post["eval"] = "met" if row["eval/criterion_met"] else "not met"
+        self.bar.set_postfix(post, refresh=False)
+        if len(self.rows) % 20 == 0:  # keep metrics.csv current for anyone watching the run
+            self.write_csv()
+
+    def close(self) -> None:
+        """Flush everything: CSV and PNG written atomically, TensorBoard closed."""
+        self.bar.close()
+        if self._writer is not None:
+            self._writer.close()
+        self.write_csv()
+        self.plot()
+
+    def write_csv(self) -> None:
+        """``metrics.csv``: one row per iteration, union of all columns."""
+        if not self.rows:
+            return
+        keys = sorted({k for r in self.rows for k in r}, key=lambda k: (k != "env_steps", k))
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=keys)
+        w.writeheader()
+        w.writerows(self.rows)
+        atomic_write_bytes(self._csv_path, buf.getvalue().encode())
+
+    def plot(self) -> None:
+        """``learning_curve.png``: mean episode return, success and the evaluation figures against env steps."""
+        if not self.rows:
+            return
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        def series(key: str) -> tuple[list[float], list[float]]:
+            pts = [(r["env_steps"], r[key]) for r in self.rows if key in r and math.isfinite(r[key])]
+            return [p[0] for p in pts], [p[1] for p in pts]
+
+        fig, (ax_r, ax_s) = plt.subplots(1, 2, figsize=(11, 3.8))
+        ax_r.plot(*series("episode/return"), label="training episodes")
+        ax_r.set_xlabel("env steps")
+        ax_r.set_ylabel("mean episode return")
+        ax_r.grid(alpha=0.3)
+        ax_s.plot(*series("episode/success"), label="training episodes")
+        ax_s.plot(*series("eval/success_rate"), "o-", label="evaluation (DR on)")
+        ax_s.set_xlabel("env steps")
+        ax_s.set_ylabel("success rate")
+        ax_s.set_ylim(-0.02, 1.02)
+        ax_s.grid(alpha=0.3)
+        ax_s.legend(fontsize=8)
+        fig.suptitle(f"{self.run_dir.parent.name} / {self.run_dir.name}")
+        fig.tight_layout()
+        save_png(fig, self.run_dir / "learning_curve.png")
+        plt.close(fig)
+
+
+def save_png(fig: Any, path: Path) -> None:
+    """Save a matplotlib figure as PNG atomically."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    atomic_write_bytes(path, buf.getvalue())

@@ -1,0 +1,97 @@
+"""Run folders: ``runs/<task>/<timestamp>-<seed>/`` and the steps that turn a checkpoint into artifacts.
+
+A run folder holds ``config.yaml`` (resolved config), ``checkpoint.pt``, ``metrics.csv``, ``tb/`` (TensorBoard),
+``learning_curve.png``, and after evaluation and export ``eval.yaml``, ``eval.png``, ``policy.onnx`` and
+``contract.yaml``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+
+import sim
+from policies.nets import ActorCritic
+from policies.nets.export import export_onnx
+from policies.runtime.files import atomic_write_text
+from robot_rl.checkpoint import CheckpointError, load_checkpoint
+from robot_rl.config import TrainConfig, config_to_yaml, from_plain
+from robot_rl.evaluate import EvalResult, evaluate_env, make_eval_env, plot_evaluation
+from robot_rl.runner import build_model, pick
+from robot_rl.typed_config import load_yaml
+
+
+def new_run_dir(cfg: TrainConfig) -> Path:
+    """Create ``<run_root>/<task>/<YYYYmmdd-HHMMSS>-<seed>/`` and write the resolved ``config.yaml`` into it."""
+    base = Path(cfg.run_root) / cfg.task
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    run_dir = base / f"{stamp}-{cfg.seed}"
+    k = 1
+    while run_dir.exists():
+        k += 1
+        run_dir = base / f"{stamp}-{cfg.seed}-{k}"
+    run_dir.mkdir(parents=True)
+    atomic_write_text(run_dir / "config.yaml", config_to_yaml(cfg))
+    return run_dir
+
+
+@dataclass
+class LoadedRun:
+    """A trained policy loaded from its run folder."""
+
+    run_dir: Path
+    cfg: TrainConfig
+    model: ActorCritic
+    checkpoint: dict[str, Any]
+
+
+def load_run(run_dir: Path, device: str = "cpu") -> LoadedRun:
+    """Load ``config.yaml`` and ``checkpoint.pt`` of a run folder.
+
+    Raises:
+        CheckpointError: The folder is not a run folder or its checkpoint is unusable.
+        ConfigError: Its config is invalid.
+    """
+    if not run_dir.is_dir():
+        raise CheckpointError(f"run folder '{run_dir}' does not exist")
+    if not (run_dir / "config.yaml").is_file():
+        raise CheckpointError(f"'{run_dir}' is not a run folder (no config.yaml)")
+    cfg = from_plain(load_yaml(str(run_dir / "config.yaml")))
+    cfg.device = device
+    env = sim.make(cfg.task, 1, device, cfg.env)
+    model = build_model(cfg, env).to(device)
+    state = load_checkpoint(run_dir / "checkpoint.pt", model, None, device)
+    model.eval()
+    return LoadedRun(run_dir, cfg, model, state)
+
+
+def export_run(run: LoadedRun, out_dir: Path | None = None) -> Path:
+    """Export the run's actor to ``policy.onnx`` (+ ``contract.yaml``) in ``out_dir`` (default: the run folder)."""
+    env = sim.make(run.cfg.task, 1, "cpu", run.cfg.env)
+    contract = env.contract(run.cfg.policy.actor_obs)
+    out = out_dir or run.run_dir
+    out.mkdir(parents=True, exist_ok=True)
+    return export_onnx(run.model, contract, out)
+
+
+def evaluate_run(run: LoadedRun, episodes: int, settings: tuple[bool, ...] = (True, False)) -> list[EvalResult]:
+    """Evaluate the run's policy with randomisation on and/or off; writes ``eval.yaml`` and ``eval.png``."""
+    cfg, device = run.cfg, torch.device(run.cfg.device)
+    groups = cfg.policy.actor_obs
+    results = []
+    for randomize in settings:
+        env = make_eval_env(cfg.task, cfg.env, episodes, device, randomize)
+        result = evaluate_env(env, lambda obs: run.model.action_mean(pick(obs, groups)), seed=cfg.seed + 1_000_003)
+        result.randomized = randomize
+        results.append(result)
+        env.close()
+    summary = {("randomization_on" if r.randomized else "randomization_off"): r.summary() for r in results}
+    atomic_write_text(run.run_dir / "eval.yaml", yaml.safe_dump(summary, sort_keys=False))
+    dt = sim.make(cfg.task, 1, "cpu", cfg.env).dt
+    plot_evaluation(results, run.run_dir / "eval.png", f"{cfg.task}: {episodes} episodes per setting", dt)
+    return results

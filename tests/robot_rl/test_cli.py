@@ -1,0 +1,328 @@
+"""The ``robot-rl`` command line end to end: train -> export -> ONNX parity -> eval, and every user error."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+import sim
+from policies.runtime.contract import Contract
+from policies.runtime.onnx_policy import OnnxPolicy
+from robot_rl.algorithms.ppo import PPO
+from robot_rl.checkpoint import read_checkpoint
+from robot_rl.cli import main
+from robot_rl.config import config_to_yaml, load_config
+from robot_rl.run import load_run
+from sim.tasks.base import BatchedTask
+
+TASK = "quadrotor-hover"
+RUN_FILES = [
+    "config.yaml",
+    "checkpoint.pt",
+    "metrics.csv",
+    "learning_curve.png",
+    "eval.yaml",
+    "eval.png",
+    "policy.onnx",
+    "contract.yaml",
+]
+FAST = [  # a cheap training for tests that only need *a* run
+    "--num-envs", "16", "--set", "ppo.num_steps=4", "--set", "runner.eval_episodes=4",
+    "--set", "runner.eval_interval=0", "--set", "env.episode_length_s=0.3", "--quiet",
+]  # fmt: skip
+
+
+def only_run_dir(root: Path) -> Path:
+    runs = sorted((root / TASK).iterdir())
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` (relative path -> bytes), hidden and temporary files included."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def assert_error(capsys: pytest.CaptureFixture[str], *fragments: str) -> str:
+    err = capsys.readouterr().err
+    assert err.startswith("robot-rl: error: "), err
+    for fragment in fragments:
+        assert fragment in err, (fragment, err)
+    return err
+
+
+# ------------------------------------------------------------------------------------------ end to end
+def test_train_export_eval_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "runs"
+    argv = [
+        "train", TASK, "--num-envs", "16", "--max-iterations", "2", "--set", "ppo.num_steps=4",
+        "--set", "runner.eval_episodes=8", "--set", "runner.eval_interval=1", "--run-root", str(root), "--quiet",
+    ]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    run = only_run_dir(root)
+    for name in RUN_FILES:
+        assert (run / name).is_file(), name
+        assert str(run / name) in out, f"{name} not listed in stdout"
+    assert read_checkpoint(run / "checkpoint.pt")["iteration"] == 2
+    assert not [p for p in run.rglob("*") if p.name.startswith(".") or p.name.endswith(".tmp")]
+    cfg = load_config(None, run / "config.yaml")
+    assert (cfg.task, cfg.num_envs, cfg.ppo.num_steps, cfg.runner.max_iterations) == (TASK, 16, 4, 2)
+
+    # --- export to another folder
+    out_dir = tmp_path / "export"
+    assert main(["export", "onnx", str(run), "--out", str(out_dir)]) == 0
+    assert str(out_dir / "policy.onnx") in capsys.readouterr().out
+    assert sorted(p.name for p in out_dir.iterdir()) == ["contract.yaml", "policy.onnx"]
+    check_onnx_matches_torch(run, out_dir / "policy.onnx")
+
+    # --- evaluation with randomisation on and off
+    assert main(["eval", str(run), "--episodes", "4"]) == 0
+    assert "eval.yaml" in capsys.readouterr().out
+    summary = yaml.safe_load((run / "eval.yaml").read_text())
+    assert set(summary) == {"randomization_on", "randomization_off"}
+    assert summary["randomization_on"]["randomization"] is True
+    assert summary["randomization_off"]["randomization"] is False
+    for s in summary.values():
+        assert s["episodes"] == 4
+        assert 0.0 <= s["success_rate"] <= 1.0 and np.isfinite(s["return_mean"])
+
+
+def check_onnx_matches_torch(run_dir: Path, onnx_path: Path) -> None:
+    """The ONNX policy equals ``clip(offset + scale * clip(action_mean, -1, 1), low, high)`` on sim observations."""
+    run = load_run(run_dir)
+    n = 16
+    policy = OnnxPolicy(onnx_path, num_envs=n)
+    policy.self_test()
+    c = policy.contract
+    assert Contract.load_yaml(onnx_path.parent / "contract.yaml") == c
+    assert c.task == TASK
+    env = sim.make(TASK, n, "cpu", run.cfg.env, seed=5)
+    assert c.obs_dim == env.obs_sizes["policy"] and c.control_period_s == env.dt
+
+    # Observations from the simulator, along a short trajectory of the (noisy) policy itself.
+    obs = env.reset(seed=5)
+    batches = []
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(6):
+        batches.append(obs["policy"].clone())
+        with torch.inference_mode():
+            act = run.model.action_mean(obs["policy"]) + 0.5 * torch.randn(n, env.num_actions, generator=gen)
+        obs, *_ = env.step(act)
+    x = torch.cat(batches)
+    with torch.no_grad():
+        a = run.model.action_mean(x).clamp(-1.0, 1.0).numpy()
+    expected = np.clip(np.asarray(c.action.offset) + np.asarray(c.action.scale) * a, c.action.low, c.action.high)
+    got = policy.run_obs(x.numpy())
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=0)
+    # Also in normalised units, where a tiny action is not swamped by the RPM offset.
+    np.testing.assert_allclose(policy.normalized_action(got), a, rtol=0, atol=1e-5)
+    # The copy exported into the run folder by `train` is the same policy.
+    np.testing.assert_array_equal(OnnxPolicy(run_dir / "policy.onnx", num_envs=n).run_obs(x.numpy()), got)
+
+
+def test_runtime_observation_builder_matches_the_simulator(tmp_path: Path) -> None:
+    """Raw signals through the robot-side builder give the simulator's policy observation (noise off)."""
+    from policies.nets import ActorCritic
+    from policies.nets.export import export_onnx
+
+    n = 4
+    env = sim.make(TASK, n, "cpu", seed=2)
+    assert isinstance(env, BatchedTask)
+    env.set_randomization(False)
+    model = ActorCritic(env.obs_sizes["policy"], env.obs_sizes["critic"], env.num_actions)
+    policy = OnnxPolicy(export_onnx(model, env.contract(["policy"]), tmp_path), num_envs=n)
+    obs = env.reset(seed=2)
+    policy.reset()
+    gen = torch.Generator().manual_seed(1)
+    for _ in range(4):
+        signals = {k: v.numpy() for k, v in env._signals().items()}
+        np.testing.assert_allclose(policy.observation(signals), obs["policy"].numpy(), rtol=0, atol=1e-6)
+        obs, _, terminated, truncated, _ = env.step(0.3 * torch.randn(n, env.num_actions, generator=gen))
+        assert not bool((terminated | truncated).any())
+
+
+def test_tasks_lists_every_registered_task(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["tasks"]) == 0
+    out = capsys.readouterr().out
+    for name in sim.task_names():
+        assert name in out
+
+
+# ------------------------------------------------------------------------------------------- bad input
+TRAIN_BAD = [
+    pytest.param(["quadrotor-hoover"], ["unknown task 'quadrotor-hoover'", "registered tasks", TASK], id="task"),
+    pytest.param([TASK, "--set", "nope=1"], ["unknown config key 'nope'", "valid keys here", "num_envs"], id="key"),
+    pytest.param(
+        [TASK, "--set", "ppo.learning_rate=abc"], ["'ppo.learning_rate' must be a number", "'abc'"], id="type"
+    ),
+    pytest.param([TASK, "--num-envs", "0"], ["num_envs must be >= 1, got 0"], id="num-envs-0"),
+    pytest.param([TASK, "--set", "ppo.num_steps=0"], ["ppo.num_steps must be >= 1"], id="num-steps-0"),
+]
+
+
+@pytest.mark.parametrize(("args", "fragments"), TRAIN_BAD)
+def test_train_bad_input_exits_2_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], fragments: list[str]
+) -> None:
+    root = tmp_path / "runs"
+    assert main(["train", *args, "--run-root", str(root), "--quiet"]) == 2
+    assert_error(capsys, *fragments)
+    assert not root.exists()
+
+
+def test_resume_without_checkpoint_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "old-run"
+    folder.mkdir()
+    (folder / "config.yaml").write_text("task: quadrotor-hover\n")
+    root = tmp_path / "runs"
+    assert main(["train", TASK, "--resume", str(folder), "--run-root", str(root), "--quiet"]) == 2
+    assert_error(capsys, "cannot resume", str(folder), "no checkpoint.pt")
+    assert not root.exists()
+    assert snapshot(folder) == {"config.yaml": b"task: quadrotor-hover\n"}
+
+
+def test_eval_missing_folder_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "no-such-run"
+    assert main(["eval", str(missing), "--episodes", "4"]) == 2
+    assert_error(capsys, f"run folder '{missing}' does not exist")
+    assert not missing.exists()
+
+
+def test_eval_folder_without_config_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "checkpoint.pt").write_bytes(b"x")
+    assert main(["eval", str(tmp_path), "--episodes", "4"]) == 2
+    assert_error(capsys, str(tmp_path), "not a run folder (no config.yaml)")
+    assert snapshot(tmp_path) == {"checkpoint.pt": b"x"}
+
+
+def test_eval_zero_episodes_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["eval", str(tmp_path), "--episodes", "0"]) == 2
+    assert_error(capsys, "--episodes must be >= 1")
+
+
+@pytest.fixture
+def corrupt_run(tmp_path: Path) -> Path:
+    """A run folder with a valid config, a garbage checkpoint and an earlier export that must survive."""
+    run = tmp_path / "runs" / TASK / "20250101-000000-0"
+    run.mkdir(parents=True)
+    cfg = load_config(TASK, None, ["num_envs=16", f"run_root={tmp_path / 'runs'}"])
+    (run / "config.yaml").write_text(config_to_yaml(cfg))
+    (run / "checkpoint.pt").write_bytes(b"PK\x03\x04 definitely not a checkpoint \x00\xff" * 7)
+    (run / "policy.onnx").write_bytes(b"previous export")
+    (run / "contract.yaml").write_text("previous: contract\n")
+    (run / "eval.yaml").write_text("previous: eval\n")
+    return run
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        pytest.param(["export", "onnx", "{run}"], id="export"),
+        pytest.param(["export", "onnx", "{run}", "--out", "{run}"], id="export-out-same"),
+        pytest.param(["eval", "{run}", "--episodes", "4"], id="eval"),
+    ],
+)
+def test_corrupt_checkpoint_exits_2_and_touches_nothing(
+    corrupt_run: Path, capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    before = snapshot(corrupt_run)
+    assert main([c.format(run=corrupt_run) for c in command]) == 2
+    assert_error(capsys, f"checkpoint '{corrupt_run / 'checkpoint.pt'}' could not be read")
+    assert snapshot(corrupt_run) == before  # nothing modified, deleted or added (no stray temp files)
+
+
+def test_argparse_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["train"], [], ["export"], ["export", "onnx"], ["train", TASK, "--num-envs", "abc"], ["fly"]):
+        with pytest.raises(SystemExit) as info:
+            main(argv)
+        assert info.value.code == 2, argv
+        assert "usage: robot-rl" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["train"])
+    assert "the following arguments are required: task" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------- Ctrl-C and resume
+def interrupt_on_call(n: int, original: Callable[..., Any]) -> Callable[..., Any]:
+    calls = {"n": 0}
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == n:
+            raise KeyboardInterrupt
+        return original(*args, **kwargs)
+
+    return wrapper
+
+
+def test_ctrl_c_then_resume(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "runs"
+    with monkeypatch.context() as m:
+        m.setattr(PPO, "update", interrupt_on_call(3, PPO.update))
+        assert main(["train", TASK, "--max-iterations", "4", "--run-root", str(root), *FAST]) == 130
+    run = only_run_dir(root)
+    out = capsys.readouterr().out
+    assert "interrupted after 2 iterations" in out
+    assert f"robot-rl train {TASK} --resume {run}" in out
+    assert read_checkpoint(run / "checkpoint.pt")["iteration"] == 2
+    assert not (run / "policy.onnx").exists()  # an interrupted run is not exported
+
+    before = snapshot(run)
+    root2 = tmp_path / "resumed"
+    argv = ["train", TASK, "--resume", str(run), "--max-iterations", "4", "--run-root", str(root2), "--no-export"]
+    assert main([*argv, *FAST]) == 0
+    new = only_run_dir(root2)
+    state = read_checkpoint(new / "checkpoint.pt")
+    assert (state["iteration"], state["env_steps"]) == (4, 4 * 4 * 16)
+    assert len((new / "metrics.csv").read_text().strip().splitlines()) == 1 + 2
+    assert snapshot(run) == before  # resuming never writes into the old run
+
+
+def test_resume_that_would_train_nothing_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "runs"
+    assert main(["train", TASK, "--max-iterations", "1", "--run-root", str(root), "--no-export", *FAST]) == 0
+    run = only_run_dir(root)
+    capsys.readouterr()
+    root2 = tmp_path / "resumed"
+    argv = ["train", TASK, "--resume", str(run), "--max-iterations", "1", "--run-root", str(root2), "--no-export"]
+    assert main([*argv, *FAST]) == 2
+    assert_error(capsys, "max_iterations")
+    assert not root2.exists()
+
+
+def test_every_listed_artifact_exists(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "runs"
+    assert main(["train", TASK, "--max-iterations", "1", "--run-root", str(root), "--no-export", *FAST]) == 0
+    listed = capsys.readouterr().out.split("artifacts:", 1)[1].splitlines()
+    paths = [Path(line.split()[0]) for line in listed if line.strip()]
+    assert paths
+    missing = [p for p in paths if not p.exists()]
+    assert not missing, missing
+
+
+# ------------------------------------------------------------------------ errors that escape as tracebacks
+def test_unknown_observation_group_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "runs"
+    argv = ["train", TASK, "--set", "policy.critic_obs=[policy, privileged]", "--run-root", str(root), *FAST]
+    assert main(argv) == 2
+    assert_error(capsys, "policy.critic_obs", "'privileged'", "policy, critic")
+    assert not root.exists()
+
+
+def test_undeployable_actor_groups_are_refused_before_training(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "runs"
+    argv = ["train", TASK, "--max-iterations", "1", "--set", "policy.actor_obs=[policy, critic]"]
+    assert main([*argv, "--run-root", str(root), *FAST]) == 2
+    assert_error(capsys, "policy.actor_obs", "--no-export")
+    assert not root.exists()

@@ -1,0 +1,236 @@
+"""The on-policy runner: seeded determinism, checkpoints and resume, Ctrl-C, asymmetric observation groups."""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+import sim
+from robot_rl.algorithms.ppo import PPO
+from robot_rl.checkpoint import CheckpointError, load_checkpoint, read_checkpoint
+from robot_rl.config import TrainConfig
+from robot_rl.runner import OnPolicyRunner, TrainResult, build_model, pick
+
+MakeCfg = Callable[..., TrainConfig]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def train(cfg: TrainConfig, run_dir: Path, resume: Path | None = None) -> tuple[OnPolicyRunner, TrainResult]:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    runner = OnPolicyRunner(cfg, run_dir, resume=resume, quiet=True)
+    return runner, runner.train()
+
+
+def read_rows(path: Path) -> list[dict[str, str]]:
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+def without_timing(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    return [{k: v for k, v in r.items() if not k.startswith("perf/")} for r in rows]
+
+
+def assert_same_state(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), f"{k} differs"
+
+
+def leftovers(run_dir: Path) -> list[Path]:
+    """Temporary files of atomic writes (``.<name>.<random>.tmp``) or any other hidden file."""
+    return [p for p in run_dir.rglob("*") if p.name.endswith(".tmp") or p.name.startswith(".")]
+
+
+# --------------------------------------------------------------------------------------------- determinism
+def test_seeded_training_is_deterministic_on_cpu(make_cfg: MakeCfg, tmp_path: Path) -> None:
+    # 3 iterations with an evaluation at the 3rd, so evaluation figures are compared too.
+    cfg = make_cfg("runner.eval_interval=3")
+    r1, res1 = train(cfg, tmp_path / "a")
+    r2, res2 = train(make_cfg("runner.eval_interval=3"), tmp_path / "b")
+    assert res1.iterations == res2.iterations == 3
+    assert_same_state(r1.model.state_dict(), r2.model.state_dict())
+    rows1, rows2 = read_rows(tmp_path / "a" / "metrics.csv"), read_rows(tmp_path / "b" / "metrics.csv")
+    assert len(rows1) == 3
+    assert "eval/success_rate" in rows1[-1]
+    assert without_timing(rows1) == without_timing(rows2)
+    assert any(k.startswith("perf/") for k in rows1[0])  # the excluded columns exist
+
+    r3, _ = train(make_cfg("seed=1", "runner.eval_interval=3"), tmp_path / "c")
+    s1, s3 = r1.model.state_dict(), r3.model.state_dict()
+    assert any(not torch.equal(s1[k], s3[k]) for k in s1), "a different seed gave identical weights"
+
+
+def test_training_changes_weights_and_logs_finite_losses(make_cfg: MakeCfg, tmp_path: Path) -> None:
+    cfg = make_cfg("runner.max_iterations=2")
+    runner = OnPolicyRunner(cfg, tmp_path, quiet=True)
+    before = {k: v.clone() for k, v in runner.model.state_dict().items()}
+    result = runner.train()
+    after = runner.model.state_dict()
+    assert result.iterations == 2 and result.env_steps == 2 * cfg.ppo.num_steps * cfg.num_envs
+    assert not result.interrupted
+    assert not torch.equal(before["actor.0.weight"], after["actor.0.weight"])
+    assert not torch.equal(before["actor_normalizer.mean"], after["actor_normalizer.mean"])
+    for row in read_rows(tmp_path / "metrics.csv"):
+        for key in ("loss/surrogate", "loss/value", "policy/entropy", "policy/kl"):
+            assert torch.isfinite(torch.tensor(float(row[key]))), (key, row[key])
+
+
+def test_repeated_evaluation_of_the_same_policy_is_identical(make_cfg: MakeCfg, tmp_path: Path) -> None:
+    runner = OnPolicyRunner(make_cfg("runner.eval_episodes=8"), tmp_path, quiet=True)
+    last = runner.model.actor[-1]
+    assert isinstance(last, torch.nn.Linear)
+    with torch.no_grad():  # a policy that reacts to its observation history
+        last.weight.normal_(0.0, 1.0, generator=torch.Generator().manual_seed(0))
+    first, second = runner.evaluate(), runner.evaluate()
+    for k in first.episodes:
+        assert (first.episodes[k] == second.episodes[k]).all(), k
+
+
+# ---------------------------------------------------------------------------------------- checkpoint/resume
+def test_checkpoint_and_resume_continue_the_counters(make_cfg: MakeCfg, tmp_path: Path) -> None:
+    cfg = make_cfg("runner.max_iterations=2")
+    steps_per_it = cfg.ppo.num_steps * cfg.num_envs
+    first, _ = train(cfg, tmp_path / "first")
+    ckpt = tmp_path / "first" / "checkpoint.pt"
+    state = read_checkpoint(ckpt)
+    assert (state["iteration"], state["env_steps"]) == (2, 2 * steps_per_it)
+    assert state["config"]["num_envs"] == cfg.num_envs
+
+    # runner.max_iterations is the total: 2 done + 2 more.
+    resumed = OnPolicyRunner(make_cfg("runner.max_iterations=4"), tmp_path / "second", resume=ckpt, quiet=True)
+    assert (resumed.iteration, resumed.env_steps) == (2, 2 * steps_per_it)
+    assert_same_state(resumed.model.state_dict(), first.model.state_dict())
+    assert resumed.ppo.learning_rate == first.ppo.learning_rate
+    opt_a, opt_b = resumed.ppo.optimizer.state_dict()["state"], first.ppo.optimizer.state_dict()["state"]
+    assert opt_a.keys() == opt_b.keys() and all(torch.equal(opt_a[k]["exp_avg"], opt_b[k]["exp_avg"]) for k in opt_a)
+
+    (tmp_path / "second").mkdir()
+    res2 = resumed.train()
+    assert (res2.iterations, res2.env_steps) == (4, 4 * steps_per_it)
+    rows = read_rows(tmp_path / "second" / "metrics.csv")
+    assert [float(r["env_steps"]) for r in rows] == [3 * steps_per_it, 4 * steps_per_it]
+    assert read_checkpoint(tmp_path / "second" / "checkpoint.pt")["iteration"] == 4
+    assert read_checkpoint(ckpt)["iteration"] == 2  # the original run is untouched
+
+
+@pytest.fixture
+def fresh_model(make_cfg: MakeCfg) -> torch.nn.Module:
+    cfg = make_cfg("num_envs=2")
+    return build_model(cfg, sim.make(cfg.task, 2, "cpu", cfg.env))
+
+
+def test_missing_checkpoint_is_named(tmp_path: Path, fresh_model: torch.nn.Module) -> None:
+    path = tmp_path / "nowhere" / "checkpoint.pt"
+    with pytest.raises(CheckpointError, match=re.escape(f"checkpoint '{path}' does not exist")):
+        load_checkpoint(path, fresh_model, None, "cpu")
+
+
+def test_corrupt_checkpoint_is_named(tmp_path: Path, fresh_model: torch.nn.Module) -> None:
+    path = tmp_path / "checkpoint.pt"
+    path.write_bytes(b"\x00garbage, not a zip archive\xff" * 10)
+    with pytest.raises(CheckpointError, match=re.escape(f"checkpoint '{path}' could not be read")):
+        load_checkpoint(path, fresh_model, None, "cpu")
+
+
+def test_truncated_checkpoint_is_named(make_cfg: MakeCfg, tmp_path: Path, fresh_model: torch.nn.Module) -> None:
+    runner = OnPolicyRunner(make_cfg("num_envs=2"), tmp_path, quiet=True)
+    full = runner.save(0.0).read_bytes()
+    path = tmp_path / "half.pt"
+    path.write_bytes(full[: len(full) // 2])
+    with pytest.raises(CheckpointError, match=re.escape(f"checkpoint '{path}' could not be read")):
+        load_checkpoint(path, fresh_model, None, "cpu")
+
+
+def test_foreign_torch_file_is_not_a_checkpoint(tmp_path: Path, fresh_model: torch.nn.Module) -> None:
+    path = tmp_path / "weights.pt"
+    torch.save({"model": {}}, path)
+    with pytest.raises(CheckpointError, match=re.escape(f"'{path}' is not a robot-rl checkpoint")):
+        load_checkpoint(path, fresh_model, None, "cpu")
+
+
+def test_checkpoint_of_another_architecture_does_not_fit(make_cfg: MakeCfg, tmp_path: Path) -> None:
+    small = OnPolicyRunner(make_cfg("num_envs=2", "policy.actor_hidden=[8]"), tmp_path, quiet=True)
+    path = small.save(0.0)
+    with pytest.raises(CheckpointError, match=re.escape(f"checkpoint '{path}' does not fit this model")):
+        OnPolicyRunner(make_cfg("num_envs=2"), tmp_path / "other", resume=path, quiet=True)
+
+
+# -------------------------------------------------------------------------------------------------- Ctrl-C
+def interrupt_on_call(n: int, original: Callable[..., Any]) -> Callable[..., Any]:
+    calls = {"n": 0}
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == n:
+            raise KeyboardInterrupt
+        return original(*args, **kwargs)
+
+    return wrapper
+
+
+@pytest.mark.parametrize("where", ["update", "env_step"])
+def test_ctrl_c_saves_a_loadable_checkpoint(
+    make_cfg: MakeCfg, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    cfg = make_cfg("runner.max_iterations=10", "runner.save_interval=100")
+    runner = OnPolicyRunner(cfg, tmp_path, quiet=True)
+    if where == "update":  # Ctrl-C at the start of the 3rd update
+        monkeypatch.setattr(PPO, "update", interrupt_on_call(3, PPO.update))
+    else:  # Ctrl-C in the middle of the 3rd rollout (inside torch.inference_mode)
+        monkeypatch.setattr(runner.env, "step", interrupt_on_call(2 * cfg.ppo.num_steps + 2, runner.env.step))
+    result = runner.train()
+
+    assert result.interrupted and result.iterations == 2
+    ckpt = tmp_path / "checkpoint.pt"
+    assert ckpt.is_file()
+    fresh = build_model(cfg, sim.make(cfg.task, 2, "cpu", cfg.env))
+    state = load_checkpoint(ckpt, fresh, None, "cpu")
+    assert state["iteration"] == 2 and state["env_steps"] == 2 * cfg.ppo.num_steps * cfg.num_envs
+    assert_same_state(fresh.state_dict(), runner.model.state_dict())
+    assert not leftovers(tmp_path), leftovers(tmp_path)
+    assert len(read_rows(tmp_path / "metrics.csv")) == 2
+    assert (tmp_path / "learning_curve.png").read_bytes().startswith(PNG_MAGIC)
+
+
+# -------------------------------------------------------------------------------------- observation groups
+def test_asymmetric_critic_groups_size_the_critic(make_cfg: MakeCfg, tmp_path: Path) -> None:
+    cfg = make_cfg("policy.critic_obs=[policy, critic]", "runner.max_iterations=2")
+    runner = OnPolicyRunner(cfg, tmp_path, quiet=True)
+    sizes = runner.env.obs_sizes
+    critic_dim = sizes["policy"] + sizes["critic"]
+    assert runner.model.critic_normalizer.mean.numel() == critic_dim
+    assert runner.model.critic[0].in_features == critic_dim
+    assert runner.model.actor_normalizer.mean.numel() == sizes["policy"]
+    assert runner.ppo.storage.critic_obs.shape == (cfg.ppo.num_steps, cfg.num_envs, critic_dim)
+    result = runner.train()
+    assert result.iterations == 2
+    row = read_rows(tmp_path / "metrics.csv")[-1]
+    assert torch.isfinite(torch.tensor(float(row["loss/value"])))
+    # The critic really reads both groups, in the configured order.
+    stored = runner.ppo.storage.critic_obs[0]
+    assert stored[:, : sizes["policy"]].abs().sum() > 0 and stored[:, sizes["policy"] :].abs().sum() > 0
+
+
+def test_pick_concatenates_groups_in_configured_order() -> None:
+    obs = {"policy": torch.ones(2, 3), "critic": torch.zeros(2, 2)}
+    assert torch.equal(pick(obs, ["policy"]), obs["policy"])
+    assert pick(obs, ["critic", "policy"]).tolist() == [[0, 0, 1, 1, 1]] * 2
+
+
+@pytest.mark.parametrize("role", ["actor_obs", "critic_obs"])
+def test_unknown_observation_group_lists_the_tasks_groups(make_cfg: MakeCfg, tmp_path: Path, role: str) -> None:
+    cfg = make_cfg("num_envs=2", f"policy.{role}=[policy, privileged]")
+    with pytest.raises(ValueError, match=rf"policy\.{role}.*'privileged'.*provides: policy, critic"):
+        OnPolicyRunner(cfg, tmp_path, quiet=True)
+    assert not any(tmp_path.iterdir())
+
+
+def test_empty_observation_group_list_is_refused(make_cfg: MakeCfg, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"policy\.actor_obs"):
+        OnPolicyRunner(make_cfg("num_envs=2", "policy.actor_obs=[]"), tmp_path, quiet=True)
