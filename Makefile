@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/robot-rl demo
+	$(BIN)/robot-rl train quadrotor-hover
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -32,7 +32,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 test: lint
-	$(BIN)/pytest -n 2 --durations=15
+	OMP_WAIT_POLICY=PASSIVE $(BIN)/pytest -n 2 --durations=15
 
 bench: $(STAMP)
 	$(BIN)/python bench/env_steps.py

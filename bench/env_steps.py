@@ -16,15 +16,8 @@ Run::
 
 from __future__ import annotations
 
-import os
-
-# Set before torch loads OpenMP. On a small shared machine, OpenMP's default spin-waiting worker threads fight the
-# main thread for the cores: measured here with 2 threads under load, a 64x64 linear+tanh took 7.5 ms instead of
-# 26 us and a 16,384-world quadrotor step 0.70 s instead of 0.018 s. PASSIVE lets idle workers sleep; override by
-# exporting OMP_WAIT_POLICY yourself.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
 import argparse
+import os
 
 import torch
 
@@ -53,7 +46,10 @@ def main(argv: list[str] | None = None) -> None:
     devices = args.device or (["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"])
     omp = os.environ.get("OMP_WAIT_POLICY")
     print(f"task {args.task} | torch {torch.__version__} | {torch.get_num_threads()} threads | {os.cpu_count()} CPUs")
-    print(f"OMP_WAIT_POLICY={omp} | random actions, {args.seconds:g} s timed per row after a warm-up\n")
+    print(
+        f"OMP_WAIT_POLICY={omp or 'unset (OpenMP default)'} | random actions, "
+        f"{args.seconds:g} s timed per row after a warm-up\n"
+    )
     if "cuda" in devices and torch.cuda.is_available():
         print(f"cuda: {torch.cuda.get_device_name()}")
     print(format_table(env_steps_rows(args.task, args.num_envs, devices, args.seconds)))

@@ -8,11 +8,14 @@ seeded like the runner's evaluations. Evaluations run every ``--eval-every`` sec
 budget, as in the runner), so the time to reach the task's criterion is reported when it is reached; training stops
 there unless ``--no-stop-on-success``.
 
-SB3 settings (defaults; see ``SB3Settings``): 256 envs x 64 steps = 16,384 samples per rollout, batch 4096, 5 epochs,
-Adam 1e-3, gamma 0.99, GAE lambda 0.95, clip 0.2, no entropy bonus, value coefficient 0.5, gradient clip 1.0,
-``MlpPolicy`` with separate [64, 64] tanh actor and critic on the onboard ``policy`` group, initial action std 0.5,
-observations and rewards normalised by ``VecNormalize``; worlds start at random points of their first episode (as the
-runner does). The networks run on CPU with ``torch.set_num_threads(2)`` (``--threads``).
+SB3 settings (defaults; see ``SB3Settings``) mirror robot-rl's ``configs/quadrotor-hover.yaml`` wherever SB3 has
+the same knob, so the comparison measures the implementations rather than the hyperparameters: 4096 envs x 16 steps
+= 65,536 samples per rollout, 4 minibatches of 16,384, 3 epochs, Adam 1e-3, gamma 0.98, GAE lambda 0.95, clip 0.2,
+entropy 0.005, value coefficient 0.5, gradient clip 1.0, ``MlpPolicy`` with separate [64, 64] tanh actor and critic,
+initial action std 0.15, observations and rewards normalised by ``VecNormalize``; worlds start at random points of
+their first episode (as the runner does). What SB3 cannot do: an asymmetric critic (its critic reads the same
+onboard observation as the actor) and a KL-adaptive learning rate (fixed 1e-3 here). The networks run on CPU with
+``torch.set_num_threads(2)`` (``--threads``).
 
 Run::
 
@@ -24,16 +27,9 @@ Importable: ``run_sb3_baseline(...)`` returns an :class:`SB3Result` (used by ``b
 
 from __future__ import annotations
 
-import os
-
-# Set before torch loads OpenMP. On a small shared machine, OpenMP's default spin-waiting worker threads fight the
-# main thread for the cores: measured here with 2 threads under load, a 64x64 linear+tanh took 7.5 ms instead of
-# 26 us and a 16,384-world quadrotor step 0.70 s instead of 0.018 s. PASSIVE lets idle workers sleep; override by
-# exporting OMP_WAIT_POLICY yourself.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
 import argparse
 import math
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -59,19 +55,28 @@ EVAL_SEED_OFFSET = 1_000_003
 class SB3Settings:
     """SB3 PPO hyperparameters of the baseline (see the module docstring for the reasoning)."""
 
-    num_envs: int = 256
-    n_steps: int = 64
-    batch_size: int = 4096
-    n_epochs: int = 5
+    num_envs: int = 4096
+    n_steps: int = 16
+    batch_size: int = 16384
+    n_epochs: int = 3
     learning_rate: float = 1e-3
-    gamma: float = 0.99
+    gamma: float = 0.98
     gae_lambda: float = 0.95
     clip_range: float = 0.2
-    ent_coef: float = 0.0
+    ent_coef: float = 0.005
     vf_coef: float = 0.5
     max_grad_norm: float = 1.0
     net_arch: list[int] = field(default_factory=lambda: [64, 64])
-    init_action_std: float = 0.5
+    init_action_std: float = 0.15
+
+    @classmethod
+    def library_defaults(cls, num_envs: int = 16) -> SB3Settings:
+        """SB3's own PPO defaults (what ``PPO("MlpPolicy", env)`` gives), on ``num_envs`` worlds."""
+        return cls(
+            num_envs=num_envs, n_steps=2048, batch_size=64, n_epochs=10, learning_rate=3e-4, gamma=0.99,
+            ent_coef=0.0, max_grad_norm=0.5, init_action_std=1.0,
+        )  # fmt: skip
+
     normalize: bool = True
 
 
@@ -261,6 +266,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--n-steps", type=int, default=SB3Settings.n_steps)
     p.add_argument("--batch-size", type=int, default=SB3Settings.batch_size)
     p.add_argument("--learning-rate", type=float, default=SB3Settings.learning_rate)
+    p.add_argument(
+        "--library-defaults",
+        action="store_true",
+        help="SB3's own PPO defaults (n_steps 2048, batch 64, 10 epochs, lr 3e-4, std 1) on 16 envs",
+    )
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     p.add_argument("--eval-every", type=float, default=10.0, help="seconds between evaluations")
     p.add_argument("--eval-episodes", type=int, default=256)
@@ -273,12 +283,15 @@ def main(argv: list[str] | None = None) -> SB3Result:
     """Run the baseline from the command line and print its figures."""
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
-    settings = SB3Settings(
-        num_envs=args.num_envs, n_steps=args.n_steps, batch_size=args.batch_size, learning_rate=args.learning_rate
-    )
+    if args.library_defaults:
+        settings = SB3Settings.library_defaults(args.num_envs if args.num_envs != SB3Settings.num_envs else 16)
+    else:
+        settings = SB3Settings(
+            num_envs=args.num_envs, n_steps=args.n_steps, batch_size=args.batch_size, learning_rate=args.learning_rate
+        )
     print(
         f"SB3 PPO on {args.task}, budget {args.seconds:g} s, seed {args.seed}, {args.threads} torch threads, "
-        f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}"
+        f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset (OpenMP default)')}"
     )
     print("settings: " + ", ".join(f"{k}={v}" for k, v in asdict(settings).items()))
     result = run_sb3_baseline(

@@ -18,16 +18,9 @@ Run::
 
 from __future__ import annotations
 
-import os
-
-# Set before torch loads OpenMP. On a small shared machine, OpenMP's default spin-waiting worker threads fight the
-# main thread for the cores: measured here with 2 threads under load, a 64x64 linear+tanh took 7.5 ms instead of
-# 26 us and a 16,384-world quadrotor step 0.70 s instead of 0.018 s. PASSIVE lets idle workers sleep; override by
-# exporting OMP_WAIT_POLICY yourself.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
 import argparse
 import math
+import os
 import statistics
 import sys
 import tempfile
@@ -134,7 +127,9 @@ def main(argv: list[str] | None = None) -> None:
     """Run both trainers over the seeds and print the tables."""
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
-    print(f"{args.threads} torch threads, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")
+    print(
+        f"{args.threads} torch threads, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset (OpenMP default)')}"
+    )
     base = load_config(args.task, None, args.overrides)  # fail fast on a bad override; SB3 shares env, device, eval
     with tempfile.TemporaryDirectory(prefix="robot-rl-ttc-") as tmp:
         ours = []

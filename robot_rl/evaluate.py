@@ -126,7 +126,7 @@ def plot_evaluation(results: list[EvalResult], path: Path, title: str, dt: float
     axes[0].legend(fontsize=8)
     for ax, m in zip(axes[1:], metrics, strict=True):
         ax.set_xlabel("time [s]")
-        ax.set_ylabel(f"mean {m}")
+        ax.set_ylabel(f"mean {m} (episodes still running)")
         ax.grid(alpha=0.3)
     fig.suptitle(title)
     fig.tight_layout()

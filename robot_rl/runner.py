@@ -100,6 +100,8 @@ class OnPolicyRunner:
         cfg, rc = self.cfg, self.cfg.runner
         logger = TrainingLogger(self.run_dir, rc.max_iterations, tensorboard=not self.quiet, quiet=self.quiet)
         obs = self.env.reset(seed=cfg.seed)
+        # Episodes cut short by the spread start are not logged: their returns and success are not comparable.
+        self._partial = torch.full((cfg.num_envs,), rc.spread_episode_starts, dtype=torch.bool, device=self.device)
         if rc.spread_episode_starts:
             self.env.spread_episode_starts()
         start = time.monotonic() - self.elapsed_s
@@ -150,7 +152,9 @@ class OnPolicyRunner:
                 self.ppo.record(reward, terminated, truncated, final)
                 for k, v in info.log.items():
                     ep_stats.setdefault(k, []).append(v.mean())
-                done = terminated | truncated
+                finished = terminated | truncated
+                done = finished & ~self._partial
+                self._partial &= ~finished
                 if bool(done.any()):
                     assert info.episode_return is not None
                     ep_stats.setdefault("episode/return", []).append(info.episode_return[done])

@@ -45,11 +45,39 @@ def from_dict(cls: type[T], data: Mapping[str, Any] | None, path: str = "") -> T
         raise ConfigError(f"unknown config key '{key}'; valid keys here: {', '.join(sorted(flds))}")
     kwargs = {}
     for name, value in data.items():
+        value = _merge_with_default(flds[name], value)
         kwargs[name] = _convert(hints[name], value, f"{path}.{name}" if path else name)
     try:
         return cls(**kwargs)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"invalid '{path or cls.__name__}': {exc}") from exc
+
+
+def _merge_with_default(fld: dataclasses.Field[Any], value: Any) -> Any:
+    """A partial mapping updates the field's default instead of replacing it.
+
+    Task configs carry non-trivial defaults in nested sections (reward scales, sensor noise, robot parameters):
+    ``env.reward_scales.position=-3`` changes one scale and keeps the others (set a scale to 0 to drop a term),
+    ``env.noise.std.pos_w=0.01`` changes one noise level. Lists (e.g. ``randomization``) are replaced whole.
+    """
+    if not isinstance(value, Mapping):
+        return value
+    if fld.default_factory is not dataclasses.MISSING:
+        default = fld.default_factory()
+    elif fld.default is not dataclasses.MISSING:
+        default = fld.default
+    else:
+        return value
+    if dataclasses.is_dataclass(default) and not isinstance(default, type):
+        default = to_dict(default)
+    return _deep_merge(default, value) if isinstance(default, Mapping) else value
+
+
+def _deep_merge(base: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in update.items():
+        out[k] = _deep_merge(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), Mapping) else v
+    return out
 
 
 def _convert(tp: Any, value: Any, path: str) -> Any:
