@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -44,3 +45,21 @@ def make_cfg(tmp_path: Path) -> Callable[..., TrainConfig]:
         return load_config(TASK, None, [*TINY, f"run_root={tmp_path / 'runs'}", *overrides])
 
     return make
+
+
+@pytest.fixture
+def interrupt_on_call() -> Callable[[int, Callable[..., Any]], Callable[..., Any]]:
+    """``interrupt_on_call(n, f)``: ``f`` wrapped so that its ``n``-th call raises KeyboardInterrupt (a Ctrl-C)."""
+
+    def wrap(n: int, original: Callable[..., Any]) -> Callable[..., Any]:
+        calls = {"n": 0}
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            calls["n"] += 1
+            if calls["n"] == n:
+                raise KeyboardInterrupt
+            return original(*args, **kwargs)
+
+        return wrapper
+
+    return wrap

@@ -250,20 +250,11 @@ def test_argparse_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> Non
 
 
 # ------------------------------------------------------------------------------------- Ctrl-C and resume
-def interrupt_on_call(n: int, original: Callable[..., Any]) -> Callable[..., Any]:
-    calls = {"n": 0}
-
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        calls["n"] += 1
-        if calls["n"] == n:
-            raise KeyboardInterrupt
-        return original(*args, **kwargs)
-
-    return wrapper
-
-
 def test_ctrl_c_then_resume(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    interrupt_on_call: Callable[[int, Callable[..., Any]], Callable[..., Any]],
 ) -> None:
     root = tmp_path / "runs"
     with monkeypatch.context() as m:

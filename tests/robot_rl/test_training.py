@@ -162,21 +162,13 @@ def test_checkpoint_of_another_architecture_does_not_fit(make_cfg: MakeCfg, tmp_
 
 
 # -------------------------------------------------------------------------------------------------- Ctrl-C
-def interrupt_on_call(n: int, original: Callable[..., Any]) -> Callable[..., Any]:
-    calls = {"n": 0}
-
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        calls["n"] += 1
-        if calls["n"] == n:
-            raise KeyboardInterrupt
-        return original(*args, **kwargs)
-
-    return wrapper
-
-
 @pytest.mark.parametrize("where", ["update", "env_step"])
 def test_ctrl_c_saves_a_loadable_checkpoint(
-    make_cfg: MakeCfg, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+    make_cfg: MakeCfg,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    where: str,
+    interrupt_on_call: Callable[[int, Callable[..., Any]], Callable[..., Any]],
 ) -> None:
     cfg = make_cfg("runner.max_iterations=10", "runner.save_interval=100")
     runner = OnPolicyRunner(cfg, tmp_path, quiet=True)
