@@ -19,12 +19,15 @@ class TrainingLogger:
 
     Args:
         run_dir: Run folder (``metrics.csv``, ``tb/``, ``learning_curve.png`` go there).
-        total_iterations: Upper bound for the progress bar.
+        total_iterations: Upper bound for the progress bar (``None``: open-ended, e.g. when training stops at the
+            success criterion, so no misleading time estimate is shown).
         tensorboard: Also write TensorBoard event files.
         quiet: No progress bar (tests).
     """
 
-    def __init__(self, run_dir: Path, total_iterations: int, tensorboard: bool = True, quiet: bool = False) -> None:
+    def __init__(
+        self, run_dir: Path, total_iterations: int | None, tensorboard: bool = True, quiet: bool = False
+    ) -> None:
         self.run_dir = run_dir
         self.rows: list[dict[str, float]] = []
         self._csv_path = run_dir / "metrics.csv"

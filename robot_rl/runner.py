@@ -98,7 +98,8 @@ class OnPolicyRunner:
     def train(self) -> TrainResult:
         """Run until the iteration or time budget is spent, or (optionally) the success criterion is met."""
         cfg, rc = self.cfg, self.cfg.runner
-        logger = TrainingLogger(self.run_dir, rc.max_iterations, tensorboard=not self.quiet, quiet=self.quiet)
+        total = None if rc.stop_on_success and rc.eval_interval else rc.max_iterations
+        logger = TrainingLogger(self.run_dir, total, tensorboard=not self.quiet, quiet=self.quiet)
         obs = self.env.reset(seed=cfg.seed)
         # Episodes cut short by the spread start are not logged: their returns and success are not comparable.
         self._partial = torch.full((cfg.num_envs,), rc.spread_episode_starts, dtype=torch.bool, device=self.device)
