@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--resume", type=Path, metavar="RUN", help="continue from a run folder's checkpoint")
     train.add_argument("--run-root", help="parent folder of run folders (default: runs)")
     train.add_argument("--no-export", action="store_true", help="skip the ONNX export at the end")
-    train.add_argument("--quiet", action="store_true", help="no progress bar")
+    train.add_argument("--quiet", action="store_true", help="no progress bar and no TensorBoard files")
 
     ev = sub.add_parser("eval", help="evaluate a trained run (randomisation on and off), write eval.yaml/eval.png")
     ev.add_argument("run", type=Path, help="run folder (runs/<task>/<stamp>-<seed>)")

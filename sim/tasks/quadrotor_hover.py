@@ -40,6 +40,7 @@ from sim.robots.multirotor import (
     random_quat_within,
 )
 from sim.tasks.base import BatchedTask, SensorNoise
+from sim.vec_env import TaskConfigError
 
 
 def _default_randomization() -> list[RandomizationTerm]:
@@ -101,7 +102,8 @@ class QuadrotorHoverConfig:
         init_ang_vel: Initial body rates, uniform per axis in ``±init_ang_vel``, rad/s.
         crash_distance: Terminate when farther than this from the target, m.
         crash_ang_vel: Terminate when spinning faster than this, rad/s.
-        success_window_s: Tail of the episode over which the position error is averaged, s.
+        success_window_s: Tail of the episode over which the position error is averaged, s (at most the whole
+            episode).
         success_pos_error: Mean tail position error below which an episode succeeds, m.
         fine_position_sigma: Width of the ``position_fine`` bonus ``exp(-|p|^2 / sigma^2)``, m.
         reward_scales: Scale of each named reward term, per second.
@@ -127,6 +129,19 @@ class QuadrotorHoverConfig:
     randomization: list[RandomizationTerm] = field(default_factory=_default_randomization)
     noise: SensorNoise = field(default_factory=_default_noise)
     robot: CrazyflieParams = field(default_factory=CrazyflieParams)
+
+    def __post_init__(self) -> None:
+        positive = (
+            "dt", "substeps", "episode_length_s", "action_history", "init_pos_radius", "crash_distance",
+            "crash_ang_vel", "success_window_s", "success_pos_error", "fine_position_sigma",
+        )  # fmt: skip
+        for name in positive:
+            if not getattr(self, name) > 0:
+                raise TaskConfigError(f"env.{name} must be positive, got {getattr(self, name)}")
+        if not 0.0 <= self.init_max_tilt_deg < 90.0:
+            raise TaskConfigError(f"env.init_max_tilt_deg must be in [0, 90), got {self.init_max_tilt_deg}")
+        if self.init_pos_radius >= self.crash_distance:
+            raise TaskConfigError("env.init_pos_radius must be below env.crash_distance (episodes would start crashed)")
 
 
 class QuadrotorHover(BatchedTask):
@@ -170,8 +185,9 @@ class QuadrotorHover(BatchedTask):
         self.model = MultirotorModel(r.arm_length, device)
         self.state = MultirotorState.zeros(num_envs, device)
         self.hover = r.hover_rotor
-        self.tail_steps = max(1, round(cfg.success_window_s / cfg.dt))
+        self.tail_steps = min(max(1, round(cfg.success_window_s / cfg.dt)), self.max_episode_length)
         self.tail_error = torch.zeros(num_envs, device=device)
+        self._nominal_inertia = torch.tensor(r.inertia, device=device)
 
     # ------------------------------------------------------------------------------------------- physics
     def physical_params(self) -> MultirotorParams:
@@ -238,7 +254,7 @@ class QuadrotorHover(BatchedTask):
                 s.rotor,
                 v["disturbance_force"] / weight,
                 v["mass"] / r.mass,
-                v["inertia"] / torch.tensor(r.inertia, device=self.device),
+                v["inertia"] / self._nominal_inertia,
                 v["thrust_to_weight"] / r.thrust_to_weight,
                 v["torque_ratio"] / r.torque_ratio,
                 v["motor_time_constant"] / r.motor_time_constant,

@@ -192,3 +192,19 @@ def test_contract_describes_the_onboard_observation() -> None:
     assert hover_rpm == pytest.approx(CrazyflieParams().hover_rotor * CrazyflieParams().max_rpm)
     with pytest.raises(ValueError, match="only the onboard 'policy'"):
         env.contract(["policy", "critic"])
+
+
+@pytest.mark.parametrize(
+    ("changes", "match"),
+    [
+        ({"dt": 0.0}, "env.dt must be positive"),
+        ({"substeps": 0}, "env.substeps must be positive"),
+        ({"init_max_tilt_deg": 120.0}, r"init_max_tilt_deg must be in \[0, 90\)"),
+        ({"init_pos_radius": 2.0}, "init_pos_radius must be below env.crash_distance"),
+    ],
+)
+def test_invalid_task_config_is_refused(changes: dict[str, float], match: str) -> None:
+    from sim.vec_env import TaskConfigError
+
+    with pytest.raises(TaskConfigError, match=match):
+        QuadrotorHoverConfig(**changes)  # type: ignore[arg-type]
