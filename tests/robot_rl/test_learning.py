@@ -10,9 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
+from policies.nets.export import export_onnx
+from policies.runtime import OnnxPolicy
 from robot_rl.config import load_config
+from robot_rl.evaluate import evaluate_env, make_eval_env
 from robot_rl.runner import OnPolicyRunner
+from sim.vec_env import Obs
 
 RETURN_BAR = 8.0
 """A balanced 5 s episode earns about 10; holding still (zero force) earns about 1.6, random actions about 1.3."""
@@ -39,7 +44,8 @@ def test_ppo_learns_to_balance_the_cartpole(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_ppo_learns_to_hover_the_quadrotor(tmp_path: Path) -> None:
-    """The main task: from crashing within a second to flying every randomised episode, in a fixed budget."""
+    """The main task: from crashing within a second to flying every randomised episode, in a fixed budget; then the
+    exported ONNX policy flies the same evaluation in closed loop with the same result."""
     overrides = ["runner.max_iterations=60", "runner.eval_interval=0", "runner.stop_on_success=false"]
     cfg = load_config("quadrotor-hover", None, overrides)  # 4096 worlds: 60 iterations are 3.9 M steps
     runner = OnPolicyRunner(cfg, tmp_path, quiet=True)
@@ -50,3 +56,16 @@ def test_ppo_learns_to_hover_the_quadrotor(tmp_path: Path) -> None:
     assert after["crash_free_rate"] >= 0.9, after
     assert after["tail_position_error_m"] < 0.3, after
     assert after["return_mean"] > before["return_mean"] + 10.0
+
+    # The exported graph flies the same episodes in closed loop: ONNX commands (RPM) -> normalised actions -> sim.
+    path = export_onnx(runner.model, runner.env.contract(["policy"]), tmp_path / "export")
+    deployed = OnnxPolicy(path, num_envs=cfg.runner.eval_episodes)
+
+    def onnx_policy(obs: Obs) -> torch.Tensor:
+        command = deployed.run_obs(obs["policy"].cpu().numpy())
+        return torch.from_numpy(deployed.normalized_action(command))
+
+    env = make_eval_env(cfg.task, cfg.env, cfg.runner.eval_episodes, runner.device, randomize=True)
+    flown = evaluate_env(env, onnx_policy, seed=cfg.seed + 1_000_003).summary()
+    assert flown["crash_free_rate"] == after["crash_free_rate"]
+    assert flown["tail_position_error_m"] == pytest.approx(after["tail_position_error_m"], abs=2e-3)
