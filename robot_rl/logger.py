@@ -78,7 +78,8 @@ class TrainingLogger:
         atomic_write_bytes(self._csv_path, buf.getvalue().encode())
 
     def plot(self) -> None:
-        """``learning_curve.png``: mean episode return, success and the evaluation figures against env steps."""
+        """``learning_curve.png``: mean episode return, success rates and the task's evaluation figures against env
+        steps (evaluations with randomisation on)."""
         if not self.rows:
             return
         import matplotlib
@@ -90,18 +91,33 @@ class TrainingLogger:
             pts = [(r["env_steps"], r[key]) for r in self.rows if key in r and math.isfinite(r[key])]
             return [p[0] for p in pts], [p[1] for p in pts]
 
-        fig, (ax_r, ax_s) = plt.subplots(1, 2, figsize=(11, 3.8))
+        standard = {"eval/return_mean", "eval/return_std", "eval/success_rate", "eval/episodes", "eval/randomization"}
+        figures = sorted({k for r in self.rows for k in r if k.startswith("eval/")} - standard - {"eval/criterion_met"})
+        rates = [k for k in figures if k.endswith("_rate")]
+        others = [k for k in figures if not k.endswith("_rate")]
+        fig, axes = plt.subplots(1, 3 if others else 2, figsize=(16 if others else 11, 3.8))
+        ax_r, ax_s = axes[0], axes[1]
         ax_r.plot(*series("episode/return"), label="training episodes")
         ax_r.set_xlabel("env steps")
         ax_r.set_ylabel("mean episode return")
         ax_r.grid(alpha=0.3)
-        ax_s.plot(*series("episode/success"), label="training episodes")
-        ax_s.plot(*series("eval/success_rate"), "o-", label="evaluation (DR on)")
+        ax_s.plot(*series("episode/success"), label="training episodes: success")
+        ax_s.plot(*series("eval/success_rate"), "o-", label="evaluation: success")
+        for k in rates:
+            ax_s.plot(*series(k), "s--", label=f"evaluation: {k.removeprefix('eval/')}")
         ax_s.set_xlabel("env steps")
-        ax_s.set_ylabel("success rate")
+        ax_s.set_ylabel("rate")
         ax_s.set_ylim(-0.02, 1.02)
         ax_s.grid(alpha=0.3)
         ax_s.legend(fontsize=8)
+        if others:  # the task's own criterion figures (errors in SI units), log scale
+            for k in others:
+                axes[2].plot(*series(k), "o-", label=k.removeprefix("eval/"))
+            axes[2].set_yscale("log")
+            axes[2].set_xlabel("env steps")
+            axes[2].set_ylabel("evaluation figure")
+            axes[2].grid(alpha=0.3, which="both")
+            axes[2].legend(fontsize=8)
         fig.suptitle(f"{self.run_dir.parent.name} / {self.run_dir.name}")
         fig.tight_layout()
         save_png(fig, self.run_dir / "learning_curve.png")
