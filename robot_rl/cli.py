@@ -155,7 +155,7 @@ def finish_run(run_dir: Path, result: object, export: bool) -> int:
         print(f"success criterion first met after {t_met:.1f} s of training")
     for r in evals:
         s = r.summary()
-        figures = ", ".join(f"{k} {v:.3g}" for k, v in r.figures.items())
+        figures = ", ".join(f"{k} {v:.3g}" for k, v in r.figures.items() if k != "success_rate")
         print(
             f"  eval, randomisation {'on ' if r.randomized else 'off'}: criterion {'MET' if r.met else 'not met'}; "
             f"return {s['return_mean']:.2f}; success {s['success_rate']:.0%}; {figures}"
