@@ -10,7 +10,7 @@ there unless ``--no-stop-on-success``.
 
 SB3 settings (defaults; see ``SB3Settings``) mirror robot-rl's ``configs/quadrotor-hover.yaml`` wherever SB3 has
 the same knob, so the comparison measures the implementations rather than the hyperparameters: 4096 envs x 16 steps
-= 65,536 samples per rollout, 4 minibatches of 16,384, 3 epochs, Adam 1e-3, gamma 0.98, GAE lambda 0.95, clip 0.2,
+= 65,536 samples per rollout, 8 minibatches of 8,192, 3 epochs, Adam 1e-3, gamma 0.98, GAE lambda 0.95, clip 0.2,
 entropy 0.005, value coefficient 0.5, gradient clip 1.0, ``MlpPolicy`` with separate [64, 64] tanh actor and critic,
 initial action std 0.15, observations and rewards normalised by ``VecNormalize``; worlds start at random points of
 their first episode (as the runner does). What SB3 cannot do: an asymmetric critic (its critic reads the same
@@ -57,7 +57,7 @@ class SB3Settings:
 
     num_envs: int = 4096
     n_steps: int = 16
-    batch_size: int = 16384
+    batch_size: int = 8192
     n_epochs: int = 3
     learning_rate: float = 1e-3
     gamma: float = 0.98
