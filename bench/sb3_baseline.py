@@ -42,13 +42,10 @@ from stable_baselines3.common.vec_env import VecNormalize
 import sim
 from robot_rl.bench import format_table
 from robot_rl.config import load_config
-from robot_rl.evaluate import EvalResult, PolicyFn, evaluate_env, make_eval_env
+from robot_rl.evaluate import EVAL_SEED_OFFSET, EvalResult, PolicyFn, evaluate_env, make_eval_env
 from sim.adapters.gymnasium import GymVecEnv
 from sim.adapters.sb3 import SB3VecEnv
 from sim.vec_env import Obs
-
-EVAL_SEED_OFFSET = 1_000_003
-"""Evaluations use ``seed + EVAL_SEED_OFFSET``, as ``robot_rl.runner.OnPolicyRunner.evaluate`` does."""
 
 
 @dataclass

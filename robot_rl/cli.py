@@ -17,13 +17,16 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import sim
 from policies.runtime.contract import ContractError
 from robot_rl.checkpoint import CheckpointError
 from robot_rl.typed_config import ConfigError
 from sim.registry import UnknownTaskError
 from sim.vec_env import TaskConfigError
+
+if TYPE_CHECKING:
+    from robot_rl.runner import TrainResult
 
 USER_ERRORS = (ConfigError, TaskConfigError, ContractError, CheckpointError, UnknownTaskError, FileNotFoundError)
 
@@ -113,15 +116,15 @@ def cmd_train(args: argparse.Namespace) -> int:
         if config_path is None:  # continue with the run's own resolved config unless told otherwise
             config_path = args.resume / "config.yaml"
     cfg = load_config(args.task, config_path, overrides)
+    runner = OnPolicyRunner(cfg, Path("."), resume=resume, quiet=args.quiet)  # validates before any file is made
     if not args.no_export:  # refuse an undeployable actor before training, not after
         try:
-            sim.make(cfg.task, 1, "cpu", cfg.env).contract(cfg.policy.actor_obs)
+            runner.env.contract(cfg.policy.actor_obs)
         except ContractError as exc:
             raise ConfigError(
                 f"policy.actor_obs={cfg.policy.actor_obs} cannot be exported ({exc}); "
                 "train with --no-export or read only deployable groups"
             ) from None
-    runner = OnPolicyRunner(cfg, Path("."), resume=resume, quiet=args.quiet)  # validates before any file is made
     if runner.iteration >= cfg.runner.max_iterations:
         raise ConfigError(
             f"runner.max_iterations={cfg.runner.max_iterations} counts all iterations and the checkpoint is already "
@@ -139,7 +142,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     return finish_run(runner.run_dir, result, export=not args.no_export)
 
 
-def finish_run(run_dir: Path, result: object, export: bool) -> int:
+def finish_run(run_dir: Path, result: TrainResult, export: bool) -> int:
     """Final evaluation, export and a readable summary of a finished training run."""
     from robot_rl.run import evaluate_run, export_run, load_run
 
@@ -147,12 +150,11 @@ def finish_run(run_dir: Path, result: object, export: bool) -> int:
     evals = evaluate_run(run, run.cfg.runner.eval_episodes)
     onnx_path = export_run(run) if export else None
     print(
-        f"\n{'=' * 72}\n{run.cfg.task}: {getattr(result, 'iterations', 0)} iterations, "
-        f"{getattr(result, 'env_steps', 0):,} env steps in {getattr(result, 'wall_time_s', 0.0):.1f} s"
+        f"\n{'=' * 72}\n{run.cfg.task}: {result.iterations} iterations, "
+        f"{result.env_steps:,} env steps in {result.wall_time_s:.1f} s"
     )
-    t_met = getattr(result, "time_to_criterion_s", None)
-    if t_met is not None:
-        print(f"success criterion first met after {t_met:.1f} s of training")
+    if result.time_to_criterion_s is not None:
+        print(f"success criterion first met after {result.time_to_criterion_s:.1f} s of training")
     for r in evals:
         s = r.summary()
         figures = ", ".join(f"{k} {v:.3g}" for k, v in r.figures.items() if k != "success_rate")

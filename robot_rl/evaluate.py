@@ -15,11 +15,25 @@ import numpy as np
 import torch
 
 import sim
+from policies.nets import ActorCritic
 from robot_rl.logger import save_png
 from sim.vec_env import Obs, VecEnv
 
 PolicyFn = Callable[[Obs], torch.Tensor]
 """Maps observation groups to normalised actions ``[N, A]``."""
+
+EVAL_SEED_OFFSET = 1_000_003
+"""Evaluations run with ``seed + EVAL_SEED_OFFSET``: other starts than training, the same for every trainer."""
+
+
+def pick(obs: Obs, groups: list[str]) -> torch.Tensor:
+    """Concatenate observation groups in the configured order, ``[N, sum D_g]``."""
+    return obs[groups[0]] if len(groups) == 1 else torch.cat([obs[g] for g in groups], dim=-1)
+
+
+def deterministic_policy(model: ActorCritic, groups: list[str]) -> PolicyFn:
+    """The Gaussian policy's mean on the observation groups ``groups`` (what evaluation and export run)."""
+    return lambda obs: model.action_mean(pick(obs, groups))
 
 
 @dataclass
@@ -32,6 +46,7 @@ class EvalResult:
         figures: The criterion's figures (success rate, errors, ...).
         curves: Per-step means over worlds still running, ``{metric: [T]}``, for plots.
         randomized: Whether domain randomisation was on.
+        dt: Control period of the curves, s.
     """
 
     episodes: dict[str, np.ndarray]
@@ -39,6 +54,7 @@ class EvalResult:
     figures: dict[str, float]
     curves: dict[str, np.ndarray] = field(default_factory=dict)
     randomized: bool = True
+    dt: float = 0.0
 
     def summary(self) -> dict[str, Any]:
         """Plain-data summary (for YAML/JSON and printing)."""
@@ -90,21 +106,18 @@ def evaluate_env(env: VecEnv, policy: PolicyFn, seed: int) -> EvalResult:
             break
     data = {k: v.cpu().numpy() for k, v in episodes.items()}
     met, figures = type(env).criterion(data)
-    return EvalResult(data, met, figures, {k: np.asarray(v) for k, v in curves.items()})
+    curves_np = {k: np.asarray(v) for k, v in curves.items()}
+    return EvalResult(data, met, figures, curves_np, randomized=env.randomization_enabled, dt=env.dt)
 
 
 def make_eval_env(task: str, env_cfg: Any, episodes: int, device: torch.device, randomize: bool) -> VecEnv:
     """An env with one world per evaluation episode, randomisation switched as asked."""
     env = sim.make(task, episodes, device, env_cfg)
-    setter = getattr(env, "set_randomization", None)
-    if setter is not None:
-        setter(randomize)
-    elif not randomize:
-        raise ValueError(f"task '{task}' cannot switch randomisation off")
+    env.set_randomization(randomize)
     return env
 
 
-def plot_evaluation(results: list[EvalResult], path: Path, title: str, dt: float) -> None:
+def plot_evaluation(results: list[EvalResult], path: Path, title: str) -> None:
     """Save a PNG: return histograms and per-step metric curves, one colour per randomisation setting."""
     import matplotlib
 
@@ -119,7 +132,7 @@ def plot_evaluation(results: list[EvalResult], path: Path, title: str, dt: float
         axes[0].hist(r.episodes["return"], bins=30, alpha=0.6, label=label)
         for ax, m in zip(axes[1:], metrics, strict=True):
             if m in r.curves:
-                t = np.arange(len(r.curves[m])) * dt
+                t = np.arange(len(r.curves[m])) * r.dt
                 ax.plot(t, r.curves[m], label=label)
     axes[0].set_xlabel("episode return")
     axes[0].set_ylabel("episodes")

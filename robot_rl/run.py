@@ -21,9 +21,17 @@ from policies.nets.export import export_onnx
 from policies.runtime.files import atomic_write_text
 from robot_rl.checkpoint import CheckpointError, load_checkpoint
 from robot_rl.config import TrainConfig, config_to_yaml, from_plain
-from robot_rl.evaluate import EvalResult, evaluate_env, make_eval_env, plot_evaluation
-from robot_rl.runner import build_model, pick
+from robot_rl.evaluate import (
+    EVAL_SEED_OFFSET,
+    EvalResult,
+    deterministic_policy,
+    evaluate_env,
+    make_eval_env,
+    plot_evaluation,
+)
+from robot_rl.runner import build_model
 from robot_rl.typed_config import load_yaml
+from sim.vec_env import VecEnv
 
 
 def new_run_dir(cfg: TrainConfig) -> Path:
@@ -42,12 +50,13 @@ def new_run_dir(cfg: TrainConfig) -> Path:
 
 @dataclass
 class LoadedRun:
-    """A trained policy loaded from its run folder."""
+    """A trained policy loaded from its run folder, with a one-world env of its task (sizes, contract)."""
 
     run_dir: Path
     cfg: TrainConfig
     model: ActorCritic
     checkpoint: dict[str, Any]
+    env: VecEnv
 
 
 def load_run(run_dir: Path, device: str = "cpu") -> LoadedRun:
@@ -67,13 +76,12 @@ def load_run(run_dir: Path, device: str = "cpu") -> LoadedRun:
     model = build_model(cfg, env).to(device)
     state = load_checkpoint(run_dir / "checkpoint.pt", model, None, device)
     model.eval()
-    return LoadedRun(run_dir, cfg, model, state)
+    return LoadedRun(run_dir, cfg, model, state, env)
 
 
 def export_run(run: LoadedRun, out_dir: Path | None = None) -> Path:
     """Export the run's actor to ``policy.onnx`` (+ ``contract.yaml``) in ``out_dir`` (default: the run folder)."""
-    env = sim.make(run.cfg.task, 1, "cpu", run.cfg.env)
-    contract = env.contract(run.cfg.policy.actor_obs)
+    contract = run.env.contract(run.cfg.policy.actor_obs)
     out = out_dir or run.run_dir
     out.mkdir(parents=True, exist_ok=True)
     return export_onnx(run.model, contract, out)
@@ -82,16 +90,13 @@ def export_run(run: LoadedRun, out_dir: Path | None = None) -> Path:
 def evaluate_run(run: LoadedRun, episodes: int, settings: tuple[bool, ...] = (True, False)) -> list[EvalResult]:
     """Evaluate the run's policy with randomisation on and/or off; writes ``eval.yaml`` and ``eval.png``."""
     cfg, device = run.cfg, torch.device(run.cfg.device)
-    groups = cfg.policy.actor_obs
+    policy = deterministic_policy(run.model, cfg.policy.actor_obs)
     results = []
     for randomize in settings:
         env = make_eval_env(cfg.task, cfg.env, episodes, device, randomize)
-        result = evaluate_env(env, lambda obs: run.model.action_mean(pick(obs, groups)), seed=cfg.seed + 1_000_003)
-        result.randomized = randomize
-        results.append(result)
+        results.append(evaluate_env(env, policy, seed=cfg.seed + EVAL_SEED_OFFSET))
         env.close()
     summary = {("randomization_on" if r.randomized else "randomization_off"): r.summary() for r in results}
     atomic_write_text(run.run_dir / "eval.yaml", yaml.safe_dump(summary, sort_keys=False))
-    dt = sim.make(cfg.task, 1, "cpu", cfg.env).dt
-    plot_evaluation(results, run.run_dir / "eval.png", f"{cfg.task}: {episodes} episodes per setting", dt)
+    plot_evaluation(results, run.run_dir / "eval.png", f"{cfg.task}: {episodes} episodes per setting")
     return results

@@ -19,7 +19,15 @@ from policies.nets import ActorCritic
 from robot_rl.algorithms.ppo import PPO
 from robot_rl.checkpoint import load_checkpoint, save_checkpoint
 from robot_rl.config import TrainConfig
-from robot_rl.evaluate import EvalResult, evaluate_env, make_eval_env
+from robot_rl.evaluate import (
+    EVAL_SEED_OFFSET,
+    EvalResult,
+    PolicyFn,
+    deterministic_policy,
+    evaluate_env,
+    make_eval_env,
+    pick,
+)
 from robot_rl.logger import TrainingLogger
 from robot_rl.typed_config import ConfigError
 from sim.vec_env import Obs, VecEnv
@@ -44,11 +52,6 @@ def build_model(cfg: TrainConfig, env: VecEnv) -> ActorCritic:
         p.activation,
         p.init_noise_std,
     )
-
-
-def pick(obs: Obs, groups: list[str]) -> torch.Tensor:
-    """Concatenate observation groups in the configured order, ``[N, sum D_g]``."""
-    return obs[groups[0]] if len(groups) == 1 else torch.cat([obs[g] for g in groups], dim=-1)
 
 
 @dataclass
@@ -184,10 +187,9 @@ class OnPolicyRunner:
         return row
 
     # ------------------------------------------------------------------------------------------- utilities
-    def policy_fn(self) -> Any:
+    def policy_fn(self) -> PolicyFn:
         """Deterministic policy on observation groups (the Gaussian mean)."""
-        groups = self.cfg.policy.actor_obs
-        return lambda obs: self.model.action_mean(pick(obs, groups))
+        return deterministic_policy(self.model, self.cfg.policy.actor_obs)
 
     def evaluate(self, randomize: bool = True, episodes: int | None = None) -> EvalResult:
         """Run the task's evaluation with the current policy (``runner.eval_episodes`` episodes by default)."""
@@ -198,9 +200,7 @@ class OnPolicyRunner:
             env = self._eval_env
         else:
             env = make_eval_env(self.cfg.task, self.cfg.env, n, self.device, randomize)
-        result = evaluate_env(env, self.policy_fn(), seed=self.cfg.seed + 1_000_003)
-        result.randomized = randomize
-        return result
+        return evaluate_env(env, self.policy_fn(), seed=self.cfg.seed + EVAL_SEED_OFFSET)
 
     def save(self, elapsed_s: float) -> Path:
         """Write ``checkpoint.pt`` (latest) atomically; returns its path."""

@@ -134,3 +134,12 @@ class VecEnv(abc.ABC):
     def randomization_enabled(self) -> bool:
         """Whether domain randomisation is applied (evaluation switches it off to measure the nominal robot)."""
         return True
+
+    def set_randomization(self, enabled: bool) -> None:
+        """Switch domain randomisation and sensor noise on or off (from the next reset).
+
+        Raises:
+            TaskConfigError: The env cannot switch randomisation off (the default for envs without any).
+        """
+        if not enabled:
+            raise TaskConfigError(f"{type(self).__name__} cannot switch randomisation off")

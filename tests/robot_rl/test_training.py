@@ -15,7 +15,8 @@ import sim
 from robot_rl.algorithms.ppo import PPO
 from robot_rl.checkpoint import CheckpointError, load_checkpoint, read_checkpoint
 from robot_rl.config import TrainConfig
-from robot_rl.runner import OnPolicyRunner, TrainResult, build_model, pick
+from robot_rl.evaluate import pick
+from robot_rl.runner import OnPolicyRunner, TrainResult, build_model
 
 MakeCfg = Callable[..., TrainConfig]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -63,7 +63,7 @@ def test_shapes_dtypes_and_finite_values(task: str) -> None:
 @pytest.mark.parametrize("task", TASKS)
 def test_time_limit_truncates_and_auto_resets(task: str) -> None:
     env = sim.make(task, N, cfg=short_cfg(task, episode_length_s=0.1))
-    env.set_randomization(False)  # type: ignore[attr-defined]
+    env.set_randomization(False)
     env.reset(seed=0)
     hold = torch.zeros(N, env.num_actions)
     ended = torch.zeros(N, dtype=torch.bool)
@@ -117,3 +117,20 @@ def test_deployment_contract_matches_policy_group(task: str) -> None:
     assert contract.action.size == env.num_actions
     assert contract.control_period_s == pytest.approx(env.dt)
     assert contract.task == task
+
+
+def test_an_env_without_randomisation_refuses_to_switch_it_off() -> None:
+    from sim.vec_env import TaskConfigError, VecEnv
+
+    class Bare(VecEnv):
+        def reset(self, seed: int | None = None) -> dict[str, torch.Tensor]:
+            return {}
+
+        def step(self, actions: torch.Tensor) -> tuple:  # type: ignore[type-arg]
+            return ()
+
+    env = Bare()
+    env.set_randomization(True)
+    assert env.randomization_enabled
+    with pytest.raises(TaskConfigError, match="Bare cannot switch randomisation off"):
+        env.set_randomization(False)
