@@ -212,6 +212,10 @@ def validate_term(term: RandomizationTerm, specs: dict[str, ParamSpec], where: s
     tag = f"{where} ({term.param})"
     if not all(math.isfinite(v) for v in (a, b)):
         raise RandomizationError(f"{tag}: range must be finite, got {list(term.range)}")
+    if term.clip is not None and not all(math.isfinite(v) for v in term.clip):
+        raise RandomizationError(f"{tag}: clip must be finite, got {list(term.clip)}")
+    if not math.isfinite(term.interval_s) or term.interval_s < 0:
+        raise RandomizationError(f"{tag}: interval_s must be finite and >= 0, got {term.interval_s}")
     if term.distribution == "gaussian":
         if term.clip is None:
             raise RandomizationError(f"{tag}: a gaussian term needs 'clip: [low, high]' so every sample is bounded")
@@ -235,6 +239,8 @@ def validate_term(term: RandomizationTerm, specs: dict[str, ParamSpec], where: s
             f"{tag}: {term.operation} by {list(term.range)} can give {worst:g} {spec.unit}, "
             f"but the value must stay above {spec.lower:g} {spec.unit}"
         )
+    if not bool(torch.isfinite(values).all()):
+        raise RandomizationError(f"{tag}: {term.operation} by {list(term.range)} gives non-finite values")
     if spec.check is not None and (msg := spec.check(values)):
         raise RandomizationError(f"{tag}: {term.operation} by {list(term.range)} is refused: {msg}")
 

@@ -20,6 +20,11 @@ CONTRACT_VERSION = 1
 METADATA_KEY = "robot_rl.contract"
 ActionKind = Literal["torque", "position", "rpm", "ee_delta", "normalized"]
 ACTION_KINDS: tuple[str, ...] = ("torque", "position", "rpm", "ee_delta", "normalized")
+NORMALIZATIONS: tuple[str, ...] = ("in_graph",)
+MAX_TERM_SIZE = 1 << 20
+"""Largest number of values in one observation term or action (guards against absurd sizes in a file)."""
+MAX_HISTORY = 1000
+"""Longest observation history (control steps) a contract may ask for."""
 
 
 class ContractError(ValueError):
@@ -124,25 +129,39 @@ class Contract:
         return sum(t.dim for t in self.observation)
 
     def validate(self) -> None:
-        """Check internal consistency; raise :class:`ContractError` naming the first problem."""
-        if self.version != CONTRACT_VERSION:
-            raise ContractError(f"contract version {self.version} is not supported (expected {CONTRACT_VERSION})")
-        if not (math.isfinite(self.control_period_s) and self.control_period_s > 0):
+        """Check every field; raise :class:`ContractError` naming the first problem.
+
+        Types are checked as well as values, since contracts arrive as JSON from files a robot did not write:
+        sizes and histories are integers, every number is finite, scales are non-zero (action scales positive),
+        ``low <= offset <= high`` per command, names are non-empty strings.
+        """
+        if not _is_int(self.version) or self.version != CONTRACT_VERSION:
+            raise ContractError(f"contract version {self.version!r} is not supported (expected {CONTRACT_VERSION})")
+        _text(self.task, "task")
+        _text(self.input_name, "input_name")
+        _text(self.output_name, "output_name")
+        if _number(self.control_period_s, "control_period_s") <= 0:
             raise ContractError(f"control_period_s must be positive, got {self.control_period_s}")
+        if not isinstance(self.observation, list) or not self.observation:
+            raise ContractError("observation must be a non-empty list of terms")
+        for t in self.observation:
+            _validate_term(t)
         names = [t.name for t in self.observation]
         if len(set(names)) != len(names):
             raise ContractError(f"observation term names must be unique, got {names}")
-        for t in self.observation:
-            if t.size < 1 or t.history < 1:
-                raise ContractError(f"observation term '{t.name}': size and history must be >= 1")
-        a = self.action
-        if a.kind not in ACTION_KINDS:
-            raise ContractError(f"action.kind '{a.kind}' is not one of {', '.join(ACTION_KINDS)}")
-        for key in ("names", "scale", "offset", "low", "high"):
-            if len(getattr(a, key)) != a.size:
-                raise ContractError(f"action.{key} has {len(getattr(a, key))} entries, action.size is {a.size}")
-        if any(lo > hi for lo, hi in zip(a.low, a.high, strict=True)):
-            raise ContractError("action.low must not exceed action.high")
+        _validate_action(self.action)
+        _names(self.joint_names, "joint_names", allow_empty=True)
+        pose = _numbers(self.default_pose, "default_pose")
+        if pose and len(pose) != len(self.joint_names):
+            raise ContractError(f"default_pose has {len(pose)} entries, joint_names has {len(self.joint_names)}")
+        if self.normalization not in NORMALIZATIONS:
+            raise ContractError(f"normalization {self.normalization!r} is not one of {', '.join(NORMALIZATIONS)}")
+        if not isinstance(self.filter, dict):
+            raise ContractError(f"filter must be a mapping, got {type(self.filter).__name__}")
+        _finite_tree(self.filter, "filter")
+        if not isinstance(self.extra, dict):
+            raise ContractError(f"extra must be a mapping, got {type(self.extra).__name__}")
+        _finite_tree(self.extra, "extra")
 
     # ----------------------------------------------------------------------------------------- serialisation
     def to_dict(self) -> dict[str, Any]:
@@ -205,3 +224,102 @@ def _checked(what: str, data: Any, cls: type) -> dict[str, Any]:
         raise ContractError(f"{what} must be a mapping, got {type(data).__name__}")
     _check_keys(what, data, cls)
     return data
+
+
+# ------------------------------------------------------------------------------------------------ checks
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _text(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ContractError(f"{where} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _number(value: Any, where: str) -> float:
+    """A finite real number (bools, strings and NaN/inf are refused)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ContractError(f"{where} must be a number, got {type(value).__name__} {value!r}")
+    if not math.isfinite(value):
+        raise ContractError(f"{where} must be finite, got {value}")
+    return float(value)
+
+
+def _numbers(values: Any, where: str, size: int | None = None) -> list[float]:
+    if not isinstance(values, list | tuple):
+        raise ContractError(f"{where} must be a list of numbers, got {type(values).__name__}")
+    if size is not None and len(values) != size:
+        raise ContractError(f"{where} has {len(values)} entries, action.size is {size}")
+    return [_number(v, f"{where}[{i}]") for i, v in enumerate(values)]
+
+
+def _count(value: Any, where: str, high: int) -> int:
+    if not _is_int(value) or not 1 <= value <= high:
+        raise ContractError(f"{where} must be an integer in [1, {high}], got {value!r}")
+    return int(value)
+
+
+def _names(values: Any, where: str, allow_empty: bool = False) -> list[str]:
+    if not isinstance(values, list | tuple) or (not values and not allow_empty):
+        raise ContractError(f"{where} must be a {'' if allow_empty else 'non-empty '}list of names")
+    names = [_text(v, f"{where}[{i}]") for i, v in enumerate(values)]
+    if len(set(names)) != len(names):
+        raise ContractError(f"{where} must be unique, got {names}")
+    return names
+
+
+def _validate_term(t: ObservationTerm) -> None:
+    if not isinstance(t, ObservationTerm):
+        raise ContractError(f"observation terms must be mappings, got {type(t).__name__}")
+    where = f"observation term {t.name!r}"
+    _text(t.name, "observation term name")
+    _text(t.source, f"{where}: source")
+    _count(t.size, f"{where}: size", MAX_TERM_SIZE)
+    _count(t.history, f"{where}: history", MAX_HISTORY)
+    if _number(t.scale, f"{where}: scale") == 0.0:
+        raise ContractError(f"{where}: scale must be non-zero (a zero scale hides the signal from the policy)")
+    if not isinstance(t.unit, str):
+        raise ContractError(f"{where}: unit must be a string, got {t.unit!r}")
+
+
+def _validate_action(a: ActionSpec) -> None:
+    if not isinstance(a, ActionSpec):
+        raise ContractError(f"action must be a mapping, got {type(a).__name__}")
+    size = _count(a.size, "action.size", MAX_TERM_SIZE)
+    if a.kind not in ACTION_KINDS:
+        raise ContractError(f"action.kind {a.kind!r} is not one of {', '.join(ACTION_KINDS)}")
+    names = _names(a.names, "action.names")
+    if len(names) != size:
+        raise ContractError(f"action.names has {len(names)} entries, action.size is {size}")
+    scale = _numbers(a.scale, "action.scale", size)
+    offset = _numbers(a.offset, "action.offset", size)
+    low = _numbers(a.low, "action.low", size)
+    high = _numbers(a.high, "action.high", size)
+    for i, name in enumerate(names):
+        if scale[i] <= 0:
+            raise ContractError(f"action.scale of '{name}' must be positive, got {scale[i]}")
+        if low[i] > high[i]:
+            raise ContractError(f"action.low of '{name}' ({low[i]}) exceeds action.high ({high[i]})")
+        if not low[i] <= offset[i] <= high[i]:
+            raise ContractError(
+                f"action.offset of '{name}' ({offset[i]}) lies outside [low, high] = [{low[i]}, {high[i]}]"
+            )
+    if not isinstance(a.unit, str):
+        raise ContractError(f"action.unit must be a string, got {a.unit!r}")
+
+
+def _finite_tree(value: Any, where: str) -> None:
+    """Every number inside nested mappings and lists is finite; keys are strings."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise ContractError(f"{where}: keys must be strings, got {k!r}")
+            _finite_tree(v, f"{where}.{k}")
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            _finite_tree(v, f"{where}[{i}]")
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise ContractError(f"{where} must be finite, got {value}")
+    elif value is not None and not isinstance(value, str | int | float):
+        raise ContractError(f"{where} must be plain data (number, string, list, mapping), got {type(value).__name__}")

@@ -59,8 +59,8 @@ class ObservationBuilder:
         """Shift every history by one control step and store the newest sample (fresh worlds: whole history)."""
         fresh = self._fresh
         any_fresh = bool(fresh.any())
-        for t in self.terms:
-            x = self._signal(signals, t) * t.scale
+        scaled = [self._signal(signals, t) * t.scale for t in self.terms]  # every signal checked before any push
+        for t, x in zip(self.terms, scaled, strict=True):
             buf = self.xp.roll(self._hist[t.name], 1, 1) if t.history > 1 else self._hist[t.name]
             buf[:, 0] = x
             if any_fresh and t.history > 1:
@@ -79,10 +79,23 @@ class ObservationBuilder:
         if signals is None:
             self._fresh[mask] = True
             return
-        for t in self.terms:
-            x = self._signal(signals, t) * t.scale
+        scaled = [self._signal(signals, t) * t.scale for t in self.terms]
+        for t, x in zip(self.terms, scaled, strict=True):
             self._hist[t.name][mask] = x[mask][:, None, :]
         self._fresh[mask] = False
+
+    def state_dict(self) -> dict[str, Array]:
+        """Histories and fresh flags (copies), to save an exact continuation."""
+        return {
+            "fresh": self._fresh.clone() if hasattr(self._fresh, "clone") else self._fresh.copy(),
+            **{f"hist.{k}": (v.clone() if hasattr(v, "clone") else v.copy()) for k, v in self._hist.items()},
+        }
+
+    def load_state_dict(self, state: dict[str, Array]) -> None:
+        """Restore what :meth:`state_dict` returned (same terms, same ``num_envs``)."""
+        self._fresh[:] = state["fresh"]
+        for k in self._hist:
+            self._hist[k][:] = state[f"hist.{k}"]
 
     def read(self) -> Array:
         """Current policy input ``[N, obs_dim]`` (no history shift)."""

@@ -33,6 +33,19 @@ class PolicyFileError(ValueError):
     """A policy file exists but is not a loadable ONNX model."""
 
 
+class UnsafeCommandError(ContractError):
+    """The graph produced a command that is not finite or lies outside the contract's ``[low, high]``.
+
+    Raised instead of returning the command: nothing non-finite or out of range ever leaves :class:`OnnxPolicy`.
+    """
+
+
+PROBE_SEED = 20231
+"""Seed of the random inputs that probe a graph's action mapping when a policy is loaded."""
+PROBE_SCALES = (0.0, 1.0, 10.0, 1e3, 1e6)
+"""Magnitudes of the probe inputs: zero, typical, and far beyond any normaliser's clip (saturated outputs)."""
+
+
 def load_contract(path: str | Path) -> Contract:
     """Read and validate the deployment contract stored in an exported ONNX file.
 
@@ -94,6 +107,7 @@ class OnnxPolicy:
         self._scale = np.asarray(a.scale, dtype=np.float32)
         self._low = np.asarray(a.low, dtype=np.float32)
         self._high = np.asarray(a.high, dtype=np.float32)
+        self._verify_action_mapping()
 
     def reset(self, mask: np.ndarray | None = None) -> None:
         """Start new episodes for robots in ``mask`` (bool ``[N]``; all if ``None``).
@@ -113,13 +127,44 @@ class OnnxPolicy:
             ``[N, obs_dim]`` float32 policy input.
 
         Raises:
-            ContractError: A signal is missing or has the wrong shape.
+            ContractError: A signal is missing, is not a real-valued array, has the wrong shape, or holds a
+                non-finite value (also after scaling to float32). Nothing is pushed into the histories then.
         """
-        arrays = {k: (np.asarray(v, dtype=np.float32) if k in self._sources else v) for k, v in signals.items()}
-        return np.asarray(self._builder(arrays), dtype=np.float32)
+        return np.asarray(self._builder(self.check_signals(signals)), dtype=np.float32)
+
+    def check_signals(self, signals: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """Validate raw robot signals against the contract; returns them as float32 arrays ``{source: [N, size]}``.
+
+        Raises:
+            ContractError: Naming the first signal that is missing, of a wrong dtype (bool, complex, object,
+                text), of a wrong shape, or not finite.
+        """
+        if not isinstance(signals, Mapping):
+            raise ContractError(f"signals must be a mapping {{source: array}}, got {type(signals).__name__}")
+        out: dict[str, np.ndarray] = {}
+        for t in self.contract.observation:
+            if t.source not in signals:
+                raise ContractError(
+                    f"observation term '{t.name}' needs signal '{t.source}', which was not provided; "
+                    f"given: {sorted(map(str, signals))}"
+                )
+            x = _real_array(signals[t.source], f"signal '{t.source}'")
+            if x.shape != (self.num_envs, t.size):
+                raise ContractError(
+                    f"signal '{t.source}' has shape {x.shape}, "
+                    f"observation term '{t.name}' expects {(self.num_envs, t.size)}"
+                )
+            _require_finite(x * np.float32(t.scale), f"signal '{t.source}' (scaled by {t.scale:g}, float32)")
+            out[t.source] = x
+        return out
 
     def __call__(self, signals: Mapping[str, Any]) -> np.ndarray:
-        """Commands ``[N, A]`` float32 in contract units (within ``[low, high]``) for named robot signals."""
+        """Commands ``[N, A]`` float32 in contract units (within ``[low, high]``) for named robot signals.
+
+        Raises:
+            ContractError: A signal is invalid (see :meth:`check_signals`).
+            UnsafeCommandError: The graph produced a non-finite or out-of-range command (never returned).
+        """
         return self.run_obs(self.observation(signals))
 
     def run_obs(self, obs: np.ndarray) -> np.ndarray:
@@ -132,13 +177,38 @@ class OnnxPolicy:
             ``[B, A]`` float32 commands in contract units.
 
         Raises:
-            ContractError: ``obs`` does not have shape ``[B, obs_dim]``.
+            ContractError: ``obs`` is not a finite real array of shape ``[B, obs_dim]``.
+            UnsafeCommandError: The graph produced a non-finite or out-of-range command (never returned).
         """
-        x = np.ascontiguousarray(obs, dtype=np.float32)
+        x = np.ascontiguousarray(_real_array(obs, "policy input"))
         if x.ndim != 2 or x.shape[1] != self.obs_dim:
             raise ContractError(f"policy input must have shape [B, {self.obs_dim}] (obs_dim), got {tuple(x.shape)}")
+        _require_finite(x, "policy input")
+        return self._check_command(self._run(x))
+
+    def _run(self, x: np.ndarray) -> np.ndarray:
         (command,) = self._session.run([self.contract.output_name], {self.contract.input_name: x})
         return np.asarray(command, dtype=np.float32)
+
+    def _check_command(self, command: np.ndarray) -> np.ndarray:
+        """Return ``command`` if it is finite and within ``[low, high]``; raise :class:`UnsafeCommandError`."""
+        names = self.contract.action.names
+        if command.ndim != 2 or command.shape[1] != self.num_actions:
+            raise UnsafeCommandError(
+                f"the graph returned commands of shape {command.shape}, expected [B, {self.num_actions}]"
+            )
+        bad = ~np.isfinite(command)
+        if bad.any():
+            j = int(np.nonzero(bad)[1][0])
+            raise UnsafeCommandError(f"the graph returned a non-finite command for '{names[j]}'; nothing was sent")
+        outside = (command < self._low) | (command > self._high)
+        if outside.any():
+            row, j = (int(v[0]) for v in np.nonzero(outside))
+            raise UnsafeCommandError(
+                f"the graph returned {float(command[row, j]):g} for '{names[j]}', outside the contract's "
+                f"[{float(self._low[j]):g}, {float(self._high[j]):g}]; nothing was sent"
+            )
+        return command
 
     def normalized_action(self, command: np.ndarray) -> np.ndarray:
         """Map commands back to normalised actions (the ``last_action`` signal of the next step).
@@ -147,33 +217,94 @@ class OnnxPolicy:
             command: ``[..., A]`` commands in contract units.
 
         Returns:
-            ``[..., A]`` float32 ``clip((command - offset) / scale, -1, 1)`` (0 where ``scale == 0``).
-        """
-        c = np.asarray(command, dtype=np.float32)
-        a = np.divide(c - self._offset, self._scale, out=np.zeros_like(c), where=self._scale != 0)
-        return np.clip(a, -1.0, 1.0).astype(np.float32, copy=False)
-
-    def self_test(self) -> np.ndarray:
-        """Run one all-zero input through the graph and check the commands are finite and within the limits.
-
-        Does not touch the observation histories.
-
-        Returns:
-            ``[N, A]`` commands for the zero input.
+            ``[..., A]`` float32 ``clip((command - offset) / scale, -1, 1)`` (scales are positive by contract).
 
         Raises:
-            RuntimeError: A command is not finite or lies outside ``[low, high]``.
+            ContractError: ``command`` is not a finite real array ``[..., A]``.
         """
-        command = self.run_obs(np.zeros((self.num_envs, self.obs_dim), dtype=np.float32))
+        c = _real_array(command, "command")
+        if c.ndim < 1 or c.shape[-1] != self.num_actions:
+            raise ContractError(f"command must have shape [..., {self.num_actions}], got {c.shape}")
+        _require_finite(c, "command")
+        return np.clip((c - self._offset) / self._scale, -1.0, 1.0).astype(np.float32, copy=False)
+
+    def self_test(self) -> np.ndarray:
+        """Build an observation from all-zero signals and run it through the graph, checking every step.
+
+        Exercises the observation builder (a fresh one: the policy's own histories are not touched), the graph
+        and the output checks: the input has ``obs_dim`` finite values, the commands are finite, within
+        ``[low, high]``, and :meth:`normalized_action` maps them back into ``[-1, 1]``.
+
+        Returns:
+            ``[N, A]`` commands for the all-zero signals.
+
+        Raises:
+            RuntimeError: Naming the step that failed.
+        """
+        signals = {t.source: np.zeros((self.num_envs, t.size), dtype=np.float32) for t in self.contract.observation}
+        try:
+            builder = ObservationBuilder(self.contract.observation, self.num_envs, xp=np)
+            obs = np.asarray(builder(self.check_signals(signals)), dtype=np.float32)
+            if obs.shape != (self.num_envs, self.obs_dim):
+                raise RuntimeError(f"observation shape {obs.shape}, expected {(self.num_envs, self.obs_dim)}")
+            command = self.run_obs(obs)
+            self.normalized_action(command)
+        except ContractError as exc:
+            raise RuntimeError(f"self-test failed: {exc}") from exc
         if command.shape != (self.num_envs, self.num_actions):
             raise RuntimeError(f"self-test: output shape {command.shape}, expected {(self.num_envs, self.num_actions)}")
-        if not np.isfinite(command).all():
-            raise RuntimeError(f"self-test: non-finite command {command.tolist()} for a zero input")
-        outside = (command < self._low) | (command > self._high)
-        if outside.any():
-            names = sorted({self.contract.action.names[j] for j in np.nonzero(outside)[1]})
-            raise RuntimeError(f"self-test: commands {names} outside [low, high] for a zero input")
         return command
+
+    def _verify_action_mapping(self) -> None:
+        """Probe the graph: its commands must be finite, within ``[low, high]``, and inverted by the contract.
+
+        The exported graph ends in ``clip(offset + scale * clip(a, -1, 1), low, high)``. For every probe command
+        ``c`` that the contract's mapping explains, re-applying it to ``normalized_action(c)`` gives back ``c``;
+        a contract whose scale or offset differs from the graph's fails this on saturated (large) inputs.
+
+        Raises:
+            ContractError: Naming the command and what does not match.
+        """
+        batch = self._session.get_inputs()[0].shape[0]
+        rows = batch if isinstance(batch, int) else 64
+        rng = np.random.default_rng(PROBE_SEED)
+        names = self.contract.action.names
+        tol = 1e-4 * np.maximum(self._scale, np.abs(self._offset)) + 1e-6
+        for magnitude in PROBE_SCALES:
+            x = (magnitude * rng.standard_normal((rows, self.obs_dim))).astype(np.float32)
+            command = self._run(x)
+            try:
+                self._check_command(command)
+            except UnsafeCommandError as exc:
+                raise ContractError(f"the graph does not honour the contract's action limits: {exc}") from None
+            again = np.clip(self._offset + self._scale * self.normalized_action(command), self._low, self._high)
+            err = np.abs(again - command) - tol
+            if (err > 0).any():
+                row, j = (int(v[0]) for v in np.nonzero(err > 0))
+                offset, scale = float(self._offset[j]), float(self._scale[j])
+                raise ContractError(
+                    f"the contract's action mapping (offset {offset:g}, scale {scale:g}) does not explain "
+                    f"the graph's command {float(command[row, j]):g} for '{names[j]}'"
+                )
+
+
+def _real_array(value: Any, what: str) -> np.ndarray:
+    """``value`` as float32, refusing bool, complex, object and text arrays by name."""
+    try:
+        arr = np.asarray(value)
+    except Exception as exc:  # ragged nested lists and the like
+        raise ContractError(f"{what} is not an array: {exc}") from None
+    if arr.dtype.kind not in "fiu":
+        raise ContractError(f"{what} has dtype {arr.dtype}; expected real numbers (float or int)")
+    with np.errstate(over="ignore"):
+        return arr.astype(np.float32)
+
+
+def _require_finite(x: np.ndarray, what: str) -> None:
+    bad = ~np.isfinite(x)
+    if bad.any():
+        index = tuple(int(i[0]) for i in np.nonzero(bad))
+        raise ContractError(f"{what} holds a non-finite value at index {index}; nothing was run")
 
 
 def _open_session(path: Path, providers: Sequence[str] | None, intra_op_threads: int) -> ort.InferenceSession:

@@ -47,6 +47,27 @@ class CrazyflieParams:
     motor_time_constant: float = 0.03
     max_rpm: float = 21702.0
 
+    def __post_init__(self) -> None:
+        for name in (
+            "mass",
+            "arm_length",
+            "inertia",
+            "thrust_to_weight",
+            "torque_ratio",
+            "motor_time_constant",
+            "max_rpm",
+        ):
+            value = getattr(self, name)
+            if not all(math.isfinite(v) and v > 0 for v in (value if isinstance(value, tuple) else (value,))):
+                raise ValueError(f"robot.{name} must be finite and positive, got {value}")
+        if self.thrust_to_weight <= 1.0:
+            raise ValueError(
+                f"robot.thrust_to_weight must exceed 1 (the drone must lift itself), got {self.thrust_to_weight}"
+            )
+        i = self.inertia
+        if any(2 * v > sum(i) for v in i):
+            raise ValueError(f"robot.inertia {list(i)} violates the triangle inequality I_a + I_b >= I_c")
+
     @property
     def hover_rotor(self) -> float:
         """Rotor speed fraction at which four rotors carry the nominal weight: ``sqrt(1 / thrust_to_weight)``."""

@@ -21,6 +21,7 @@ Order of one ``step`` (control period ``dt``)::
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -35,8 +36,15 @@ from sim.randomization import (
     RandomizationTerm,
     combine,
     sample_bounds,
+    validate_term,
 )
 from sim.vec_env import Obs, StepInfo, TaskConfigError, VecEnv
+
+MAX_LATENCY = 4
+"""Largest action latency the tasks' buffers hold, control steps."""
+LATENCY_SPEC = ParamSpec(nominal=(0.0,), lower=-1e-9, unit="control steps")
+"""Action latency is randomisable in every task: the value is floored, so ``add`` over ``[0, 2)`` gives 0 or 1
+control steps with equal probability."""
 
 
 @dataclass
@@ -51,10 +59,71 @@ class SensorNoise:
     std: dict[str, float] = field(default_factory=dict)
     bias_std: dict[str, float] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        for what in ("std", "bias_std"):
+            for name, value in getattr(self, what).items():
+                if not (math.isfinite(value) and value >= 0):
+                    raise TaskConfigError(f"noise.{what}.{name} must be finite and >= 0, got {value}")
 
-LATENCY_SPEC = ParamSpec(nominal=(0.0,), lower=-1e-9, unit="control steps")
-"""Action latency is randomisable in every task: the value is floored, so ``add`` over ``[0, 2)`` gives 0 or 1
-control steps with equal probability."""
+
+def check_fields(obj: object, names: Sequence[str], prefix: str, positive: bool = True) -> None:
+    """Every named field of ``obj`` is finite (and ``> 0`` with ``positive``); raise naming ``prefix.field``.
+
+    NaN compares false with everything, so ``not value > 0`` refuses it as well.
+    """
+    for name in names:
+        value = getattr(obj, name)
+        for v in value if isinstance(value, tuple | list) else (value,):
+            if not math.isfinite(v) or (positive and not v > 0):
+                need = "finite and positive" if positive else "finite"
+                raise TaskConfigError(f"{prefix}{name} must be {need}, got {value}")
+
+
+def check_reward_scales(scales: dict[str, float]) -> None:
+    """Reward scales are finite (a NaN or infinite scale would turn every return into NaN)."""
+    for name, value in scales.items():
+        if not math.isfinite(value):
+            raise TaskConfigError(f"reward_scales.{name} must be finite, got {value}")
+
+
+def check_randomization(
+    terms: Sequence[RandomizationTerm], specs: dict[str, ParamSpec], max_latency: int = MAX_LATENCY
+) -> None:
+    """Validate randomisation terms against a task's parameters (``action_latency`` included), at config load.
+
+    Raises:
+        RandomizationError: Naming the term, the parameter and what is wrong.
+    """
+    all_specs = {**specs, "action_latency": LATENCY_SPEC}
+    for i, term in enumerate(terms):
+        validate_term(term, all_specs, where=f"randomization[{i}]")
+        if term.param == "action_latency":
+            _lo, hi = sample_bounds(term)
+            top = combine(term.operation, torch.zeros(1, 1), torch.tensor([[hi]]))
+            if float(top) >= max_latency + 1:
+                raise RandomizationError(
+                    f"randomization[{i}] (action_latency) can reach {float(top):g} control steps, but at most "
+                    f"{max_latency} (values below {max_latency + 1}) are supported"
+                )
+
+
+def value_bounds(
+    terms: Sequence[RandomizationTerm], specs: dict[str, ParamSpec], name: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Smallest and largest value ``[size]`` parameter ``name`` can take under ``terms`` (nominal included).
+
+    Used to check physical feasibility over the whole randomisation range (every corner), e.g. that a
+    multirotor can still hover with its lightest thrust and heaviest disturbance.
+    """
+    nominal = torch.tensor(specs[name].nominal, dtype=torch.float64)
+    lo, hi = nominal.clone(), nominal.clone()
+    for term in terms:
+        if term.param != name:
+            continue
+        a, b = sample_bounds(term)
+        ends = combine(term.operation, nominal.expand(2, -1), torch.tensor([[a], [b]], dtype=torch.float64))
+        lo, hi = torch.minimum(lo, ends.min(0).values), torch.maximum(hi, ends.max(0).values)
+    return lo, hi
 
 
 class BatchedTask(VecEnv):
@@ -91,7 +160,7 @@ class BatchedTask(VecEnv):
         randomization: Sequence[RandomizationTerm],
         noise: SensorNoise,
         reward_scales: dict[str, float],
-        max_latency: int = 4,
+        max_latency: int = MAX_LATENCY,
     ) -> None:
         self.num_envs = num_envs
         self.num_actions = num_actions
@@ -102,11 +171,11 @@ class BatchedTask(VecEnv):
         self.obs_sizes = {"policy": sum(t.dim for t in policy_terms), "critic": privileged_size}
         self.gen = torch.Generator(device=device)
         self.gen.manual_seed(seed)
+        check_randomization(randomization, param_specs, max_latency)
         self.randomizer = DomainRandomizer(
             randomization, {**param_specs, "action_latency": LATENCY_SPEC}, num_envs, dt, device
         )
         self.params = self.randomizer.values
-        self._check_latency(randomization, max_latency)
         self.noise = noise
         self._check_names("reward_scales", reward_scales, self.reward_names())
         self.reward_scales = {k: v for k, v in reward_scales.items() if v != 0.0}
@@ -297,18 +366,6 @@ class BatchedTask(VecEnv):
 
     def _signal_size(self, name: str) -> int:
         return next(t.size for t in self.policy_terms if t.source == name)
-
-    @staticmethod
-    def _check_latency(terms: Sequence[RandomizationTerm], max_latency: int) -> None:
-        for term in terms:
-            if term.param == "action_latency":
-                _lo, hi = sample_bounds(term)
-                top = combine(term.operation, torch.zeros(1, 1), torch.tensor([[hi]]))
-                if float(top) >= max_latency + 1:
-                    raise RandomizationError(
-                        f"action_latency can reach {float(top):g} control steps, but at most {max_latency} "
-                        f"(values below {max_latency + 1}) are supported"
-                    )
 
     @staticmethod
     def _check_names(what: str, given: dict[str, float], valid: Sequence[str]) -> None:

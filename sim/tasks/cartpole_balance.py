@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import mujoco
 import numpy as np
 import torch
 
@@ -31,7 +32,7 @@ from sim import rewards
 from sim.backends.mujoco_batch import MujocoBatch, load_model
 from sim.randomization import ParamSpec, RandomizationTerm
 from sim.registry import TaskSpec, register
-from sim.tasks.base import BatchedTask, SensorNoise
+from sim.tasks.base import BatchedTask, SensorNoise, check_fields, check_randomization, check_reward_scales
 from sim.vec_env import TaskConfigError
 
 MODEL_PARAMS = ("pole_mass", "cart_mass", "joint_damping", "actuator_strength")
@@ -100,11 +101,26 @@ class CartpoleBalanceConfig:
 
     def __post_init__(self) -> None:
         positive = ("dt", "substeps", "episode_length_s", "max_force", "action_history", "max_cart_position")
-        for name in positive:
-            if not getattr(self, name) > 0:
-                raise TaskConfigError(f"{name} must be positive, got {getattr(self, name)}")
+        check_fields(self, positive, "env.")
+        ranges = ("init_position_range", "init_angle_range", "init_velocity_range")
+        check_fields(self, ranges, "env.", positive=False)
+        if any(getattr(self, name) < 0 for name in ranges):
+            raise TaskConfigError(f"env.{', env.'.join(ranges)} must be >= 0")
+        check_reward_scales(self.reward_scales)
+        check_randomization(self.randomization, param_specs(load_model("cartpole")))
         if not 0.0 < self.max_pole_angle < np.pi / 2:
             raise TaskConfigError(f"max_pole_angle must be in (0, pi/2) rad, got {self.max_pole_angle}")
+
+
+def param_specs(model: mujoco.MjModel) -> dict[str, ParamSpec]:
+    """Randomisable parameters of the cart-pole, nominal values read from the MuJoCo model."""
+    dofs = [int(model.joint(j).dofadr[0]) for j in ("slider", "hinge")]
+    return {
+        "pole_mass": ParamSpec((float(model.body_mass[model.body("pole").id]),), lower=0.0, unit="kg"),
+        "cart_mass": ParamSpec((float(model.body_mass[model.body("cart").id]),), lower=0.0, unit="kg"),
+        "joint_damping": ParamSpec(tuple(float(d) for d in model.dof_damping[dofs]), lower=0.0),
+        "actuator_strength": ParamSpec((1.0,), lower=0.0, unit="(ratio)"),
+    }
 
 
 class CartpoleBalance(BatchedTask):
@@ -120,12 +136,7 @@ class CartpoleBalance(BatchedTask):
         self._qpos_idx = [int(model.joint(j).qposadr[0]) for j in ("slider", "hinge")]
         self._dof_idx = [int(model.joint(j).dofadr[0]) for j in ("slider", "hinge")]
         self._pole_length = 2.0 * float(model.geom("pole").size[1])  # capsule half-length -> length, m
-        specs = {
-            "pole_mass": ParamSpec((float(model.body_mass[self._pole_body]),), lower=0.0, unit="kg"),
-            "cart_mass": ParamSpec((float(model.body_mass[self._cart_body]),), lower=0.0, unit="kg"),
-            "joint_damping": ParamSpec(tuple(float(d) for d in model.dof_damping[self._dof_idx]), lower=0.0),
-            "actuator_strength": ParamSpec((1.0,), lower=0.0, unit="(ratio)"),
-        }
+        specs = param_specs(model)
         terms = [
             ObservationTerm("cart_position", 1, "cart_pos", unit="m"),
             ObservationTerm("pole_angle", 2, "pole_cos_sin"),

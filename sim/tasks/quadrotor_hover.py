@@ -39,7 +39,14 @@ from sim.robots.multirotor import (
     quat_to_matrix,
     random_quat_within,
 )
-from sim.tasks.base import BatchedTask, SensorNoise
+from sim.tasks.base import (
+    BatchedTask,
+    SensorNoise,
+    check_fields,
+    check_randomization,
+    check_reward_scales,
+    value_bounds,
+)
 from sim.vec_env import TaskConfigError
 
 
@@ -135,13 +142,58 @@ class QuadrotorHoverConfig:
             "dt", "substeps", "episode_length_s", "action_history", "init_pos_radius", "crash_distance",
             "crash_ang_vel", "success_window_s", "success_pos_error", "fine_position_sigma",
         )  # fmt: skip
-        for name in positive:
-            if not getattr(self, name) > 0:
-                raise TaskConfigError(f"env.{name} must be positive, got {getattr(self, name)}")
+        check_fields(self, positive, "env.")
+        check_fields(self, ("init_lin_vel", "init_ang_vel"), "env.", positive=False)
+        if self.init_lin_vel < 0 or self.init_ang_vel < 0:
+            raise TaskConfigError("env.init_lin_vel and env.init_ang_vel must be >= 0")
+        check_reward_scales(self.reward_scales)
+        specs = param_specs(self.robot)
+        check_randomization(self.randomization, specs)
+        check_hover_margin(self.randomization, specs)
         if not 0.0 <= self.init_max_tilt_deg < 90.0:
             raise TaskConfigError(f"env.init_max_tilt_deg must be in [0, 90), got {self.init_max_tilt_deg}")
         if self.init_pos_radius >= self.crash_distance:
             raise TaskConfigError("env.init_pos_radius must be below env.crash_distance (episodes would start crashed)")
+
+
+HOVER_MARGIN = 1.25
+"""Required ratio of the weakest world's maximum thrust to its weight plus the largest disturbance force.
+
+At 1.25 a world hovers at 80 % of its thrust, leaving the rest for attitude and position control; below it the
+randomisation would produce drones that cannot recover, and a policy would be trained (and judged) on them."""
+
+
+def param_specs(r: CrazyflieParams) -> dict[str, ParamSpec]:
+    """Randomisable parameters of the quadrotor, around the nominal robot ``r``."""
+    return {
+        "mass": ParamSpec((r.mass,), lower=0.0, unit="kg"),
+        "inertia": ParamSpec(r.inertia, lower=0.0, unit="kg m^2", check=inertia_is_valid),
+        "thrust_to_weight": ParamSpec((r.thrust_to_weight,), lower=1.0, unit="(ratio)"),
+        "torque_ratio": ParamSpec((r.torque_ratio,), lower=0.0, unit="m"),
+        "motor_time_constant": ParamSpec((r.motor_time_constant,), lower=0.0, unit="s"),
+        "disturbance_force": ParamSpec((0.0, 0.0, 0.0), unit="N"),
+    }
+
+
+def check_hover_margin(terms: list[RandomizationTerm], specs: dict[str, ParamSpec]) -> None:
+    """Refuse randomisation ranges under which some world cannot hover with :data:`HOVER_MARGIN`.
+
+    The worst corner is the lightest drone (a fixed disturbance weighs most against it) with the lowest
+    thrust-to-weight ratio and the largest disturbance on every axis.
+    """
+    mass_lo, _ = value_bounds(terms, specs, "mass")
+    tw_lo, _ = value_bounds(terms, specs, "thrust_to_weight")
+    f_lo, f_hi = value_bounds(terms, specs, "disturbance_force")
+    weight = float(mass_lo[0]) * GRAVITY
+    force = float(torch.maximum(f_lo.abs(), f_hi.abs()).norm())
+    thrust = float(tw_lo[0]) * weight
+    if thrust < HOVER_MARGIN * (weight + force):
+        raise TaskConfigError(
+            f"env.randomization: at the corner mass {float(mass_lo[0]):.4g} kg, "
+            f"thrust_to_weight {float(tw_lo[0]):.3g}, "
+            f"disturbance {force:.3g} N the drone's maximum thrust {thrust:.3g} N is below {HOVER_MARGIN} x "
+            f"(weight + disturbance) = {HOVER_MARGIN * (weight + force):.3g} N; narrow the ranges"
+        )
 
 
 class QuadrotorHover(BatchedTask):
@@ -160,14 +212,7 @@ class QuadrotorHover(BatchedTask):
             ObservationTerm("angular_velocity", 3, "ang_vel_b", unit="rad/s"),
             ObservationTerm("last_action", 4, "last_action", history=cfg.action_history),
         ]
-        specs = {
-            "mass": ParamSpec((r.mass,), lower=0.0, unit="kg"),
-            "inertia": ParamSpec(r.inertia, lower=0.0, unit="kg m^2", check=inertia_is_valid),
-            "thrust_to_weight": ParamSpec((r.thrust_to_weight,), lower=1.0, unit="(ratio)"),
-            "torque_ratio": ParamSpec((r.torque_ratio,), lower=0.0, unit="m"),
-            "motor_time_constant": ParamSpec((r.motor_time_constant,), lower=0.0, unit="s"),
-            "disturbance_force": ParamSpec((0.0, 0.0, 0.0), unit="N"),
-        }
+        specs = param_specs(r)
         super().__init__(
             num_envs=num_envs,
             num_actions=4,

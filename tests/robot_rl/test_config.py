@@ -292,12 +292,50 @@ BAD_ENV = [
 ]
 
 
+BAD_ENV += [
+    pytest.param("env.robot.max_rpm=.nan", ConfigError, ["robot.max_rpm must be finite and positive"], id="nan-rpm"),
+    pytest.param("env.robot.mass=-0.03", ConfigError, ["robot.mass must be finite and positive"], id="neg-mass"),
+    pytest.param("env.robot.thrust_to_weight=0.9", ConfigError, ["thrust_to_weight must exceed 1"], id="tw-below-1"),
+    pytest.param("env.robot.thrust_to_weight=0", ConfigError, ["thrust_to_weight must be finite and pos"], id="tw-0"),
+    pytest.param("env.robot.inertia=[1e-5, 1e-5, 3e-5]", ConfigError, ["triangle inequality"], id="inertia"),
+    pytest.param("env.robot.inertia=[1e-5, .inf, 3e-5]", ConfigError, ["robot.inertia must be finite"], id="inf-I"),
+    pytest.param("env.reward_scales.position=.nan", ConfigError, ["reward_scales.position must be finite"], id="nan-r"),
+    pytest.param("env.noise.std.pos_w=.nan", ConfigError, ["noise.std.pos_w must be finite and >= 0"], id="nan-n"),
+    pytest.param("env.noise.bias_std.pos_w=-1", ConfigError, ["noise.bias_std.pos_w must be finite"], id="neg-bias"),
+    pytest.param("env.dt=.nan", ConfigError, ["env.dt must be finite and positive"], id="nan-dt"),
+    pytest.param("env.init_lin_vel=.inf", ConfigError, ["env.init_lin_vel must be finite"], id="inf-init"),
+    pytest.param(
+        "env.randomization=[{param: mass, range: [.nan, 1]}]", ConfigError, ["range must be finite"], id="nan-range"
+    ),
+    pytest.param(
+        "env.randomization=[{param: disturbance_force, distribution: gaussian, range: [0, 0.1], clip: [-1, .inf],"
+        " operation: add}]",
+        ConfigError,
+        ["clip must be finite"],
+        id="inf-clip",
+    ),
+    pytest.param(
+        "env.robot.thrust_to_weight=1.3",
+        ConfigError,
+        ["thrust_to_weight 1.1", "below 1.25 x (weight + disturbance)", "narrow the ranges"],
+        id="cannot-hover-at-a-corner",
+    ),
+    pytest.param(
+        "env.randomization=[{param: disturbance_force, range: [-0.2, 0.2], operation: add, per_element: true}]",
+        ConfigError,
+        ["disturbance 0.346 N", "below 1.25 x"],
+        id="disturbance-beyond-thrust",
+    ),
+]
+
+
 @pytest.mark.parametrize(("override", "error", "fragments"), BAD_ENV)
-def test_invalid_env_config_is_refused_at_env_build(
+def test_invalid_env_config_is_refused_before_any_simulation(
     override: str, error: type[Exception], fragments: list[str]
 ) -> None:
-    cfg = load_config(TASK, None, [override])  # well-typed: only the task can judge it
-    with pytest.raises(error) as info:
+    """Values are judged when the config is loaded (names of rewards and signals when the env is built)."""
+    with pytest.raises((ConfigError, error)) as info:
+        cfg = load_config(TASK, None, [override])
         sim.make(TASK, 4, "cpu", cfg.env)
     assert_lists(str(info.value), fragments)
 

@@ -174,7 +174,7 @@ def test_randomised_parameters_within_declared_ranges() -> None:
         (RandomizationTerm("wingspan", "uniform", (0.9, 1.1), "scale"), "'wingspan' cannot be randomised.*mass"),
         (RandomizationTerm("mass", "gaussian", (1.0, 0.1), "scale"), "needs 'clip"),
         (RandomizationTerm("inertia", "uniform", (0.5, 1.5), "scale", per_element=True), "triangle inequality"),
-        (RandomizationTerm("action_latency", "uniform", (0.0, 9.0), "add"), "action_latency can reach 9"),
+        (RandomizationTerm("action_latency", "uniform", (0.0, 9.0), "add"), r"\(action_latency\) can reach 9"),
         (RandomizationTerm("mass", "log_uniform", (0.0, 1.0), "scale"), "log_uniform needs a positive range"),
     ],
 )
@@ -197,8 +197,8 @@ def test_contract_describes_the_onboard_observation() -> None:
 @pytest.mark.parametrize(
     ("changes", "match"),
     [
-        ({"dt": 0.0}, "env.dt must be positive"),
-        ({"substeps": 0}, "env.substeps must be positive"),
+        ({"dt": 0.0}, "env.dt must be finite and positive"),
+        ({"substeps": 0}, "env.substeps must be finite and positive"),
         ({"init_max_tilt_deg": 120.0}, r"init_max_tilt_deg must be in \[0, 90\)"),
         ({"init_pos_radius": 2.0}, "init_pos_radius must be below env.crash_distance"),
     ],
