@@ -7,20 +7,26 @@
     robot-rl bench [--task T] [--num-envs 1 64 1024 ...] [--device D]
     robot-rl tasks
 
-Every error a user can cause (unknown task or key, wrong type, missing run folder, corrupt checkpoint) ends the
-command with exit status 2 and one line that names what is wrong; nothing already written is touched.
+Exit status: 0 done; 2 a user error (unknown task or key, wrong type or range, missing or corrupt run, a file
+where a folder is expected, an unwritable folder, an unusable device), reported as one line that names what is
+wrong, before anything is written; 1 training diverged (one line naming the iteration and the quantity; the last
+good checkpoint is kept); 130 interrupted by Ctrl-C (training saves its checkpoint at the iteration boundary).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from policies.runtime.contract import ContractError
-from robot_rl.checkpoint import CheckpointError
+from robot_rl.algorithms.ppo import TrainingDivergedError
+from robot_rl.checkpoint import CheckpointError, read_checkpoint
+from robot_rl.config import MAX_NUM_ENVS, check_device
 from robot_rl.typed_config import ConfigError
 from sim.registry import UnknownTaskError
 from sim.vec_env import TaskConfigError
@@ -28,16 +34,26 @@ from sim.vec_env import TaskConfigError
 if TYPE_CHECKING:
     from robot_rl.runner import TrainResult
 
-USER_ERRORS = (ConfigError, TaskConfigError, ContractError, CheckpointError, UnknownTaskError, FileNotFoundError)
+USER_ERRORS = (ConfigError, TaskConfigError, ContractError, CheckpointError, UnknownTaskError, OSError)
+MAX_EPISODES = 1 << 16
+"""Most evaluation episodes one ``eval`` may run (one world each)."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line (and exit status 2), like every other user error."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``robot-rl <command>: error: <message> (see --help)`` and exit with status 2."""
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (kept separate so tests and docs can inspect it)."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="robot-rl",
         description="Train robot policies in batched simulation, evaluate them and export them for deployment.",
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=OneLineParser)
 
     train = sub.add_parser("train", help="train a policy with asymmetric actor-critic PPO")
     train.add_argument("task", help="registered task name (see 'robot-rl tasks')")
@@ -65,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--device", default="cpu", help="torch device (default: cpu)")
 
     ex = sub.add_parser("export", help="export a trained policy for deployment")
-    ex_sub = ex.add_subparsers(dest="format", required=True, metavar="FORMAT")
+    ex_sub = ex.add_subparsers(dest="format", required=True, metavar="FORMAT", parser_class=OneLineParser)
     onnx = ex_sub.add_parser("onnx", help="ONNX graph with the deployment contract inside (+ contract.yaml)")
     onnx.add_argument("run", type=Path, help="run folder")
     onnx.add_argument("--out", type=Path, help="output folder (default: the run folder)")
@@ -81,13 +97,51 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``robot-rl`` console script; returns the exit status."""
+    """Entry point of the ``robot-rl`` console script; returns the exit status (see the module docstring)."""
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
     except USER_ERRORS as exc:
-        print(f"robot-rl: error: {exc}", file=sys.stderr)
-        return 2
+        return _fail(_describe(exc), 2)
+    except TrainingDivergedError as exc:
+        return _fail(str(exc), 1)
+    except KeyboardInterrupt:
+        return _fail("interrupted (Ctrl-C); files are written atomically, nothing is half-written", 130)
+
+
+def _fail(message: str, status: int) -> int:
+    print(f"robot-rl: error: {' '.join(message.split())}", file=sys.stderr)  # always one line
+    return status
+
+
+def _describe(exc: Exception) -> str:
+    if isinstance(exc, OSError) and not isinstance(exc, FileNotFoundError) and exc.filename:
+        return f"cannot use '{exc.filename}': {exc.strerror or exc}"
+    return str(exc)
+
+
+def check_folder_writable(path: Path, what: str) -> None:
+    """Refuse, before any work, a folder that cannot be created or written (``what`` names it in the message).
+
+    The nearest existing ancestor must be a folder the user may write; an existing ``path`` must be a folder.
+
+    Raises:
+        ConfigError: Naming the folder and the problem.
+    """
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{what} '{path}' is a file, not a folder")
+    existing = path
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigError(f"{what} '{path}' cannot be created: '{existing}' is a file")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"{what} '{path}' cannot be written: '{existing}' is read-only")
+
+
+def _in_range(name: str, value: float, low: float, high: float) -> None:
+    if not (math.isfinite(value) and low <= value <= high):
+        raise ConfigError(f"{name} must be in [{low:g}, {high:g}], got {value}")
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -108,15 +162,19 @@ def cmd_train(args: argparse.Namespace) -> int:
         if getattr(args, flag) is not None:
             overrides.append(f"{key}={getattr(args, flag)}")
     overrides += args.set  # --set is applied last, so it wins over the shorthands
-    resume, config_path = None, args.config
+    resume, saved = None, None
     if args.resume is not None:
+        if args.resume.is_file():
+            raise CheckpointError(f"cannot resume: '{args.resume}' is a file; pass the run folder")
         resume = args.resume / "checkpoint.pt"
         if not resume.is_file():
             raise CheckpointError(f"cannot resume: '{args.resume}' has no checkpoint.pt")
-        if config_path is None:  # continue with the run's own resolved config unless told otherwise
-            config_path = args.resume / "config.yaml"
-    cfg = load_config(args.task, config_path, overrides)
+        saved = read_checkpoint(resume)["config"]  # continue with the run's own config unless told otherwise
+    cfg = load_config(args.task, args.config, overrides, base=saved, base_name=f"checkpoint '{resume}'")
+    check_folder_writable(Path(cfg.run_root), "run root")
     runner = OnPolicyRunner(cfg, Path("."), resume=resume, quiet=args.quiet)  # validates before any file is made
+    if runner.resume_note:
+        print(f"resuming: {runner.resume_note}")
     if not args.no_export:  # refuse an undeployable actor before training, not after
         try:
             runner.env.contract(cfg.policy.actor_obs)
@@ -178,9 +236,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     """``robot-rl eval RUN``."""
     from robot_rl.run import evaluate_run, load_run
 
-    if args.episodes < 1:
-        raise ConfigError(f"--episodes must be >= 1, got {args.episodes}")
+    _in_range("--episodes", args.episodes, 1, MAX_EPISODES)
+    check_device(args.device)
     run = load_run(args.run, args.device)
+    check_folder_writable(args.run, "run folder")
     for r in evaluate_run(run, args.episodes):
         print(
             f"randomisation {'on ' if r.randomized else 'off'}: criterion {'MET' if r.met else 'not met'}  "
@@ -194,7 +253,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     """``robot-rl export onnx RUN``."""
     from robot_rl.run import export_run, load_run
 
-    path = export_run(load_run(args.run), args.out)
+    if args.out is not None:
+        check_folder_writable(args.out, "output folder")
+    run = load_run(args.run)
+    check_folder_writable(args.out or args.run, "output folder")
+    path = export_run(run, args.out)
     print(f"wrote {path} and {path.parent / 'contract.yaml'}")
     return 0
 
@@ -205,6 +268,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from sim.registry import get_task
 
     get_task(args.task)
+    check_device(args.device)
+    _in_range("--seconds", args.seconds, 1e-3, 3600)
+    for n in args.num_envs:
+        _in_range("--num-envs", n, 1, MAX_NUM_ENVS)
     rows = [
         {
             "task": args.task,

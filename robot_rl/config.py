@@ -7,6 +7,7 @@ validated before any work starts; the resolved config is written into the run fo
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +17,10 @@ from robot_rl.typed_config import ConfigError, apply_override, from_dict, load_y
 from sim.registry import get_task
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+MAX_NUM_ENVS = 1 << 24
+"""Most worlds (and evaluation episodes) one process may ask for: 16.8 M, far beyond one GPU's memory."""
+MAX_SEED = 2**32 - 1
+"""Largest seed (evaluation adds a fixed offset; torch generators take 64-bit seeds)."""
 
 
 @dataclass
@@ -171,25 +176,33 @@ def load_config(
     task: str | None,
     config_path: str | Path | None = None,
     overrides: list[str] | None = None,
+    base: dict[str, Any] | None = None,
+    base_name: str = "",
 ) -> TrainConfig:
     """Resolve a training config; see the module docstring for the order.
 
     Args:
         task: Task name (``None``: taken from the config file).
-        config_path: YAML file; ``None`` uses ``configs/<task>.yaml`` when it exists.
+        config_path: YAML file; ``None`` uses ``base`` if given, else ``configs/<task>.yaml`` when it exists.
         overrides: ``key.sub=value`` strings.
+        base: Plain config to start from instead of a file (a checkpoint's saved config when resuming).
+        base_name: What ``base`` is, for messages (e.g. ``"checkpoint 'runs/.../checkpoint.pt'"``).
 
     Raises:
         ConfigError: Unknown task, unknown key, wrong type or invalid value; the message names it.
     """
     data: dict[str, Any] = {}
-    if config_path is None and task is not None and default_config_path(task).exists():
+    source = f"config file '{config_path}'"
+    if config_path is None and base is not None:
+        data, source = copy.deepcopy(base), base_name or "the base config"
+    elif config_path is None and task is not None and default_config_path(task).exists():
         config_path = default_config_path(task)
+        source = f"config file '{config_path}'"
     if config_path is not None:
         data = load_yaml(str(config_path))
     if task is not None:
         if "task" in data and data["task"] != task:
-            raise ConfigError(f"config file '{config_path}' is for task '{data['task']}', not '{task}'")
+            raise ConfigError(f"{source} is for task '{data['task']}', not '{task}'")
         data["task"] = task
     for item in overrides or []:
         apply_override(data, item)
@@ -208,18 +221,27 @@ def from_plain(data: dict[str, Any]) -> TrainConfig:
     env_data = data.pop("env", None)
     cfg = from_dict(TrainConfig, data)
     cfg.env = from_dict(spec.config_cls, env_data, "env")
-    if cfg.num_envs < 1:
-        raise ConfigError(f"num_envs must be >= 1, got {cfg.num_envs}")
+    if not 1 <= cfg.num_envs <= MAX_NUM_ENVS:
+        raise ConfigError(f"num_envs must be in [1, {MAX_NUM_ENVS}], got {cfg.num_envs}")
+    if not 0 <= cfg.seed <= MAX_SEED:
+        raise ConfigError(f"seed must be in [0, {MAX_SEED}], got {cfg.seed}")
+    if cfg.runner.eval_episodes > MAX_NUM_ENVS:
+        raise ConfigError(f"runner.eval_episodes must be <= {MAX_NUM_ENVS}, got {cfg.runner.eval_episodes}")
     if cfg.ppo.num_steps * cfg.num_envs < cfg.ppo.num_minibatches:
         raise ConfigError(
             f"ppo.num_minibatches ({cfg.ppo.num_minibatches}) exceeds the samples per iteration "
             f"(ppo.num_steps x num_envs = {cfg.ppo.num_steps * cfg.num_envs})"
         )
-    _check_device(cfg.device)
+    check_device(cfg.device)
     return cfg
 
 
-def _check_device(device: str) -> None:
+def check_device(device: str) -> None:
+    """Refuse a device string torch cannot use here (unknown type, CUDA without CUDA, a missing GPU index).
+
+    Raises:
+        ConfigError: Naming the device and why.
+    """
     import torch
 
     try:
@@ -230,6 +252,8 @@ def _check_device(device: str) -> None:
         raise ConfigError(f"device '{device}' was requested but CUDA is not available on this machine")
     if dev.type not in ("cpu", "cuda"):
         raise ConfigError(f"device '{device}' is not supported; use cpu or cuda[:index]")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ConfigError(f"device '{device}' does not exist: this machine has {torch.cuda.device_count()} GPU(s)")
 
 
 def config_to_yaml(cfg: TrainConfig) -> str:

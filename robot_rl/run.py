@@ -19,7 +19,7 @@ import sim
 from policies.nets import ActorCritic
 from policies.nets.export import export_onnx
 from policies.runtime.files import atomic_write_text
-from robot_rl.checkpoint import CheckpointError, load_checkpoint
+from robot_rl.checkpoint import CheckpointError, load_checkpoint, read_checkpoint
 from robot_rl.config import TrainConfig, config_to_yaml, from_plain
 from robot_rl.evaluate import (
     EVAL_SEED_OFFSET,
@@ -60,31 +60,48 @@ class LoadedRun:
 
 
 def load_run(run_dir: Path, device: str = "cpu") -> LoadedRun:
-    """Load ``config.yaml`` and ``checkpoint.pt`` of a run folder.
+    """Load a run folder's ``checkpoint.pt``; the configuration is the one saved *in the checkpoint*.
+
+    ``config.yaml`` is the human-readable mirror: editing it changes nothing here, but a mirror that names
+    another task than the checkpoint is refused (the folder was mixed up).
 
     Raises:
-        CheckpointError: The folder is not a run folder or its checkpoint is unusable.
-        ConfigError: Its config is invalid.
+        CheckpointError: The folder is not a run folder, its checkpoint is unusable or non-finite, or it does
+            not match the folder's ``config.yaml``.
+        ConfigError: The saved config is invalid.
     """
-    if not run_dir.is_dir():
+    if not run_dir.exists():
         raise CheckpointError(f"run folder '{run_dir}' does not exist")
-    if not (run_dir / "config.yaml").is_file():
-        raise CheckpointError(f"'{run_dir}' is not a run folder (no config.yaml)")
-    cfg = from_plain(load_yaml(str(run_dir / "config.yaml")))
+    if not run_dir.is_dir():
+        raise CheckpointError(f"'{run_dir}' is a file, not a run folder")
+    path = run_dir / "checkpoint.pt"
+    if not path.exists():
+        raise CheckpointError(f"'{run_dir}' is not a run folder (no checkpoint.pt)")
+    state = read_checkpoint(path, device)
+    cfg = from_plain(state["config"])
+    mirror = run_dir / "config.yaml"
+    if mirror.is_file():
+        task = load_yaml(str(mirror)).get("task")
+        if task != cfg.task:
+            raise CheckpointError(
+                f"'{path}' holds a '{cfg.task}' policy, but the folder's config.yaml is for task '{task}'"
+            )
     cfg.device = device
     env = sim.make(cfg.task, 1, device, cfg.env)
     model = build_model(cfg, env).to(device)
-    state = load_checkpoint(run_dir / "checkpoint.pt", model, None, device)
+    load_checkpoint(path, model, None, device)
     model.eval()
     return LoadedRun(run_dir, cfg, model, state, env)
 
 
 def export_run(run: LoadedRun, out_dir: Path | None = None) -> Path:
-    """Export the run's actor to ``policy.onnx`` (+ ``contract.yaml``) in ``out_dir`` (default: the run folder)."""
+    """Export the run's actor to ``policy.onnx`` (+ ``contract.yaml``) in ``out_dir`` (default: the run folder).
+
+    Raises:
+        ContractError: The contract does not fit the model (nothing is written, no folder is made).
+    """
     contract = run.env.contract(run.cfg.policy.actor_obs)
-    out = out_dir or run.run_dir
-    out.mkdir(parents=True, exist_ok=True)
-    return export_onnx(run.model, contract, out)
+    return export_onnx(run.model, contract, out_dir or run.run_dir)
 
 
 def evaluate_run(run: LoadedRun, episodes: int, settings: tuple[bool, ...] = (True, False)) -> list[EvalResult]:

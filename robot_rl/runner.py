@@ -7,6 +7,7 @@ Ctrl-C ends training cleanly: the last checkpoint is written (atomically) before
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,8 +17,8 @@ import torch
 
 import sim
 from policies.nets import ActorCritic
-from robot_rl.algorithms.ppo import PPO
-from robot_rl.checkpoint import load_checkpoint, save_checkpoint
+from robot_rl.algorithms.ppo import PPO, TrainingDivergedError
+from robot_rl.checkpoint import CheckpointError, load_checkpoint, read_checkpoint, save_checkpoint
 from robot_rl.config import TrainConfig
 from robot_rl.evaluate import (
     EVAL_SEED_OFFSET,
@@ -28,8 +29,10 @@ from robot_rl.evaluate import (
     make_eval_env,
     pick,
 )
+from robot_rl.interrupt import StopRequest
 from robot_rl.logger import TrainingLogger
-from robot_rl.typed_config import ConfigError
+from robot_rl.typed_config import ConfigError, to_dict
+from sim.tasks.base import BatchedTask
 from sim.vec_env import Obs, VecEnv
 
 
@@ -74,8 +77,15 @@ class OnPolicyRunner:
     Args:
         cfg: Resolved training config.
         run_dir: Existing run folder (see :func:`robot_rl.run.new_run_dir`).
-        resume: Checkpoint to continue from (model, optimiser, counters).
+        resume: Checkpoint to continue from. With the same task, ``num_envs``, seed, device and ``env`` config it
+            is an exact continuation (model, optimiser, counters, random streams and every world's state); if any of
+            those changed, the weights, optimiser and counters carry over and episodes restart
+            (:attr:`resume_note` says why). A ``ppo.learning_rate`` that differs from the checkpoint's config wins
+            over the adaptive rate saved in the checkpoint.
         quiet: No progress bar and no TensorBoard files (tests).
+
+    Raises:
+        CheckpointError: ``resume`` is unusable, is for another task or another network architecture.
     """
 
     def __init__(self, cfg: TrainConfig, run_dir: Path, resume: Path | None = None, quiet: bool = False) -> None:
@@ -90,59 +100,128 @@ class OnPolicyRunner:
         self.iteration = 0
         self.env_steps = 0
         self.elapsed_s = 0.0
+        self.resume_note: str | None = None
+        self._saved_iteration: int | None = None
+        self._obs: Obs | None = None  # set when the env's state was restored from a checkpoint
+        self._partial = torch.zeros(cfg.num_envs, dtype=torch.bool, device=self.device)
         if resume is not None:
-            state = load_checkpoint(resume, self.model, self.ppo.optimizer, self.device)
-            self.iteration, self.env_steps = state["iteration"], state["env_steps"]
-            self.elapsed_s = state.get("elapsed_s", 0.0)
-            self.ppo.learning_rate = state.get("learning_rate", self.ppo.learning_rate)
+            self._resume(resume)
         self._eval_env: VecEnv | None = None
+        self._boundary = self._capture()
+
+    def _resume(self, path: Path) -> None:
+        cfg = self.cfg
+        state = read_checkpoint(path, self.device)
+        saved = state["config"]
+        if saved["task"] != cfg.task:
+            raise CheckpointError(f"checkpoint '{path}' is for task '{saved['task']}', not '{cfg.task}'")
+        now, before = to_dict(cfg.policy), saved.get("policy", {})
+        for key in ("actor_obs", "critic_obs", "actor_hidden", "critic_hidden", "activation"):
+            if before.get(key) != now[key]:
+                raise CheckpointError(
+                    f"checkpoint '{path}' was trained with policy.{key}={before.get(key)}, not {now[key]}; "
+                    "the networks cannot change when resuming"
+                )
+        load_checkpoint(path, self.model, self.ppo.optimizer, self.device)
+        self.iteration, self.env_steps = state["iteration"], state["env_steps"]
+        self.elapsed_s = float(state.get("elapsed_s", 0.0))
+        lr_given = cfg.ppo.learning_rate != saved.get("ppo", {}).get("learning_rate")
+        self.ppo.set_learning_rate(cfg.ppo.learning_rate if lr_given else float(state["learning_rate"]))
+        changed = [k for k in ("num_envs", "seed", "device", "env") if saved.get(k) != to_dict(getattr(cfg, k))]
+        training = state.get("training")
+        if training is None:
+            self.resume_note = "the checkpoint holds no training state (older format): episodes restart"
+        elif changed:
+            self.resume_note = f"{', '.join(changed)} changed since the checkpoint: episodes restart"
+        else:
+            assert isinstance(self.env, BatchedTask)
+            self._obs = self.env.load_state_dict(training["env"])
+            self.ppo.gen.set_state(training["ppo_rng"])
+            self._partial.copy_(training["partial"])
 
     # ------------------------------------------------------------------------------------------------- loop
     def train(self) -> TrainResult:
-        """Run until the iteration or time budget is spent, or (optionally) the success criterion is met."""
+        """Run until the iteration or time budget is spent, the criterion is met (optionally), or Ctrl-C.
+
+        Ctrl-C finishes the current iteration, saves and returns (``interrupted``). A non-finite loss, gradient or
+        parameter raises :class:`TrainingDivergedError` naming the iteration; nothing is saved then, so the last
+        good checkpoint stays on disk. Any other exception likewise leaves the last checkpoint untouched.
+        """
         cfg, rc = self.cfg, self.cfg.runner
         total = None if rc.stop_on_success and rc.eval_interval else rc.max_iterations
         logger = TrainingLogger(self.run_dir, total, tensorboard=not self.quiet, quiet=self.quiet)
-        obs = self.env.reset(seed=cfg.seed)
+        obs = self._obs if self._obs is not None else self._start_episodes()
+        self._boundary = self._capture()
+        start = time.monotonic() - self.elapsed_s
+        met, t_met, last_eval = False, None, None
+        ep_stats: dict[str, list[torch.Tensor]] = {}
+        stop, finished = StopRequest(), False
+        with stop.deferring():
+            try:
+                while self.iteration < rc.max_iterations and not stop.requested:
+                    t0 = time.monotonic()
+                    obs = self._rollout(obs, ep_stats)
+                    t1 = time.monotonic()
+                    try:
+                        stats = self.ppo.update()
+                    except TrainingDivergedError as exc:
+                        raise TrainingDivergedError(
+                            f"training stopped at iteration {self.iteration + 1}: {exc}; {self._kept()}"
+                        ) from None
+                    t2 = time.monotonic()
+                    self.iteration += 1
+                    self.env_steps += cfg.ppo.num_steps * cfg.num_envs
+                    self._boundary = self._capture()
+                    row = self._row(stats, ep_stats, t1 - t0, t2 - t1)
+                    ep_stats.clear()
+                    if rc.eval_interval and self.iteration % rc.eval_interval == 0:
+                        last_eval = self.evaluate(randomize=True)
+                        row.update({f"eval/{k}": float(v) for k, v in last_eval.summary().items()})
+                        if last_eval.met and not met:
+                            met, t_met = True, time.monotonic() - start
+                    row["perf/wall_time_s"] = time.monotonic() - start
+                    logger.log(row, self.env_steps)
+                    if self.iteration % rc.save_interval == 0:
+                        self.save(time.monotonic() - start)
+                    if (met and rc.stop_on_success) or (
+                        rc.max_time_s is not None and time.monotonic() - start >= rc.max_time_s
+                    ):
+                        break
+                finished = True
+            except KeyboardInterrupt:  # only where no handler could be installed (not the main thread)
+                stop.requested = finished = True
+            finally:
+                wall = time.monotonic() - start
+                if finished:  # a crash never replaces the last good checkpoint
+                    self.save(wall)
+                logger.close()
+                self.env.close()
+        result = TrainResult(self.run_dir, self.iteration, self.env_steps, wall, stop.requested, met, t_met, last_eval)
+        return result
+
+    def _start_episodes(self) -> Obs:
+        """Fresh episodes: seeded reset, and (optionally) starts spread over the episode length."""
+        rc = self.cfg.runner
+        obs = self.env.reset(seed=self.cfg.seed)
         # Episodes cut short by the spread start are not logged: their returns and success are not comparable.
-        self._partial = torch.full((cfg.num_envs,), rc.spread_episode_starts, dtype=torch.bool, device=self.device)
+        self._partial.fill_(rc.spread_episode_starts)
         if rc.spread_episode_starts:
             self.env.spread_episode_starts()
-        start = time.monotonic() - self.elapsed_s
-        interrupted, met, t_met, last_eval = False, False, None, None
-        ep_stats: dict[str, list[torch.Tensor]] = {}
-        try:
-            while self.iteration < rc.max_iterations:
-                t0 = time.monotonic()
-                obs = self._rollout(obs, ep_stats)
-                t1 = time.monotonic()
-                stats = self.ppo.update()
-                t2 = time.monotonic()
-                self.iteration += 1
-                self.env_steps += cfg.ppo.num_steps * cfg.num_envs
-                row = self._row(stats, ep_stats, t1 - t0, t2 - t1)
-                ep_stats.clear()
-                if rc.eval_interval and self.iteration % rc.eval_interval == 0:
-                    last_eval = self.evaluate(randomize=True)
-                    row.update({f"eval/{k}": float(v) for k, v in last_eval.summary().items()})
-                    if last_eval.met and not met:
-                        met, t_met = True, time.monotonic() - start
-                row["perf/wall_time_s"] = time.monotonic() - start
-                logger.log(row, self.env_steps)
-                if self.iteration % rc.save_interval == 0:
-                    self.save(time.monotonic() - start)
-                if met and rc.stop_on_success:
-                    break
-                if rc.max_time_s is not None and time.monotonic() - start >= rc.max_time_s:
-                    break
-        except KeyboardInterrupt:
-            interrupted = True
-        finally:
-            wall = time.monotonic() - start
-            self.save(wall)
-            logger.close()
-            self.env.close()
-        return TrainResult(self.run_dir, self.iteration, self.env_steps, wall, interrupted, met, t_met, last_eval)
+        return obs
+
+    def _capture(self) -> dict[str, Any]:
+        """Snapshot of everything a checkpoint holds, taken at an iteration boundary (copies)."""
+        env_state = self.env.state_dict() if isinstance(self.env, BatchedTask) else None
+        return {
+            "model": {k: v.detach().clone() for k, v in self.model.state_dict().items()},
+            "optimizer": copy.deepcopy(self.ppo.optimizer.state_dict()),
+            "iteration": self.iteration,
+            "env_steps": self.env_steps,
+            "learning_rate": self.ppo.learning_rate,
+            "training": None
+            if env_state is None
+            else {"ppo_rng": self.ppo.gen.get_state(), "env": env_state, "partial": self._partial.clone()},
+        }
 
     def _rollout(self, obs: Obs, ep_stats: dict[str, list[torch.Tensor]]) -> Obs:
         p = self.cfg.policy
@@ -176,6 +255,7 @@ class OnPolicyRunner:
             "loss/value": stats.value,
             "policy/entropy": stats.entropy,
             "policy/kl": stats.kl,
+            "policy/first_ratio_deviation": stats.first_ratio_deviation,
             "policy/learning_rate": stats.learning_rate,
             "policy/action_std": stats.action_std,
             "perf/steps_per_s": n / max(t_roll + t_upd, 1e-9),
@@ -203,14 +283,13 @@ class OnPolicyRunner:
         return evaluate_env(env, self.policy_fn(), seed=self.cfg.seed + EVAL_SEED_OFFSET)
 
     def save(self, elapsed_s: float) -> Path:
-        """Write ``checkpoint.pt`` (latest) atomically; returns its path."""
-        return save_checkpoint(
-            self.run_dir / "checkpoint.pt",
-            model=self.model,
-            optimizer=self.ppo.optimizer,
-            cfg=self.cfg,
-            iteration=self.iteration,
-            env_steps=self.env_steps,
-            elapsed_s=elapsed_s,
-            learning_rate=self.ppo.learning_rate,
-        )
+        """Write ``checkpoint.pt`` from the last iteration boundary, atomically; returns its path."""
+        state = {**self._boundary, "config": to_dict(self.cfg), "elapsed_s": elapsed_s}
+        path = save_checkpoint(self.run_dir / "checkpoint.pt", state)
+        self._saved_iteration = self._boundary["iteration"]
+        return path
+
+    def _kept(self) -> str:
+        if self._saved_iteration is None:
+            return "no checkpoint was written"
+        return f"the last good checkpoint (iteration {self._saved_iteration}) is kept: {self.run_dir / 'checkpoint.pt'}"

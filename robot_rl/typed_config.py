@@ -186,8 +186,12 @@ def load_yaml(path: str) -> dict[str, Any]:
             data = yaml.safe_load(f)
     except FileNotFoundError:
         raise ConfigError(f"config file '{path}' does not exist") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config file '{path}' is a folder, not a file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"config file '{path}' cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"config file '{path}' is not valid YAML: {exc}") from exc
+        raise ConfigError(f"config file '{path}' is not valid YAML: {' '.join(str(exc).split())}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

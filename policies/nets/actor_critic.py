@@ -54,12 +54,27 @@ class ActorCritic(nn.Module):
 
     def distribution(self, actor_obs: torch.Tensor) -> Normal:
         """Action distribution for raw actor observations ``[B, D_a]``."""
-        mean = self.action_mean(actor_obs)
+        return self.distribution_normalized(self.actor_normalizer(actor_obs))
+
+    def distribution_normalized(self, actor_in: torch.Tensor) -> Normal:
+        """Action distribution for already normalised actor inputs ``[B, D_a]`` (what PPO stores and replays)."""
+        mean = self.actor(actor_in)
         return Normal(mean, self.log_std.exp().expand_as(mean))
 
     def value(self, critic_obs: torch.Tensor) -> torch.Tensor:
         """State value ``[B]`` from raw critic observations ``[B, D_c]``."""
-        return self.critic(self.critic_normalizer(critic_obs)).squeeze(-1)
+        return self.value_normalized(self.critic_normalizer(critic_obs))
+
+    def value_normalized(self, critic_in: torch.Tensor) -> torch.Tensor:
+        """State value ``[B]`` from already normalised critic inputs ``[B, D_c]``."""
+        return self.critic(critic_in).squeeze(-1)
+
+    def first_non_finite(self) -> str | None:
+        """Name of the first parameter or buffer (normaliser statistics included) holding NaN or inf, or ``None``."""
+        for name, t in (*self.named_parameters(), *self.named_buffers()):
+            if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+                return name
+        return None
 
     def update_normalizers(self, actor_obs: torch.Tensor, critic_obs: torch.Tensor) -> None:
         """Fold a batch of raw observations into the running statistics."""

@@ -99,6 +99,8 @@ def to_onnx_model(model: ActorCritic, contract: Contract) -> onnx.ModelProto:
     """
     contract.validate()
     check_compatible(model, contract)
+    if (bad := model.first_non_finite()) is not None:
+        raise ContractError(f"the model's '{bad}' holds non-finite values; refusing to export it")
     actor = DeployedActor(copy.deepcopy(model).cpu().float(), contract).eval().requires_grad_(False)
     example = torch.zeros(2, contract.obs_dim)
     with tempfile.TemporaryDirectory(prefix="robot-rl-export-") as tmp, warnings.catch_warnings():
@@ -144,8 +146,8 @@ def export_onnx(model: ActorCritic, contract: Contract, out_dir: str | Path, nam
         ContractError: The contract does not fit the model.
     """
     out = Path(out_dir)
+    data = to_onnx_model(model, contract).SerializeToString()  # fails before anything is written
     out.mkdir(parents=True, exist_ok=True)
-    data = to_onnx_model(model, contract).SerializeToString()
     path = out / name
     with atomic_path(out / CONTRACT_YAML) as yaml_tmp, atomic_path(path) as onnx_tmp:
         contract.save_yaml(yaml_tmp)

@@ -17,9 +17,17 @@ from robot_rl.config import PPOConfig
 from robot_rl.storage import RolloutStorage
 
 
+class TrainingDivergedError(RuntimeError):
+    """A loss, gradient, parameter or normaliser statistic became NaN or infinite; training cannot go on."""
+
+
 @dataclass
 class UpdateStats:
-    """Means over one update's minibatches."""
+    """Means over one update's minibatches, and the on-policy check of its first minibatch.
+
+    ``first_ratio_deviation`` is ``max |pi / pi_old - 1|`` over the first minibatch, before any gradient step:
+    exactly 0 for an on-policy update (the rollout's inputs are replayed as they were seen).
+    """
 
     surrogate: float
     value: float
@@ -27,6 +35,7 @@ class UpdateStats:
     kl: float
     learning_rate: float
     action_std: float
+    first_ratio_deviation: float
 
 
 class PPO:
@@ -53,17 +62,23 @@ class PPO:
 
     @torch.no_grad()
     def act(self, actor_obs: torch.Tensor, critic_obs: torch.Tensor) -> torch.Tensor:
-        """Sample actions ``[N, A]`` and record the step's inputs, log-probabilities and values."""
-        s, t = self.storage, self.storage.step
-        dist = self.model.distribution(actor_obs)
+        """Sample actions ``[N, A]`` for raw observations and record the step.
+
+        The inputs are stored *normalised*, exactly as the networks saw them, so the update replays the
+        rollout's own inputs: before the first gradient step every probability ratio is 1 (on-policy), however
+        the normaliser's statistics move during the rollout.
+        """
+        s, t, m = self.storage, self.storage.step, self.model
+        actor_in, critic_in = m.actor_normalizer(actor_obs), m.critic_normalizer(critic_obs)
+        dist = m.distribution_normalized(actor_in)
         actions = dist.mean + dist.stddev * torch.randn(dist.mean.shape, generator=self.gen, device=self.gen.device)
-        s.actor_obs[t] = actor_obs
-        s.critic_obs[t] = critic_obs
+        s.actor_obs[t] = actor_in
+        s.critic_obs[t] = critic_in
         s.actions[t] = actions
         s.mean[t] = dist.mean
         s.std[t] = dist.stddev
         s.log_prob[t] = dist.log_prob(actions).sum(-1)
-        s.values[t] = self.model.value(critic_obs)
+        s.values[t] = m.value_normalized(critic_in)
         return actions
 
     @torch.no_grad()
@@ -102,37 +117,63 @@ class PPO:
         s.advantages = (adv - adv.mean()) / (adv.std() + 1e-8)
 
     def update(self) -> UpdateStats:
-        """Run the PPO epochs over the stored rollout and clear it."""
+        """Run the PPO epochs over the stored rollout and clear it.
+
+        Raises:
+            TrainingDivergedError: A loss, the gradient norm, a parameter or a normaliser statistic is not finite
+                (the message names which); the model must then not be saved.
+        """
         cfg, model = self.cfg, self.model
         totals = torch.zeros(4)
         count = 0
+        first_dev = 0.0
         for b in self.storage.minibatches(cfg.num_minibatches, cfg.num_epochs, self.gen):
-            dist = model.distribution(b.actor_obs)
+            dist = model.distribution_normalized(b.actor_obs)
             log_prob = dist.log_prob(b.actions).sum(-1)
+            if count == 0:
+                first_dev = float((log_prob.detach() - b.old_log_prob).exp().sub(1.0).abs().max())
             entropy = dist.entropy().sum(-1).mean()
             kl = gaussian_kl(b.old_mean, b.old_std, dist.mean.detach(), dist.stddev.detach())
             if cfg.schedule == "adaptive":
                 self._adapt_learning_rate(float(kl))
             surr = surrogate_loss(log_prob, b.old_log_prob, b.advantages, cfg.clip_param)
-            v_loss = value_loss(model.value(b.critic_obs), b.old_values, b.returns, cfg.value_clip)
+            v_loss = value_loss(model.value_normalized(b.critic_obs), b.old_values, b.returns, cfg.value_clip)
             loss = surr + cfg.value_loss_coef * v_loss - cfg.entropy_coef * entropy
+            parts = torch.stack((surr.detach(), v_loss.detach(), entropy.detach(), kl))
+            _require_finite(parts, ("surrogate loss", "value loss", "entropy", "KL divergence"), count)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+            grad_norm = nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+            _require_finite(grad_norm[None], ("gradient norm",), count)
             self.optimizer.step()
             with torch.no_grad():
                 model.log_std.clamp_(min=float(torch.log(torch.tensor(cfg.min_std))))
-            totals += torch.stack((surr.detach(), v_loss.detach(), entropy.detach(), kl)).cpu()
+            totals += parts.cpu()
             count += 1
+        if (name := model.first_non_finite()) is not None:
+            raise TrainingDivergedError(f"non-finite values in '{name}' after the update")
         self.storage.step = 0
         m = (totals / max(count, 1)).tolist()
-        return UpdateStats(m[0], m[1], m[2], m[3], self.learning_rate, float(model.log_std.detach().exp().mean()))
+        std = float(model.log_std.detach().exp().mean())
+        return UpdateStats(m[0], m[1], m[2], m[3], self.learning_rate, std, first_dev)
+
+    def set_learning_rate(self, learning_rate: float) -> None:
+        """Set the current learning rate (the optimiser's too)."""
+        self.learning_rate = learning_rate
+        for group in self.optimizer.param_groups:
+            group["lr"] = learning_rate
 
     def _adapt_learning_rate(self, kl: float) -> None:
         """rsl_rl's rule: shrink the step when the policy moved too far, grow it when it barely moved."""
         if kl > 2.0 * self.cfg.desired_kl:
-            self.learning_rate = max(1e-5, self.learning_rate / 1.5)
+            self.set_learning_rate(max(1e-5, self.learning_rate / 1.5))
         elif 0.0 < kl < 0.5 * self.cfg.desired_kl:
-            self.learning_rate = min(1e-2, self.learning_rate * 1.5)
-        for group in self.optimizer.param_groups:
-            group["lr"] = self.learning_rate
+            self.set_learning_rate(min(1e-2, self.learning_rate * 1.5))
+
+
+def _require_finite(values: torch.Tensor, names: tuple[str, ...], minibatch: int) -> None:
+    """Raise :class:`TrainingDivergedError` naming the first non-finite entry of ``values`` (one sync)."""
+    finite = torch.isfinite(values)
+    if not bool(finite.all()):
+        i = int((~finite).nonzero()[0, 0])
+        raise TrainingDivergedError(f"non-finite {names[i]} ({float(values[i])}) in minibatch {minibatch + 1}")

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -318,6 +319,51 @@ class BatchedTask(VecEnv):
             obs = self._observe(refresh=done)
         self._obs = obs
         return obs, reward, terminated, truncated, info
+
+    # ------------------------------------------------------------------------------------ exact continuation
+    @torch.inference_mode()
+    def state_dict(self) -> dict[str, Any]:
+        """Everything that decides the next steps (copies): random stream, episode counters, latency queue,
+        randomised parameters, sensor biases, observation histories, the last observation and the task's physics.
+
+        Restoring it into a freshly built env of the same task, config and ``num_envs`` continues bit for bit.
+        """
+        return {
+            "gen": self.gen.get_state(),
+            "randomization_enabled": self.randomizer.enabled,
+            "episode_step": self.episode_step.clone(),
+            "episode_return": self.episode_return.clone(),
+            "last_action": self.last_action.clone(),
+            "action_queue": self.action_queue.clone(),
+            "params": {k: v.clone() for k, v in self.params.items()},
+            "obs_bias": {k: v.clone() for k, v in self.obs_bias.items()},
+            "builder": self.builder.state_dict(),
+            "obs": {k: v.clone() for k, v in self._obs.items()},
+            "task": self._task_state(),
+        }
+
+    @torch.inference_mode()
+    def load_state_dict(self, state: dict[str, Any]) -> Obs:
+        """Restore :meth:`state_dict` and return the observation the env was at (instead of ``reset``)."""
+        self.gen.set_state(state["gen"])
+        self.randomizer.enabled = state["randomization_enabled"]
+        for name in ("episode_step", "episode_return", "last_action", "action_queue"):
+            getattr(self, name).copy_(state[name])
+        for group in ("params", "obs_bias"):
+            for k, v in getattr(self, group).items():
+                v.copy_(state[group][k])
+        self.builder.load_state_dict(state["builder"])
+        self._obs = {k: v.clone() for k, v in state["obs"].items()}
+        self._load_task_state(state["task"])
+        return self._obs
+
+    def _task_state(self) -> dict[str, torch.Tensor]:
+        """The task's own state beyond the base class (physics, accumulators), as tensors (copies)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot save its state")
+
+    def _load_task_state(self, state: dict[str, torch.Tensor]) -> None:
+        """Restore :meth:`_task_state` (called under inference mode)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot restore its state")
 
     # ------------------------------------------------------------------------------------------- internals
     def _reset(self, mask: torch.Tensor) -> None:

@@ -208,6 +208,14 @@ class CartpoleBalance(BatchedTask):
         qvel[:, self._dof_idx] = x[:, 2:]
         self.sim.reset(rows.cpu().numpy(), qpos, qvel)
 
+    def _task_state(self) -> dict[str, torch.Tensor]:
+        return {"mujoco_state": torch.from_numpy(self.sim.state.copy()), "state": self._state.clone()}
+
+    def _load_task_state(self, state: dict[str, torch.Tensor]) -> None:
+        self.sim.state[:] = state["mujoco_state"].numpy()
+        self._state = state["state"].to(self.device).clone()
+        self._in_model.fill_(float("nan"))  # every world's model fields are rewritten before the next step
+
     # ----------------------------------------------------------------------------------------- task logic
     def _signals(self) -> dict[str, torch.Tensor]:
         s = self._state

@@ -276,6 +276,16 @@ class QuadrotorHover(BatchedTask):
         s.rotor[idx] = self.hover
         self.tail_error[idx] = 0.0
 
+    def _task_state(self) -> dict[str, torch.Tensor]:
+        s = self.state
+        fields = {"pos": s.pos, "quat": s.quat, "vel": s.vel, "omega": s.omega, "rotor": s.rotor}
+        return {**{k: v.clone() for k, v in fields.items()}, "tail_error": self.tail_error.clone()}
+
+    def _load_task_state(self, state: dict[str, torch.Tensor]) -> None:
+        keys = ("pos", "quat", "vel", "omega", "rotor")
+        self.state = MultirotorState(*(state[k].to(self.device).clone() for k in keys))
+        self.tail_error.copy_(state["tail_error"])
+
     # ----------------------------------------------------------------------------------------- task logic
     def _signals(self) -> dict[str, torch.Tensor]:
         s = self.state

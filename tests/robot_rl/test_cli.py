@@ -162,7 +162,7 @@ TRAIN_BAD = [
     pytest.param(
         [TASK, "--set", "ppo.learning_rate=abc"], ["'ppo.learning_rate' must be a number", "'abc'"], id="type"
     ),
-    pytest.param([TASK, "--num-envs", "0"], ["num_envs must be >= 1, got 0"], id="num-envs-0"),
+    pytest.param([TASK, "--num-envs", "0"], [r"num_envs must be in [1, 16777216], got 0"], id="num-envs-0"),
     pytest.param([TASK, "--set", "ppo.num_steps=0"], ["ppo.num_steps must be >= 1"], id="num-steps-0"),
 ]
 
@@ -195,16 +195,16 @@ def test_eval_missing_folder_exits_2(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert not missing.exists()
 
 
-def test_eval_folder_without_config_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    (tmp_path / "checkpoint.pt").write_bytes(b"x")
+def test_eval_folder_without_checkpoint_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "config.yaml").write_text("task: quadrotor-hover\n")
     assert main(["eval", str(tmp_path), "--episodes", "4"]) == 2
-    assert_error(capsys, str(tmp_path), "not a run folder (no config.yaml)")
-    assert snapshot(tmp_path) == {"checkpoint.pt": b"x"}
+    assert_error(capsys, str(tmp_path), "not a run folder (no checkpoint.pt)")
+    assert snapshot(tmp_path) == {"config.yaml": b"task: quadrotor-hover\n"}
 
 
 def test_eval_zero_episodes_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["eval", str(tmp_path), "--episodes", "0"]) == 2
-    assert_error(capsys, "--episodes must be >= 1")
+    assert_error(capsys, "--episodes must be in [1, 65536], got 0")
 
 
 @pytest.fixture
@@ -243,7 +243,8 @@ def test_argparse_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> Non
         with pytest.raises(SystemExit) as info:
             main(argv)
         assert info.value.code == 2, argv
-        assert "usage: robot-rl" in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert err.startswith("robot-rl") and ": error: " in err and err.count("\n") == 1, err
     with pytest.raises(SystemExit):
         main(["train"])
     assert "the following arguments are required: task" in capsys.readouterr().err

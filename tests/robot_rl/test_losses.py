@@ -65,7 +65,8 @@ def test_ppo_rollout_bootstraps_timeouts_from_final_obs(monkeypatch: pytest.Monk
     model = ActorCritic(2, 1, 1, [4], [4])
     cfg = PPOConfig(num_steps=3, gamma=GAMMA, lam=LAM)
     ppo = PPO(model, cfg, num_envs=2, device=torch.device("cpu"), seed=0)
-    monkeypatch.setattr(model, "value", lambda critic_obs: critic_obs[:, 0])
+    monkeypatch.setattr(model.critic_normalizer, "forward", lambda critic_obs: critic_obs)
+    monkeypatch.setattr(model, "value_normalized", lambda critic_in: critic_in[:, 0])
     actor_obs = torch.zeros(2, 2)
     final_obs = torch.tensor([[123.0], [3.0]])  # world 0 terminated: its final value must be ignored
     for t in range(3):

@@ -158,8 +158,13 @@ def test_foreign_torch_file_is_not_a_checkpoint(tmp_path: Path, fresh_model: tor
 def test_checkpoint_of_another_architecture_does_not_fit(make_cfg: MakeCfg, tmp_path: Path) -> None:
     small = OnPolicyRunner(make_cfg("num_envs=2", "policy.actor_hidden=[8]"), tmp_path, quiet=True)
     path = small.save(0.0)
-    with pytest.raises(CheckpointError, match=re.escape(f"checkpoint '{path}' does not fit this model")):
+    with pytest.raises(
+        CheckpointError, match=re.escape(f"checkpoint '{path}' was trained with policy.actor_hidden=[8]")
+    ):
         OnPolicyRunner(make_cfg("num_envs=2"), tmp_path / "other", resume=path, quiet=True)
+    fresh = build_model(make_cfg("num_envs=2"), small.env)
+    with pytest.raises(CheckpointError, match=re.escape(f"checkpoint '{path}' does not fit this model")):
+        load_checkpoint(path, fresh, None, "cpu")
 
 
 # -------------------------------------------------------------------------------------------------- Ctrl-C
@@ -185,7 +190,10 @@ def test_ctrl_c_saves_a_loadable_checkpoint(
     fresh = build_model(cfg, sim.make(cfg.task, 2, "cpu", cfg.env))
     state = load_checkpoint(ckpt, fresh, None, "cpu")
     assert state["iteration"] == 2 and state["env_steps"] == 2 * cfg.ppo.num_steps * cfg.num_envs
-    assert_same_state(fresh.state_dict(), runner.model.state_dict())
+    # The checkpoint is the state after exactly two whole iterations (not the half-done third one).
+    monkeypatch.undo()
+    two, _ = train(make_cfg("runner.max_iterations=2", "runner.save_interval=100"), tmp_path / "two")
+    assert_same_state(fresh.state_dict(), two.model.state_dict())
     assert not leftovers(tmp_path), leftovers(tmp_path)
     assert len(read_rows(tmp_path / "metrics.csv")) == 2
     assert (tmp_path / "learning_curve.png").read_bytes().startswith(PNG_MAGIC)
