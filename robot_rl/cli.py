@@ -141,7 +141,7 @@ def check_folder_writable(path: Path, what: str) -> None:
 
 def _in_range(name: str, value: float, low: float, high: float) -> None:
     if not (math.isfinite(value) and low <= value <= high):
-        raise ConfigError(f"{name} must be in [{low:g}, {high:g}], got {value}")
+        raise ConfigError(f"{name} must be in [{low:.12g}, {high:.12g}], got {value}")
 
 
 def cmd_train(args: argparse.Namespace) -> int:

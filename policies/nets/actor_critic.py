@@ -59,7 +59,7 @@ class ActorCritic(nn.Module):
     def distribution_normalized(self, actor_in: torch.Tensor) -> Normal:
         """Action distribution for already normalised actor inputs ``[B, D_a]`` (what PPO stores and replays)."""
         mean = self.actor(actor_in)
-        return Normal(mean, self.log_std.exp().expand_as(mean))
+        return Normal(mean, self.log_std.exp().expand_as(mean), validate_args=False)  # PPO checks finiteness itself
 
     def value(self, critic_obs: torch.Tensor) -> torch.Tensor:
         """State value ``[B]`` from raw critic observations ``[B, D_c]``."""

@@ -318,3 +318,116 @@ def test_undeployable_actor_groups_are_refused_before_training(
     assert main([*argv, "--run-root", str(root), *FAST]) == 2
     assert_error(capsys, "policy.actor_obs", "--no-export")
     assert not root.exists()
+
+
+# ------------------------------------------------------------------ every user error: status 2, one line, no files
+@pytest.fixture(scope="module")
+def good_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny trained and exported run (shared, read-only for the tests below)."""
+    root = tmp_path_factory.mktemp("good") / "runs"
+    assert main(["train", TASK, "--max-iterations", "1", "--run-root", str(root), *FAST]) == 0
+    return only_run_dir(root)
+
+
+@pytest.fixture(scope="module")
+def cartpole_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("cart") / "runs"
+    assert (
+        main(["train", "cartpole-balance", "--max-iterations", "1", "--run-root", str(root), "--no-export", *FAST]) == 0
+    )
+    return next((root / "cartpole-balance").iterdir())
+
+
+def _nan_run(src: Path, dst: Path) -> Path:
+    """A copy of ``src`` whose checkpoint holds a NaN weight (as an old, unguarded trainer could have written)."""
+    import shutil
+
+    shutil.copytree(src, dst)
+    state = torch.load(dst / "checkpoint.pt", weights_only=True)
+    state["model"]["actor.0.weight"][0, 0] = float("nan")
+    torch.save(state, dst / "checkpoint.pt")
+    return dst
+
+
+USER_ERRORS: list[Any] = [
+    # train
+    (["train", TASK, "--config", "{tmp}"], "is a folder, not a file"),
+    (["train", TASK, "--config", "{tmp}/binary.yaml"], "cannot be read"),
+    (["train", TASK, "--resume", "{tmp}/binary.yaml"], "is a file; pass the run folder"),
+    (["train", TASK, "--resume", "{cart}"], "is for task 'cartpole-balance', not 'quadrotor-hover'"),
+    (["train", TASK, "--seed", "-1"], "seed must be in [0, 4294967295], got -1"),
+    (["train", TASK, "--seed", str(2**70)], "seed must be in [0, 4294967295]"),
+    (["train", TASK, "--num-envs", str(10**12)], "num_envs must be in [1, 16777216]"),
+    (["train", TASK, "--max-time", "nan"], "runner.max_time_s must be finite and > 0"),
+    (["train", TASK, "--max-iterations", "0"], "runner.max_iterations must be >= 1"),
+    (["train", TASK, "--device", "cuda:7"], "device 'cuda:7'"),
+    (["train", TASK, "--device", "tpu"], "device 'tpu'"),
+    (["train", TASK, "--run-root", "{tmp}/binary.yaml"], "run root '{tmp}/binary.yaml' is a file, not a folder"),
+    (["train", TASK, "--run-root", "{tmp}/binary.yaml/runs"], "cannot be created: '{tmp}/binary.yaml' is a file"),
+    (["train", TASK, "--run-root", "{tmp}/readonly/runs"], "cannot be written: '{tmp}/readonly' is read-only"),
+    (["train", TASK, "--set", "env.robot.max_rpm=.nan"], "robot.max_rpm must be finite and positive"),
+    (["train", TASK, "--set", "env.reward_scales.position=.nan"], "reward_scales.position must be finite"),
+    (["train", TASK, "--num-envs", "abc"], "invalid int value: 'abc'"),
+    # eval
+    (["eval", "{tmp}/binary.yaml"], "is a file, not a run folder"),
+    (["eval", "{run}", "--episodes", str(10**9)], "--episodes must be in [1, 65536]"),
+    (["eval", "{run}", "--device", "cuda:7"], "device 'cuda:7'"),
+    (["eval", "{run}", "--device", "foo"], "device 'foo'"),
+    (["eval", "{nan}"], "holds non-finite values in 'actor.0.weight'"),
+    (["eval", "{readonly_run}"], "run folder '{readonly_run}' cannot be written"),
+    # export
+    (["export", "onnx", "{run}", "--out", "{tmp}/binary.yaml"], "output folder '{tmp}/binary.yaml' is a file"),
+    (["export", "onnx", "{run}", "--out", "{tmp}/binary.yaml/deploy"], "'{tmp}/binary.yaml' is a file"),
+    (["export", "onnx", "{run}", "--out", "{tmp}/readonly/deploy"], "'{tmp}/readonly' is read-only"),
+    (["export", "onnx", "{nan}", "--out", "{tmp}/deploy"], "holds non-finite values in 'actor.0.weight'"),
+    (["export", "onnx", "{tmp}/nowhere"], "run folder '{tmp}/nowhere' does not exist"),
+    (["export", "tflite", "{run}"], "invalid choice: 'tflite'"),
+    # bench
+    (["bench", "--num-envs", "0"], "--num-envs must be in [1, 16777216], got 0"),
+    (["bench", "--seconds", "-1"], "--seconds must be in"),
+    (["bench", "--device", "cuda:7"], "device 'cuda:7'"),
+    (["bench", "--task", "nope"], "unknown task 'nope'"),
+    # top level
+    (["fly"], "invalid choice: 'fly'"),
+]
+
+
+@pytest.mark.parametrize(("argv", "fragment"), USER_ERRORS, ids=[" ".join(a[:3]) for a, _ in USER_ERRORS])
+def test_every_user_error_exits_2_with_one_line_and_writes_nothing(
+    tmp_path: Path,
+    good_run: Path,
+    cartpole_run: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    fragment: str,
+) -> None:
+    import os
+
+    (tmp_path / "binary.yaml").write_bytes(b"\xff\xfe\x00garbage")
+    (tmp_path / "readonly").mkdir()
+    readonly_run = tmp_path / "readonly_run"
+    import shutil
+
+    shutil.copytree(good_run, readonly_run)
+    nan_run = _nan_run(good_run, tmp_path / "nan_run")
+    # Root ignores permission bits, so read-only folders are simulated where the CLI asks: os.access.
+    ro = (str(tmp_path / "readonly"), str(readonly_run))
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: str(p) not in ro and real_access(p, mode, **kw))
+    names = {"tmp": tmp_path, "run": good_run, "cart": cartpole_run, "nan": nan_run, "readonly_run": readonly_run}
+    argv = [a.format(**names) for a in argv]
+    before, before_run = snapshot(tmp_path), snapshot(good_run)
+    dirs_before = sorted(p for p in tmp_path.rglob("*") if p.is_dir())
+    if argv[0] == "train":
+        argv += ["--quiet"] + (["--run-root", str(tmp_path / "runs")] if "--run-root" not in argv else [])
+    try:
+        status = main(argv)
+    except SystemExit as exc:  # argparse's own usage errors
+        status = exc.code
+    assert status == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and ": error: " in err, err
+    assert fragment.format(**names) in err, err
+    assert snapshot(tmp_path) == before and snapshot(good_run) == before_run
+    assert sorted(p for p in tmp_path.rglob("*") if p.is_dir()) == dirs_before
