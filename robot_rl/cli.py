@@ -23,6 +23,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
+from firmware_export.graph import UnsupportedModelError
+from firmware_export.targets import TARGETS as FIRMWARE_TARGETS
+from firmware_export.targets import ToolchainError
 from policies.runtime.contract import ContractError
 from robot_rl.algorithms.ppo import TrainingDivergedError
 from robot_rl.checkpoint import CheckpointError, read_checkpoint
@@ -34,7 +37,16 @@ from sim.vec_env import TaskConfigError
 if TYPE_CHECKING:
     from robot_rl.runner import TrainResult
 
-USER_ERRORS = (ConfigError, TaskConfigError, ContractError, CheckpointError, UnknownTaskError, OSError)
+USER_ERRORS = (
+    ConfigError,
+    TaskConfigError,
+    ContractError,
+    CheckpointError,
+    UnknownTaskError,
+    UnsupportedModelError,
+    ToolchainError,
+    OSError,
+)
 MAX_EPISODES = 1 << 16
 """Most evaluation episodes one ``eval`` may run (one world each)."""
 
@@ -85,6 +97,14 @@ def build_parser() -> argparse.ArgumentParser:
     onnx = ex_sub.add_parser("onnx", help="ONNX graph with the deployment contract inside (+ contract.yaml)")
     onnx.add_argument("run", type=Path, help="run folder")
     onnx.add_argument("--out", type=Path, help="output folder (default: the run folder)")
+    fw = ex_sub.add_parser(
+        "firmware", help="dependency-free C99 for a microcontroller, built, sized and verified against onnxruntime"
+    )
+    fw.add_argument("source", type=Path, help="run folder or exported policy.onnx")
+    fw.add_argument("--target", default="cortex-m4f", choices=list(FIRMWARE_TARGETS), help="default: cortex-m4f")
+    fw.add_argument("--out", type=Path, help="output folder (default: firmware-<target> beside the policy)")
+    fw.add_argument("--vectors", type=int, default=1000, help="random observations to verify (default: 1000)")
+    fw.add_argument("--no-verify", action="store_true", help="generate, build and size only")
 
     bench = sub.add_parser("bench", help="measure environment steps per second")
     bench.add_argument("--task", default="quadrotor-hover", help="task to step (default: quadrotor-hover)")
@@ -250,7 +270,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    """``robot-rl export onnx RUN``."""
+    """``robot-rl export onnx RUN`` and ``robot-rl export firmware RUN|ONNX``."""
+    if args.format == "firmware":
+        return cmd_export_firmware(args)
     from robot_rl.run import export_run, load_run
 
     if args.out is not None:
@@ -259,6 +281,30 @@ def cmd_export(args: argparse.Namespace) -> int:
     check_folder_writable(args.out or args.run, "output folder")
     path = export_run(run, args.out)
     print(f"wrote {path} and {path.parent / 'contract.yaml'}")
+    return 0
+
+
+def cmd_export_firmware(args: argparse.Namespace) -> int:
+    """``robot-rl export firmware``: C99 for a microcontroller with its report (nothing written on failure)."""
+    import tempfile
+
+    from firmware_export.export import export_firmware
+
+    _in_range("--vectors", args.vectors, 1, 100_000)
+    src: Path = args.source
+    if not src.exists():
+        raise CheckpointError(f"'{src}' does not exist (expected a run folder or a policy.onnx)")
+    out = args.out or (src if src.is_dir() else src.parent) / f"firmware-{args.target}"
+    check_folder_writable(out, "output folder")
+    with tempfile.TemporaryDirectory(prefix="robot-rl-onnx-") as tmp:
+        onnx_path = src
+        if src.is_dir():  # export the checkpoint's actor first (the run's own config, as `export onnx` does)
+            from robot_rl.run import export_run, load_run
+
+            onnx_path = export_run(load_run(src), Path(tmp))
+        report = export_firmware(onnx_path, out, args.target, args.vectors, verify=not args.no_verify)
+    print("\n".join(report.lines()))
+    print(f"wrote {out} (rr_policy.h/.c, rr_safety.h/.c, rr_example_task.c, rr_policy.mk, firmware_report.yaml)")
     return 0
 
 

@@ -1,0 +1,276 @@
+"""An ONNX graph reduced to what a microcontroller runs: static shapes, folded constants, supported operators.
+
+:func:`load_graph` reads the model with the ``onnx`` package, binds a symbolic leading (batch) dimension of the
+single input to 1 (the C function computes one sample per call), infers every shape, and evaluates every node whose
+inputs are all constant (``Constant``, ``Sqrt`` of a variance, ``Identity`` of a weight, ...) at export time with
+numpy. What is left are the nodes the generated C computes. An operator without a C kernel, a dimension that stays
+symbolic, or a shape that depends on run-time data is refused with :class:`UnsupportedModelError` naming the node.
+
+Every operator also has a numpy implementation here (:data:`NUMPY_OPS`): it folds constants and gives a reference
+independent of both onnxruntime and the C code.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+C_OPS = (
+    "Gemm", "MatMul", "Add", "Sub", "Mul", "Div", "Max", "Min", "Relu", "Tanh", "Sigmoid", "Elu", "LeakyRelu",
+    "Clip", "Neg", "Concat", "Reshape", "Flatten", "Identity",
+)  # fmt: skip
+"""Operators the generated C computes (``Constant`` is always folded away)."""
+
+
+class UnsupportedModelError(ValueError):
+    """The model cannot become static C: unsupported operator, symbolic shape, non-float tensor, NaN weight."""
+
+
+@dataclass
+class Node:
+    """One computed node: ``op`` on ``inputs`` (tensor names) giving ``output``, with its ONNX attributes."""
+
+    op: str
+    name: str
+    inputs: list[str]
+    output: str
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Graph:
+    """A static, float32, single-input single-output graph in execution order.
+
+    Attributes:
+        input_name: Name of the graph input, shape ``shapes[input_name]`` (batch bound to 1).
+        output_name: Name of the graph output.
+        nodes: Nodes the C code computes, in a valid execution order.
+        constants: Folded and initializer tensors used by ``nodes`` (float32).
+        shapes: Static shape of every tensor.
+    """
+
+    input_name: str
+    output_name: str
+    nodes: list[Node]
+    constants: dict[str, np.ndarray]
+    shapes: dict[str, tuple[int, ...]]
+
+    def run(self, x: np.ndarray) -> np.ndarray:
+        """Evaluate the graph with numpy on one input of shape ``shapes[input_name]`` (a reference)."""
+        values: dict[str, np.ndarray] = {**self.constants, self.input_name: np.asarray(x, dtype=np.float32)}
+        for n in self.nodes:
+            values[n.output] = NUMPY_OPS[n.op]([values[i] for i in n.inputs], n.attrs).astype(np.float32)
+        return values[self.output_name]
+
+    @property
+    def parameters(self) -> int:
+        """Number of constant values the C code stores (weights, biases, normaliser statistics, limits)."""
+        used = {i for n in self.nodes for i in n.inputs}
+        return int(sum(v.size for k, v in self.constants.items() if k in used))
+
+    @property
+    def macs(self) -> int:
+        """Multiply-accumulates of one inference in ``Gemm`` / ``MatMul`` nodes."""
+        total = 0
+        for n in self.nodes:
+            if n.op in ("Gemm", "MatMul"):
+                total += int(np.prod(self.shapes[n.output])) * gemm_k(self, n)
+        return total
+
+
+def gemm_k(graph: Graph, node: Node) -> int:
+    """Inner dimension ``K`` of a ``Gemm`` / ``MatMul`` node."""
+    a = graph.shapes[node.inputs[0]]
+    return a[0] if node.attrs.get("transA", 0) else a[-1]
+
+
+# ------------------------------------------------------------------------------------------------ numpy ops
+def _gemm(x: list[np.ndarray], a: dict[str, Any]) -> np.ndarray:
+    m = x[0].T if a.get("transA", 0) else x[0]
+    w = x[1].T if a.get("transB", 0) else x[1]
+    y = a.get("alpha", 1.0) * (m @ w)
+    return y + a.get("beta", 1.0) * x[2] if len(x) > 2 else y
+
+
+def _clip(x: list[np.ndarray], a: dict[str, Any]) -> np.ndarray:
+    lo = x[1] if len(x) > 1 and x[1] is not None else a.get("min", -np.inf)
+    hi = x[2] if len(x) > 2 and x[2] is not None else a.get("max", np.inf)
+    return np.minimum(np.maximum(x[0], lo), hi)
+
+
+def _reshape(x: list[np.ndarray], a: dict[str, Any]) -> np.ndarray:
+    return x[0].reshape(reshape_target(x[0].shape, [int(v) for v in x[1]]))
+
+
+def reshape_target(shape: tuple[int, ...], spec: list[int]) -> tuple[int, ...]:
+    """ONNX ``Reshape`` semantics: ``0`` copies a dimension, ``-1`` is inferred."""
+    out = [shape[i] if v == 0 else v for i, v in enumerate(spec)]
+    if -1 in out:
+        known = int(np.prod([v for v in out if v != -1]))
+        out[out.index(-1)] = int(np.prod(shape)) // max(known, 1)
+    return tuple(out)
+
+
+def _flatten(x: list[np.ndarray], a: dict[str, Any]) -> np.ndarray:
+    axis = a.get("axis", 1)
+    return x[0].reshape(int(np.prod(x[0].shape[:axis])), -1)
+
+
+NUMPY_OPS: dict[str, Callable[[list[np.ndarray], dict[str, Any]], np.ndarray]] = {
+    "Gemm": _gemm,
+    "MatMul": lambda x, a: x[0] @ x[1],
+    "Add": lambda x, a: x[0] + x[1],
+    "Sub": lambda x, a: x[0] - x[1],
+    "Mul": lambda x, a: x[0] * x[1],
+    "Div": lambda x, a: x[0] / x[1],
+    "Max": lambda x, a: functools.reduce(np.maximum, x),
+    "Min": lambda x, a: functools.reduce(np.minimum, x),
+    "Relu": lambda x, a: np.maximum(x[0], 0),
+    "Tanh": lambda x, a: np.tanh(x[0]),
+    "Sigmoid": lambda x, a: 1.0 / (1.0 + np.exp(-x[0])),
+    "Elu": lambda x, a: np.where(x[0] > 0, x[0], a.get("alpha", 1.0) * np.expm1(np.minimum(x[0], 0))),
+    "LeakyRelu": lambda x, a: np.where(x[0] >= 0, x[0], a.get("alpha", 0.01) * x[0]),
+    "Clip": _clip,
+    "Neg": lambda x, a: -x[0],
+    "Concat": lambda x, a: np.concatenate(x, axis=a["axis"]),
+    "Reshape": _reshape,
+    "Flatten": _flatten,
+    "Identity": lambda x, a: x[0],
+    "Sqrt": lambda x, a: np.sqrt(x[0]),
+    "Reciprocal": lambda x, a: 1.0 / x[0],
+    "Exp": lambda x, a: np.exp(x[0]),
+    "Cast": lambda x, a: x[0].astype(np.float32),
+    "Unsqueeze": lambda x, a: np.expand_dims(x[0], tuple(int(v) for v in (x[1] if len(x) > 1 else a["axes"]))),
+    "Squeeze": lambda x, a: np.squeeze(x[0], tuple(int(v) for v in (x[1] if len(x) > 1 else a["axes"]))),
+}
+
+
+# ---------------------------------------------------------------------------------------------- loading
+def load_graph(path: str | Path) -> Graph:
+    """Read an ONNX file into a static :class:`Graph` (see the module docstring).
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        UnsupportedModelError: Naming the node, tensor or dimension that cannot become static C.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"ONNX file not found: {path}")
+    try:
+        model = onnx.load(str(path))
+    except Exception as exc:
+        raise UnsupportedModelError(f"{path} is not a valid ONNX model: {exc}") from None
+    return from_model(model)
+
+
+def from_model(model: onnx.ModelProto) -> Graph:
+    """:func:`load_graph` on an in-memory model."""
+    g = model.graph
+    inits = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    inputs = [i for i in g.input if i.name not in inits]
+    if len(inputs) != 1 or len(g.output) != 1:
+        raise UnsupportedModelError(f"the graph needs one input and one output, has {len(inputs)} and {len(g.output)}")
+    inp = inputs[0]
+    if inp.type.tensor_type.elem_type != onnx.TensorProto.FLOAT:
+        raise UnsupportedModelError(f"input '{inp.name}' is not float32")
+    dims = list(inp.type.tensor_type.shape.dim)
+    shape = []
+    for i, d in enumerate(dims):
+        if d.HasField("dim_value"):
+            shape.append(int(d.dim_value))
+        elif i == 0:
+            shape.append(1)  # the batch: one sample per call
+        else:
+            raise UnsupportedModelError(
+                f"input '{inp.name}' has a symbolic dimension {i} ('{d.dim_param}'); only the batch may be symbolic"
+            )
+    consts: dict[str, np.ndarray] = {}
+    for name, arr in inits.items():
+        consts[name] = _float_constant(name, arr)
+    shapes: dict[str, tuple[int, ...]] = {inp.name: tuple(shape)}
+    shapes.update({k: tuple(v.shape) for k, v in consts.items()})
+    nodes: list[Node] = []
+    for raw in g.node:
+        node = _node(raw)
+        if node.op == "Constant":
+            consts[node.output] = _float_constant(node.output, node.attrs["value"])
+            shapes[node.output] = tuple(consts[node.output].shape)
+            continue
+        missing = [i for i in node.inputs if i and i not in shapes]
+        if missing:
+            raise UnsupportedModelError(f"node '{node.name}' ({node.op}) reads unknown tensor(s) {missing}")
+        if all(i in consts for i in node.inputs if i):
+            if node.op not in NUMPY_OPS:
+                raise UnsupportedModelError(f"node '{node.name}': operator {node.op} is not supported")
+            value = NUMPY_OPS[node.op]([consts[i] for i in node.inputs if i], node.attrs)
+            consts[node.output] = _float_constant(node.output, np.asarray(value))
+            shapes[node.output] = tuple(consts[node.output].shape)
+            continue
+        if node.op not in C_OPS:
+            raise UnsupportedModelError(
+                f"node '{node.name}': operator {node.op} is not supported on a microcontroller "
+                f"(supported: {', '.join(C_OPS)})"
+            )
+        shapes[node.output] = _infer(node, shapes, consts)
+        nodes.append(node)
+    out = g.output[0].name
+    if out not in shapes:
+        raise UnsupportedModelError(f"graph output '{out}' is not produced by any node")
+    if out in consts:
+        raise UnsupportedModelError(f"graph output '{out}' does not depend on the input")
+    return Graph(inp.name, out, nodes, consts, shapes)
+
+
+def _node(raw: onnx.NodeProto) -> Node:
+    attrs = {}
+    for a in raw.attribute:
+        value = onnx.helper.get_attribute_value(a)
+        if isinstance(value, onnx.TensorProto):
+            value = numpy_helper.to_array(value)
+        elif isinstance(value, bytes):
+            value = value.decode()
+        attrs[a.name] = value
+    if len(raw.output) != 1:
+        raise UnsupportedModelError(
+            f"node '{raw.name}' ({raw.op_type}) has {len(raw.output)} outputs; one is supported"
+        )
+    return Node(raw.op_type, raw.name or raw.output[0], list(raw.input), raw.output[0], attrs)
+
+
+def _float_constant(name: str, arr: np.ndarray) -> np.ndarray:
+    if arr.dtype.kind not in "fiu":
+        raise UnsupportedModelError(f"tensor '{name}' has dtype {arr.dtype}; only numbers are supported")
+    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+        raise UnsupportedModelError(f"tensor '{name}' holds non-finite values (NaN or inf weights)")
+    return arr if arr.dtype.kind in "iu" else arr.astype(np.float32)
+
+
+def _infer(node: Node, shapes: dict[str, tuple[int, ...]], consts: dict[str, np.ndarray]) -> tuple[int, ...]:
+    """Static output shape of a computed node (numpy on zeros of the input shapes: same rules as the C code)."""
+    ins = [i for i in node.inputs if i]
+    if node.op in ("Gemm", "MatMul"):
+        if node.inputs[1] not in consts or (len(ins) > 2 and ins[2] not in consts):
+            raise UnsupportedModelError(f"node '{node.name}' ({node.op}): weights and bias must be constant")
+        if len(shapes[ins[0]]) != 2 or len(shapes[ins[1]]) != 2 or node.attrs.get("transA", 0):
+            raise UnsupportedModelError(f"node '{node.name}' ({node.op}): only [M, K] x [K, N] products are supported")
+    if node.op == "Reshape" and node.inputs[1] not in consts:
+        raise UnsupportedModelError(f"node '{node.name}' (Reshape): the target shape depends on run-time data")
+    if node.op == "Clip":
+        dynamic = [i for i in ins[1:] if i not in consts]
+        if dynamic:
+            raise UnsupportedModelError(f"node '{node.name}' (Clip): its bounds {dynamic} must be constant")
+    probe = [consts[i] if i in consts else np.zeros(shapes[i], dtype=np.float32) for i in ins]
+    try:
+        out = NUMPY_OPS[node.op](probe, node.attrs)
+    except Exception as exc:
+        raise UnsupportedModelError(
+            f"node '{node.name}' ({node.op}): shapes {[p.shape for p in probe]}: {exc}"
+        ) from None
+    return tuple(np.asarray(out).shape)
