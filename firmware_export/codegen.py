@@ -71,6 +71,11 @@ def generate(graph: Graph, contract: Contract, prefix: str = "rr") -> CSources:
     Raises:
         UnsupportedModelError: The graph's input or output size disagrees with the contract.
     """
+    if (graph.input_name, graph.output_name) != (contract.input_name, contract.output_name):
+        raise UnsupportedModelError(
+            f"graph input/output are '{graph.input_name}'/'{graph.output_name}', the contract names "
+            f"'{contract.input_name}'/'{contract.output_name}'"
+        )
     d_in = int(np.prod(graph.shapes[graph.input_name]))
     d_out = int(np.prod(graph.shapes[graph.output_name]))
     if d_in != contract.obs_dim or d_out != contract.action.size:

@@ -47,7 +47,7 @@ static void rr_credit(rr_tank *t, rr_real injected, rr_real harvest_rate, rr_rea
     rr_real harvested = t->tank < t->t_max ? harvest_rate * dt : 0;
     rr_real v = t->tank - injected + harvested;
     rr_real overflow = v - t->t_max > 0 ? v - t->t_max : 0;
-    t->tank = v - overflow;
+    t->tank = overflow > 0 ? t->t_max : v; /* exactly T_max: no round-off just below it */
     r->injected = injected;
     r->harvested = harvested;
     r->overflow = overflow;

@@ -125,7 +125,7 @@ class EnergyTank:
         harvested = harvest_rate * dt if self.tank < self.params.t_max else 0.0
         t = self.tank - injected + harvested
         overflow = max(0.0, t - self.params.t_max)
-        self.tank = t - overflow
+        self.tank = self.params.t_max if overflow > 0 else t  # exactly T_max: no round-off just below it
         return injected, harvested, overflow
 
     def _alpha(self, e_hat: float) -> float:

@@ -8,11 +8,11 @@ randomisation on) or, failing that, an evaluation return far above the untrained
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
-from policies.nets.export import export_onnx
 from policies.runtime import OnnxPolicy
 from robot_rl.config import load_config
 from robot_rl.evaluate import EVAL_SEED_OFFSET, evaluate_env, make_eval_env
@@ -43,29 +43,25 @@ def test_ppo_learns_to_balance_the_cartpole(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_ppo_learns_to_hover_the_quadrotor(tmp_path: Path) -> None:
-    """The main task: from crashing within a second to flying every randomised episode, in a fixed budget; then the
-    exported ONNX policy flies the same evaluation in closed loop with the same result."""
-    overrides = ["runner.max_iterations=60", "runner.eval_interval=0", "runner.stop_on_success=false"]
-    cfg = load_config("quadrotor-hover", None, overrides)  # 4096 worlds: 60 iterations are 3.9 M steps
-    runner = OnPolicyRunner(cfg, tmp_path, quiet=True)
-    before = runner.evaluate(randomize=True).summary()
-    runner.train()
-    after = runner.evaluate(randomize=True).summary()
+def test_ppo_learns_to_hover_the_quadrotor(trained_hover: Any) -> None:
+    """The main task: from crashing within a second to flying every randomised episode, in a fixed budget
+    (``tests/conftest.py``); then the exported ONNX policy flies the same evaluation in closed loop with the same
+    result."""
+    before, after = trained_hover.before, trained_hover.after
     assert before["crash_free_rate"] < 0.1, "the untrained policy should crash"
     assert after["crash_free_rate"] >= 0.9, after
     assert after["tail_position_error_m"] < 0.3, after
     assert after["return_mean"] > before["return_mean"] + 10.0
 
     # The exported graph flies the same episodes in closed loop: ONNX commands (RPM) -> normalised actions -> sim.
-    path = export_onnx(runner.model, runner.env.contract(["policy"]), tmp_path / "export")
-    deployed = OnnxPolicy(path, num_envs=cfg.runner.eval_episodes)
+    cfg = load_config("quadrotor-hover", None, list(trained_hover.overrides))
+    deployed = OnnxPolicy(trained_hover.onnx, num_envs=cfg.runner.eval_episodes)
 
     def onnx_policy(obs: Obs) -> torch.Tensor:
         command = deployed.run_obs(obs["policy"].cpu().numpy())
         return torch.from_numpy(deployed.normalized_action(command))
 
-    env = make_eval_env(cfg.task, cfg.env, cfg.runner.eval_episodes, runner.device, randomize=True)
+    env = make_eval_env(cfg.task, cfg.env, cfg.runner.eval_episodes, torch.device("cpu"), randomize=True)
     flown = evaluate_env(env, onnx_policy, seed=cfg.seed + EVAL_SEED_OFFSET).summary()
     assert flown["crash_free_rate"] == after["crash_free_rate"]
     assert flown["tail_position_error_m"] == pytest.approx(after["tail_position_error_m"], abs=2e-3)
