@@ -1,6 +1,6 @@
 # robot-rl: two commands do everything (set-up included).
 #   make demo   create .venv, install, train quadrotor-hover to its success criterion, evaluate, export ONNX
-#   make test   create .venv, install test tools, then ruff + mypy + pytest
+#   make test   create .venv, install test tools (and the ARM toolchain + QEMU from apt), then ruff + mypy + pytest
 # Re-running is fast: the install step is skipped while pyproject.toml is unchanged.
 
 PYTHON ?= python3
@@ -10,7 +10,11 @@ STAMP  := $(VENV)/.robot-rl-installed
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export HF_HUB_OFFLINE := 1
 
-.PHONY: demo test lint bench install clean
+.PHONY: demo test lint bench install system-deps clean
+
+# Debian packages the firmware tests need: the ARM cross compiler, its C library, and QEMU for the Cortex-M4F.
+APT_PACKAGES := gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,7 +35,13 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: lint
+# Idempotent: nothing is installed when the tools are already there.
+system-deps:
+	@command -v arm-none-eabi-gcc >/dev/null && command -v qemu-system-arm >/dev/null \
+	  && [ -f /usr/lib/arm-none-eabi/newlib/thumb/v7e-m+fp/hard/librdimon.a ] \
+	  || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(APT_PACKAGES); }
+
+test: lint system-deps
 	OMP_WAIT_POLICY=PASSIVE $(BIN)/pytest -n 2 --durations=15
 
 bench: $(STAMP)

@@ -71,7 +71,7 @@ void rr_tank_torque(rr_tank *t, const rr_real *tau, const rr_real *q, const rr_r
     for (i = 0; i < t->n; ++i) e_hat += tau[i] * qdot[i];
     e_hat *= dt;
     budget = t->tank - t->t_min - t->margin;
-    if (e_hat <= budget) {
+    if (e_hat <= budget || e_hat <= 0) { /* fits, or predicted to give energy back (or none) */
         alpha = 1;
     } else {
         alpha = budget / e_hat;

@@ -11,7 +11,7 @@ formulas as in ``shared/references.md``.
    ``H = sigma * qdot_{k-1}ᵀ D qdot_{k-1} dt`` (``sigma = 1`` while ``T < T_max``):
    ``T <- T - E + H``, and whatever exceeds ``T_max`` is discarded (reported as ``overflow``).
 2. *Predict* the energy the new command would inject, ``E_hat = tauᵀ qdot_k dt``, and scale the command by
-   ``alpha = 1`` if ``E_hat <= T - T_min - M``, else ``clip((T - T_min - M) / E_hat, 0, 1)``.
+   ``alpha = 1`` if ``E_hat <= T - T_min - M`` or ``E_hat <= 0``, else ``clip((T - T_min - M) / E_hat, 0, 1)``.
 
 **Set-point commands** (``kind: position``, an impedance controller with stiffness ``K`` and damping ``D``): the
 virtual spring stores ``V(e) = ½ eᵀ K e`` with ``e = q_d - q``. Moving the set-point from ``q_d`` to
@@ -130,7 +130,7 @@ class EnergyTank:
 
     def _alpha(self, e_hat: float) -> float:
         budget = self.tank - self.params.t_min - self.params.margin
-        if e_hat <= budget:
+        if e_hat <= budget or e_hat <= 0.0:  # fits, or predicted to give energy back (or none)
             return 1.0
         return float(min(1.0, max(0.0, budget / e_hat)))
 
