@@ -297,3 +297,81 @@ def test_cli_export_firmware_end_to_end(trained_hover: Any, tmp_path: Path, caps
     assert main(["export", "firmware", str(tmp_path / "nope.onnx")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "does not exist" in err
+
+
+def test_c_observation_builder_matches_the_runtime_builder(save_model: SaveModel, tmp_path: Path) -> None:
+    """Same terms, scales, histories (newest first), fresh-history fill and NaN refusal as ObservationBuilder."""
+    from firmware_export.codegen import generate
+    from policies.runtime.contract import ActionSpec, ObservationTerm
+    from policies.runtime.observation import ObservationBuilder
+
+    terms = [
+        ObservationTerm("base ang-vel", 3, "ang_vel", scale=0.25, history=2),
+        ObservationTerm("joint_pos", 4, "joint_pos", scale=1.5, history=3),
+        ObservationTerm("last_action", 4, "last_action"),
+    ]
+    c = Contract("obs-test", 0.01, terms, ActionSpec(4, list("abcd"), "normalized", [1.0] * 4, [0.0] * 4,
+                 [-9.0] * 4, [9.0] * 4), input_name="x", output_name="y")  # fmt: skip
+    w = numpy_helper.from_array(np.ones((22, 4), dtype=np.float32), "W")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 22])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])],
+        [w],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    sources = generate(from_model(model), c).files
+    for name, text in sources.items():
+        (tmp_path / name).write_text(text)
+    rng = np.random.default_rng(7)
+    steps = 8
+    sig = {s: rng.normal(0, 1, (steps, n)).astype(np.float32) for s, n in (("ang_vel", 3), ("joint_pos", 4),
+                                                                          ("last_action", 4))}  # fmt: skip
+    sig["joint_pos"][5, 2] = np.nan  # refused at step 5
+    fill = "\n".join(
+        f"        for (i = 0; i < {n}; ++i) s.{name}[i] = {name.upper()}[k * {n} + i];"
+        for name, n in (("ang_vel", 3), ("joint_pos", 4), ("last_action", 4))
+    )
+    arrays = "".join(
+        _c_array(name.upper(), np.nan_to_num(sig[name], nan=1e30), "float")
+        for name in ("ang_vel", "joint_pos", "last_action")
+    )
+    body = f"""#include <stdio.h>
+#include <math.h>
+#include "rr_policy.h"
+{arrays}
+int main(void) {{
+    rr_obs_state st; rr_signals s; float obs[RR_OBS_DIM]; int k, i, rc;
+    rr_obs_reset(&st);
+    for (k = 0; k < {steps}; ++k) {{
+{fill}
+        for (i = 0; i < 4; ++i) if (s.joint_pos[i] == 1e30f) s.joint_pos[i] = NAN;
+        if (k == 3) rr_obs_reset(&st);
+        rc = rr_obs_build(&st, &s, obs);
+        printf("%d", rc);
+        for (i = 0; i < RR_OBS_DIM; ++i) printf(" %.9g", (double)obs[i]);
+        printf("\\n");
+    }}
+    return 0;
+}}
+"""
+    (tmp_path / "main.c").write_text(body)
+    cmd = ["cc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "main.c", "rr_policy.c", "-lm", "-o", "obs"]
+    subprocess.run(cmd, cwd=tmp_path, check=True, capture_output=True)
+    rows = [
+        r.split() for r in subprocess.run([str(tmp_path / "obs")], capture_output=True, text=True).stdout.splitlines()
+    ]
+    builder = ObservationBuilder(terms, 1, xp=np)
+    last = None
+    for k, row in enumerate(rows):
+        if k == 3:
+            builder.reset()
+        if k == 5:
+            assert int(row[0]) == -3  # RR_ERR_NONFINITE_SIGNAL, histories untouched (checked at step 6)
+            continue
+        expected = builder({s: v[k : k + 1] for s, v in sig.items()})[0]
+        assert int(row[0]) == 0
+        np.testing.assert_array_equal(np.array(row[1:], dtype=np.float32), expected)
+        last = expected
+    assert last is not None

@@ -382,6 +382,12 @@ USER_ERRORS: list[Any] = [
     (["export", "onnx", "{nan}", "--out", "{tmp}/deploy"], "holds non-finite values in 'actor.0.weight'"),
     (["export", "onnx", "{tmp}/nowhere"], "run folder '{tmp}/nowhere' does not exist"),
     (["export", "tflite", "{run}"], "invalid choice: 'tflite'"),
+    (["export", "firmware", "{tmp}/nowhere"], "'{tmp}/nowhere' does not exist"),
+    (["export", "firmware", "{run}", "--target", "z80"], "invalid choice: 'z80'"),
+    (["export", "firmware", "{run}", "--vectors", "0"], "--vectors must be in [1, 100000], got 0"),
+    (["export", "firmware", "{run}", "--out", "{tmp}/binary.yaml"], "output folder '{tmp}/binary.yaml' is a file"),
+    (["export", "firmware", "{tmp}/binary.yaml"], "is not a valid ONNX model"),
+    (["export", "firmware", "{nan}", "--out", "{tmp}/fw"], "holds non-finite values in 'actor.0.weight'"),
     # bench
     (["bench", "--num-envs", "0"], "--num-envs must be in [1, 16777216], got 0"),
     (["bench", "--seconds", "-1"], "--seconds must be in"),
