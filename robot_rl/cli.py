@@ -18,10 +18,14 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
+
+import torch.distributed
 
 from firmware_export.graph import UnsupportedModelError
 from firmware_export.targets import TARGETS as FIRMWARE_TARGETS
@@ -29,7 +33,8 @@ from firmware_export.targets import ToolchainError
 from policies.runtime.contract import ContractError
 from robot_rl.algorithms.ppo import TrainingDivergedError
 from robot_rl.checkpoint import CheckpointError, read_checkpoint
-from robot_rl.config import MAX_NUM_ENVS, check_device
+from robot_rl.config import MAX_NUM_ENVS, TrainConfig, check_device
+from robot_rl.distributed import DistributedConfigError, from_environment, launched_by_torchrun
 from robot_rl.typed_config import ConfigError
 from sim.registry import UnknownTaskError
 from sim.vec_env import TaskConfigError
@@ -45,6 +50,7 @@ USER_ERRORS = (
     UnknownTaskError,
     UnsupportedModelError,
     ToolchainError,
+    DistributedConfigError,
     OSError,
 )
 MAX_EPISODES = 1 << 16
@@ -83,6 +89,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="override a config key, e.g. ppo.learning_rate=3e-4",
     )
     train.add_argument("--resume", type=Path, metavar="RUN", help="continue from a run folder's checkpoint")
+    train.add_argument(
+        "--nproc",
+        type=int,
+        metavar="N",
+        help="data-parallel processes on this machine (execs torchrun --standalone --nproc-per-node N); "
+        "for several machines run torchrun yourself (docs/distributed.md)",
+    )
     train.add_argument("--run-root", help="parent folder of run folders (default: runs)")
     train.add_argument("--no-export", action="store_true", help="skip the ONNX export at the end")
     train.add_argument("--quiet", action="store_true", help="no progress bar and no TensorBoard files")
@@ -119,14 +132,30 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``robot-rl`` console script; returns the exit status (see the module docstring)."""
     args = build_parser().parse_args(argv)
+    previous = signal.getsignal(signal.SIGTERM)
+    if threading.current_thread() is threading.main_thread():  # SIGTERM unwinds: temp files are cleaned up
+        signal.signal(signal.SIGTERM, _terminated)
     try:
         return COMMANDS[args.command](args)
     except USER_ERRORS as exc:
         return _fail(_describe(exc), 2)
     except TrainingDivergedError as exc:
         return _fail(str(exc), 1)
+    except torch.distributed.DistError as exc:  # another rank died: this one stops too, checkpoints untouched
+        return _fail(
+            f"a process of the data-parallel job failed ({type(exc).__name__}); the last checkpoint is kept", 1
+        )
     except KeyboardInterrupt:
         return _fail("interrupted (Ctrl-C); files are written atomically, nothing is half-written", 130)
+    finally:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _terminated(signum: int, frame: object) -> None:
+    """SIGTERM (e.g. torchrun stopping the job after another rank died): unwind like an exception, so atomic
+    writes remove their temporary files; no checkpoint is written on the way out."""
+    raise SystemExit(128 + signum)
 
 
 def _fail(message: str, status: int) -> int:
@@ -192,9 +221,14 @@ def cmd_train(args: argparse.Namespace) -> int:
         saved = read_checkpoint(resume)["config"]  # continue with the run's own config unless told otherwise
     cfg = load_config(args.task, args.config, overrides, base=saved, base_name=f"checkpoint '{resume}'")
     check_folder_writable(Path(cfg.run_root), "run root")
-    runner = OnPolicyRunner(cfg, Path("."), resume=resume, quiet=args.quiet)  # validates before any file is made
+    if args.nproc is not None:
+        return exec_torchrun(args.nproc, cfg)
+    role, device = from_environment(cfg.device)
+    # Validates everything before any file is made.
+    runner = OnPolicyRunner(cfg, Path("."), resume=resume, quiet=args.quiet, dist=role, device=device)
+    say = print if role.is_main else _silent
     if runner.resume_note:
-        print(f"resuming: {runner.resume_note}")
+        say(f"resuming: {runner.resume_note}")
     if not args.no_export:  # refuse an undeployable actor before training, not after
         try:
             runner.env.contract(cfg.policy.actor_obs)
@@ -208,16 +242,55 @@ def cmd_train(args: argparse.Namespace) -> int:
             f"runner.max_iterations={cfg.runner.max_iterations} counts all iterations and the checkpoint is already "
             f"at {runner.iteration}; raise --max-iterations to train further"
         )
-    runner.run_dir = new_run_dir(cfg)
-    print(f"training {cfg.task} with {cfg.num_envs} worlds on {cfg.device}; run folder {runner.run_dir}")
-    result = runner.train()
+    if role.is_main:
+        runner.run_dir = new_run_dir(cfg)
+    ranks = f" in {role.world_size} processes" if role.world_size > 1 else ""
+    say(f"training {cfg.task} with {cfg.num_envs} worlds{ranks} on {device}; run folder {runner.run_dir}")
+    try:
+        result = runner.train()
+    finally:
+        role.close()
     if result.interrupted:
-        print(
-            f"\ninterrupted after {result.iterations} iterations; checkpoint saved: {runner.run_dir / 'checkpoint.pt'}"
-        )
-        print(f"resume with: robot-rl train {cfg.task} --resume {runner.run_dir}")
+        say(f"\ninterrupted after {result.iterations} iterations; checkpoint saved: {runner.run_dir / 'checkpoint.pt'}")
+        say(f"resume with: robot-rl train {cfg.task} --resume {runner.run_dir}")
         return 130
+    if not role.is_main:
+        return 0
     return finish_run(runner.run_dir, result, export=not args.no_export)
+
+
+def _silent(*args: object, **kwargs: object) -> None:
+    """``print`` for ranks other than 0."""
+
+
+def exec_torchrun(nproc: int, cfg: TrainConfig) -> int:
+    """Replace this process by ``torchrun --standalone --nproc-per-node N`` running the same command without
+    ``--nproc`` (after checking the job can work: divisible worlds, enough GPUs, not already under torchrun)."""
+    import torch
+
+    if launched_by_torchrun():
+        raise ConfigError("--nproc cannot be used inside torchrun (torchrun already started the processes)")
+    _in_range("--nproc", nproc, 1, 1024)
+    if cfg.num_envs % nproc:
+        raise ConfigError(f"num_envs={cfg.num_envs} is not divisible by --nproc {nproc}")
+    if torch.device(cfg.device).type == "cuda":
+        if torch.device(cfg.device).index is not None:
+            raise ConfigError(f"device '{cfg.device}' names one GPU; with --nproc use 'cuda' (one GPU per process)")
+        if nproc > torch.cuda.device_count():
+            raise ConfigError(f"--nproc {nproc} is more than the {torch.cuda.device_count()} GPU(s) of this machine")
+    argv = list(sys.argv[1:])
+    for i, a in enumerate(argv):  # drop "--nproc N" / "--nproc=N"
+        if a == "--nproc":
+            del argv[i : i + 2]
+            break
+        if a.startswith("--nproc="):
+            del argv[i]
+            break
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}"]
+    cmd += ["-m", "robot_rl.cli", *argv]
+    sys.stdout.flush()
+    os.execv(sys.executable, cmd)
+    return 0  # not reached
 
 
 def finish_run(run_dir: Path, result: TrainResult, export: bool) -> int:
@@ -236,9 +309,10 @@ def finish_run(run_dir: Path, result: TrainResult, export: bool) -> int:
     for r in evals:
         s = r.summary()
         figures = ", ".join(f"{k} {v:.3g}" for k, v in r.figures.items() if k != "success_rate")
+        figures = f"; {figures}" if figures else ""
         print(
             f"  eval, randomisation {'on ' if r.randomized else 'off'}: criterion {'MET' if r.met else 'not met'}; "
-            f"return {s['return_mean']:.2f}; success {s['success_rate']:.0%}; {figures}"
+            f"return {s['return_mean']:.2f}; success {s['success_rate']:.0%}{figures}"
         )
     print("artifacts:")
     names = ["checkpoint.pt", "config.yaml", "metrics.csv", "learning_curve.png", "eval.yaml", "eval.png"]

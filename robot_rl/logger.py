@@ -129,3 +129,13 @@ def save_png(fig: Any, path: Path) -> None:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
     atomic_write_bytes(path, buf.getvalue())
+
+
+class NullLogger:
+    """The logger of ranks other than 0 in data-parallel training: records nothing, writes nothing."""
+
+    def log(self, row: dict[str, float], step: int) -> None:
+        """Ignore a row."""
+
+    def close(self) -> None:
+        """Nothing to flush."""

@@ -17,9 +17,10 @@ import torch
 
 import sim
 from policies.nets import ActorCritic
-from robot_rl.algorithms.ppo import PPO, TrainingDivergedError
+from robot_rl.algorithms.ppo import PPO, RANK_SEED_STRIDE, TrainingDivergedError
 from robot_rl.checkpoint import CheckpointError, load_checkpoint, read_checkpoint, save_checkpoint
 from robot_rl.config import TrainConfig
+from robot_rl.distributed import SingleProcess
 from robot_rl.evaluate import (
     EVAL_SEED_OFFSET,
     EvalResult,
@@ -30,7 +31,7 @@ from robot_rl.evaluate import (
     pick,
 )
 from robot_rl.interrupt import StopRequest
-from robot_rl.logger import TrainingLogger
+from robot_rl.logger import NullLogger, TrainingLogger
 from robot_rl.typed_config import ConfigError, to_dict
 from sim.tasks.base import BatchedTask
 from sim.vec_env import Obs, VecEnv
@@ -83,27 +84,44 @@ class OnPolicyRunner:
             (:attr:`resume_note` says why). A ``ppo.learning_rate`` that differs from the checkpoint's config wins
             over the adaptive rate saved in the checkpoint.
         quiet: No progress bar and no TensorBoard files (tests).
+        dist: This process's role in data-parallel training (:mod:`robot_rl.distributed`; default: alone).
+        device: The device this process trains on, if not ``cfg.device`` (``cuda:LOCAL_RANK`` under torchrun).
 
     Raises:
         CheckpointError: ``resume`` is unusable, is for another task or another network architecture.
+        ConfigError: ``num_envs`` is not divisible by the number of ranks.
     """
 
-    def __init__(self, cfg: TrainConfig, run_dir: Path, resume: Path | None = None, quiet: bool = False) -> None:
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        run_dir: Path,
+        resume: Path | None = None,
+        quiet: bool = False,
+        dist: SingleProcess | None = None,
+        device: str | None = None,
+    ) -> None:
         self.cfg = cfg
         self.run_dir = run_dir
-        self.quiet = quiet
-        self.device = torch.device(cfg.device)
-        torch.manual_seed(cfg.seed)
-        self.env = sim.make(cfg.task, cfg.num_envs, self.device, cfg.env, seed=cfg.seed)
+        self.dist = dist = dist or SingleProcess()
+        self.quiet = quiet or not dist.is_main
+        self.device = torch.device(device or cfg.device)  # a rank's own GPU under torchrun (cfg keeps "cuda")
+        if cfg.num_envs % dist.world_size:
+            raise ConfigError(f"num_envs={cfg.num_envs} is not divisible by the {dist.world_size} ranks of this job")
+        self.local_envs = cfg.num_envs // dist.world_size
+        self.env_seed = cfg.seed + RANK_SEED_STRIDE * dist.rank
+        torch.manual_seed(cfg.seed)  # the same initial networks on every rank (and broadcast below to be sure)
+        self.env = sim.make(cfg.task, self.local_envs, self.device, cfg.env, seed=self.env_seed)
         self.model = build_model(cfg, self.env).to(self.device)
-        self.ppo = PPO(self.model, cfg.ppo, cfg.num_envs, self.device, cfg.seed)
+        dist.broadcast_([*self.model.parameters(), *self.model.buffers()])
+        self.ppo = PPO(self.model, cfg.ppo, self.local_envs, self.device, cfg.seed, dist)
         self.iteration = 0
         self.env_steps = 0
         self.elapsed_s = 0.0
         self.resume_note: str | None = None
         self._saved_iteration: int | None = None
         self._obs: Obs | None = None  # set when the env's state was restored from a checkpoint
-        self._partial = torch.zeros(cfg.num_envs, dtype=torch.bool, device=self.device)
+        self._partial = torch.zeros(self.local_envs, dtype=torch.bool, device=self.device)
         if resume is not None:
             self._resume(resume)
         self._eval_env: VecEnv | None = None
@@ -130,13 +148,15 @@ class OnPolicyRunner:
         changed = [k for k in ("num_envs", "seed", "device", "env") if saved.get(k) != to_dict(getattr(cfg, k))]
         training = state.get("training")
         if training is None:
-            self.resume_note = "the checkpoint holds no training state (older format): episodes restart"
+            self.resume_note = "the checkpoint holds no world states (a data-parallel run): episodes restart"
+        elif self.dist.world_size > 1:
+            self.resume_note = "a data-parallel job restarts its episodes"
         elif changed:
             self.resume_note = f"{', '.join(changed)} changed since the checkpoint: episodes restart"
         else:
             assert isinstance(self.env, BatchedTask)
             self._obs = self.env.load_state_dict(training["env"])
-            self.ppo.gen.set_state(training["ppo_rng"])
+            self.ppo.set_rng_state(training["ppo_rng"])
             self._partial.copy_(training["partial"])
 
     # ------------------------------------------------------------------------------------------------- loop
@@ -149,7 +169,10 @@ class OnPolicyRunner:
         """
         cfg, rc = self.cfg, self.cfg.runner
         total = None if rc.stop_on_success and rc.eval_interval else rc.max_iterations
-        logger = TrainingLogger(self.run_dir, total, tensorboard=not self.quiet, quiet=self.quiet)
+        main = self.dist.is_main
+        logger: TrainingLogger | NullLogger = (
+            TrainingLogger(self.run_dir, total, tensorboard=not self.quiet, quiet=self.quiet) if main else NullLogger()
+        )
         obs = self._obs if self._obs is not None else self._start_episodes()
         self._boundary = self._capture()
         start = time.monotonic() - self.elapsed_s
@@ -174,7 +197,7 @@ class OnPolicyRunner:
                     self._boundary = self._capture()
                     row = self._row(stats, ep_stats, t1 - t0, t2 - t1)
                     ep_stats.clear()
-                    if rc.eval_interval and self.iteration % rc.eval_interval == 0:
+                    if main and rc.eval_interval and self.iteration % rc.eval_interval == 0:
                         last_eval = self.evaluate(randomize=True)
                         row.update({f"eval/{k}": float(v) for k, v in last_eval.summary().items()})
                         if last_eval.met and not met:
@@ -183,9 +206,14 @@ class OnPolicyRunner:
                     logger.log(row, self.env_steps)
                     if self.iteration % rc.save_interval == 0:
                         self.save(time.monotonic() - start)
-                    if (met and rc.stop_on_success) or (
+                    done = (met and rc.stop_on_success) or (
                         rc.max_time_s is not None and time.monotonic() - start >= rc.max_time_s
-                    ):
+                    )
+                    # Every rank stops at the same boundary: Ctrl-C on any rank, or the budget / criterion on rank 0.
+                    if self.dist.any(stop.requested):
+                        stop.requested = True
+                        break
+                    if self.dist.any(done):
                         break
                 finished = True
             except KeyboardInterrupt:  # only where no handler could be installed (not the main thread)
@@ -202,7 +230,7 @@ class OnPolicyRunner:
     def _start_episodes(self) -> Obs:
         """Fresh episodes: seeded reset, and (optionally) starts spread over the episode length."""
         rc = self.cfg.runner
-        obs = self.env.reset(seed=self.cfg.seed)
+        obs = self.env.reset(seed=self.env_seed)
         # Episodes cut short by the spread start are not logged: their returns and success are not comparable.
         self._partial.fill_(rc.spread_episode_starts)
         if rc.spread_episode_starts:
@@ -211,7 +239,8 @@ class OnPolicyRunner:
 
     def _capture(self) -> dict[str, Any]:
         """Snapshot of everything a checkpoint holds, taken at an iteration boundary (copies)."""
-        env_state = self.env.state_dict() if isinstance(self.env, BatchedTask) else None
+        exact = isinstance(self.env, BatchedTask) and self.dist.world_size == 1 and self.dist.is_main
+        env_state = self.env.state_dict() if exact and isinstance(self.env, BatchedTask) else None
         return {
             "model": {k: v.detach().clone() for k, v in self.model.state_dict().items()},
             "optimizer": copy.deepcopy(self.ppo.optimizer.state_dict()),
@@ -220,7 +249,7 @@ class OnPolicyRunner:
             "learning_rate": self.ppo.learning_rate,
             "training": None
             if env_state is None
-            else {"ppo_rng": self.ppo.gen.get_state(), "env": env_state, "partial": self._partial.clone()},
+            else {"ppo_rng": self.ppo.rng_state(), "env": env_state, "partial": self._partial.clone()},
         }
 
     def _rollout(self, obs: Obs, ep_stats: dict[str, list[torch.Tensor]]) -> Obs:
@@ -228,7 +257,7 @@ class OnPolicyRunner:
         with torch.inference_mode():
             for _ in range(self.cfg.ppo.num_steps):
                 actor_obs, critic_obs = pick(obs, p.actor_obs), pick(obs, p.critic_obs)
-                self.model.update_normalizers(actor_obs, critic_obs)
+                self.model.update_normalizers(actor_obs, critic_obs, self.dist.merge_moments)
                 actions = self.ppo.act(actor_obs, critic_obs)
                 obs, reward, terminated, truncated, info = self.env.step(actions)
                 final = pick(info.final_obs, p.critic_obs) if bool(truncated.any()) else None
@@ -283,7 +312,9 @@ class OnPolicyRunner:
         return evaluate_env(env, self.policy_fn(), seed=self.cfg.seed + EVAL_SEED_OFFSET)
 
     def save(self, elapsed_s: float) -> Path:
-        """Write ``checkpoint.pt`` from the last iteration boundary, atomically; returns its path."""
+        """Write ``checkpoint.pt`` from the last iteration boundary, atomically (rank 0 only); returns its path."""
+        if not self.dist.is_main:
+            return self.run_dir / "checkpoint.pt"
         state = {**self._boundary, "config": to_dict(self.cfg), "elapsed_s": elapsed_s}
         path = save_checkpoint(self.run_dir / "checkpoint.pt", state)
         self._saved_iteration = self._boundary["iteration"]

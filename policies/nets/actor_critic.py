@@ -13,7 +13,7 @@ from torch import nn
 from torch.distributions import Normal
 
 from policies.nets.mlp import mlp
-from policies.nets.normalizer import EmpiricalNormalizer
+from policies.nets.normalizer import EmpiricalNormalizer, Merge
 
 
 class ActorCritic(nn.Module):
@@ -76,7 +76,7 @@ class ActorCritic(nn.Module):
                 return name
         return None
 
-    def update_normalizers(self, actor_obs: torch.Tensor, critic_obs: torch.Tensor) -> None:
-        """Fold a batch of raw observations into the running statistics."""
-        self.actor_normalizer.update(actor_obs)
-        self.critic_normalizer.update(critic_obs)
+    def update_normalizers(self, actor_obs: torch.Tensor, critic_obs: torch.Tensor, merge: Merge | None = None) -> None:
+        """Fold a batch of raw observations into the running statistics (``merge``: see ``EmpiricalNormalizer``)."""
+        self.actor_normalizer.update(actor_obs, merge)
+        self.critic_normalizer.update(critic_obs, merge)

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
+
+Merge = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
+"""``(count, mean [D], var [D]) -> (count, mean, var)`` of a larger batch (see :meth:`EmpiricalNormalizer.update`)."""
 
 
 class EmpiricalNormalizer(nn.Module):
@@ -35,13 +40,21 @@ class EmpiricalNormalizer(nn.Module):
         return ((x - self.mean) * torch.rsqrt(self.var + self.eps)).clamp(-self.clip, self.clip)
 
     @torch.no_grad()
-    def update(self, x: torch.Tensor) -> None:
-        """Merge the statistics of a batch ``[B, D]`` (Chan et al. parallel variance)."""
+    def update(self, x: torch.Tensor, merge: Merge | None = None) -> None:
+        """Merge the statistics of a batch ``[B, D]`` (Chan et al. parallel variance).
+
+        Args:
+            x: Raw observations ``[B, D]``.
+            merge: Turns this batch's ``(count, mean, biased var)`` into those of a larger batch (data-parallel
+                training passes the union of every rank's batch, so all ranks fold in the same statistics).
+        """
         if self.frozen:
             return
-        n = x.shape[0]
+        n = torch.tensor(float(x.shape[0]), dtype=torch.float64, device=x.device)
         batch_mean = x.mean(0)
         batch_var = x.var(0, unbiased=False)
+        if merge is not None:
+            n, batch_mean, batch_var = merge(n, batch_mean, batch_var)
         total = self.count + n
         w = (n / total).to(x.dtype)
         delta = batch_mean - self.mean

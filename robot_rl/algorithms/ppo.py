@@ -14,7 +14,11 @@ from torch import nn
 from policies.nets import ActorCritic
 from robot_rl.algorithms.losses import gae, gaussian_kl, surrogate_loss, value_loss
 from robot_rl.config import PPOConfig
+from robot_rl.distributed import SingleProcess
 from robot_rl.storage import RolloutStorage
+
+RANK_SEED_STRIDE = 7919
+"""Rank ``r`` draws its action noise (and its env its episodes) from ``seed + RANK_SEED_STRIDE * r``."""
 
 
 class TrainingDivergedError(RuntimeError):
@@ -49,16 +53,36 @@ class PPO:
         seed: Seed of the minibatch shuffling.
     """
 
-    def __init__(self, model: ActorCritic, cfg: PPOConfig, num_envs: int, device: torch.device, seed: int) -> None:
+    def __init__(
+        self,
+        model: ActorCritic,
+        cfg: PPOConfig,
+        num_envs: int,
+        device: torch.device,
+        seed: int,
+        dist: SingleProcess | None = None,
+    ) -> None:
         self.model = model
         self.cfg = cfg
+        self.dist = dist or SingleProcess()
         self.learning_rate = cfg.learning_rate
         self.optimizer = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate)
         a_dim = model.actor_normalizer.mean.numel()
         c_dim = model.critic_normalizer.mean.numel()
         self.storage = RolloutStorage(cfg.num_steps, num_envs, a_dim, c_dim, model.log_std.numel(), device)
-        self.gen = torch.Generator(device=device)
-        self.gen.manual_seed(seed)
+        self.gen = torch.Generator(device=device)  # action noise: a stream of its own on every rank
+        self.gen.manual_seed(seed + RANK_SEED_STRIDE * self.dist.rank)
+        self.shuffle_gen = torch.Generator(device=device)  # minibatch order: the same on every rank
+        self.shuffle_gen.manual_seed(seed)
+
+    def rng_state(self) -> dict[str, torch.Tensor]:
+        """States of the sampling and shuffling streams (for an exact resume)."""
+        return {"noise": self.gen.get_state(), "shuffle": self.shuffle_gen.get_state()}
+
+    def set_rng_state(self, state: dict[str, torch.Tensor]) -> None:
+        """Restore :meth:`rng_state`."""
+        self.gen.set_state(state["noise"])
+        self.shuffle_gen.set_state(state["shuffle"])
 
     @torch.no_grad()
     def act(self, actor_obs: torch.Tensor, critic_obs: torch.Tensor) -> torch.Tensor:
@@ -113,8 +137,11 @@ class PPO:
         s.advantages, s.returns = gae(
             s.rewards, s.values, s.next_values, s.terminated, s.dones, self.cfg.gamma, self.cfg.lam
         )
-        adv = s.advantages
-        s.advantages = (adv - adv.mean()) / (adv.std() + 1e-8)
+        adv = s.advantages  # normalised with the statistics of every rank's advantages
+        n = torch.tensor(float(adv.numel()), dtype=torch.float64, device=adv.device)
+        n, mean, var = self.dist.merge_moments(n, adv.mean().reshape(1), adv.var(unbiased=False).reshape(1))
+        std = (var * (n / (n - 1).clamp_min(1.0))).sqrt()
+        s.advantages = (adv - mean) / (std + 1e-8)
 
     def update(self) -> UpdateStats:
         """Run the PPO epochs over the stored rollout and clear it.
@@ -127,22 +154,23 @@ class PPO:
         totals = torch.zeros(4)
         count = 0
         first_dev = 0.0
-        for b in self.storage.minibatches(cfg.num_minibatches, cfg.num_epochs, self.gen):
+        for b in self.storage.minibatches(cfg.num_minibatches, cfg.num_epochs, self.shuffle_gen):
             dist = model.distribution_normalized(b.actor_obs)
             log_prob = dist.log_prob(b.actions).sum(-1)
             if count == 0:
                 first_dev = float((log_prob.detach() - b.old_log_prob).exp().sub(1.0).abs().max())
             entropy = dist.entropy().sum(-1).mean()
             kl = gaussian_kl(b.old_mean, b.old_std, dist.mean.detach(), dist.stddev.detach())
-            if cfg.schedule == "adaptive":
-                self._adapt_learning_rate(float(kl))
             surr = surrogate_loss(log_prob, b.old_log_prob, b.advantages, cfg.clip_param)
             v_loss = value_loss(model.value_normalized(b.critic_obs), b.old_values, b.returns, cfg.value_clip)
             loss = surr + cfg.value_loss_coef * v_loss - cfg.entropy_coef * entropy
-            parts = torch.stack((surr.detach(), v_loss.detach(), entropy.detach(), kl))
+            parts = self.dist.mean_(torch.stack((surr.detach(), v_loss.detach(), entropy.detach(), kl)))
             _require_finite(parts, ("surrogate loss", "value loss", "entropy", "KL divergence"), count)
+            if cfg.schedule == "adaptive":
+                self._adapt_learning_rate(float(parts[3]))  # the global KL: every rank takes the same step
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
+            self.dist.average_gradients(model.parameters())
             grad_norm = nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
             _require_finite(grad_norm[None], ("gradient norm",), count)
             self.optimizer.step()

@@ -74,11 +74,18 @@ class CrazyflieParams:
         return math.sqrt(1.0 / self.thrust_to_weight)
 
 
-# Crazyflie 2.x layout (Bitcraze): M1 front-right CW, M2 rear-right CCW, M3 rear-left CW, M4 front-left CCW.
-# A rotor spinning clockwise seen from above pushes the body counter-clockwise: yaw torque +k_m f.
+# Crazyflie 2.x layout and spin directions, checked against the firmware's own mixer (bitcraze/crazyflie-firmware,
+# src/modules/src/power_distribution_quadrotor.c, powerDistributionForceTorque): motor forces are
+#   m1 = T/4 - roll - pitch - yaw,   m2 = T/4 - roll + pitch + yaw,
+#   m3 = T/4 + roll + pitch - yaw,   m4 = T/4 + roll - pitch + yaw
+# (roll = tau_x / (4 a), pitch = tau_y / (4 a), yaw = tau_z / (4 k_m), a = arm / sqrt 2). For this symmetric X frame
+# the mixer is the inverse of the allocation, so each motor's yaw sign is the sign of its own reaction torque about
+# +z: M1 front-right and M3 rear-left spin counter-clockwise seen from above (reaction -z), M2 rear-right and
+# M4 front-left clockwise (reaction +z); Bitcraze's motor diagram, RLtools' l2f Crazyflie parameters and
+# gym-pybullet-drones' CF2X model agree. tests/sim/test_quadrotor.py checks the whole sign pattern.
 ROTOR_XY = ((1.0, -1.0), (-1.0, -1.0), (-1.0, 1.0), (1.0, 1.0))
 """Rotor positions in units of ``arm_length / sqrt(2)`` (x forward, y left)."""
-ROTOR_YAW_SIGN = (1.0, -1.0, 1.0, -1.0)
+ROTOR_YAW_SIGN = (-1.0, 1.0, -1.0, 1.0)
 """Sign of each rotor's reaction torque about ``+z_B``."""
 ROTOR_NAMES = ("m1_front_right", "m2_rear_right", "m3_rear_left", "m4_front_left")
 

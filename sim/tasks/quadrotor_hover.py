@@ -32,6 +32,8 @@ from sim.registry import TaskSpec, register
 from sim.robots.multirotor import (
     GRAVITY,
     ROTOR_NAMES,
+    ROTOR_XY,
+    ROTOR_YAW_SIGN,
     CrazyflieParams,
     MultirotorModel,
     MultirotorParams,
@@ -380,10 +382,23 @@ class QuadrotorHover(BatchedTask):
     def contract_extra(self) -> dict[str, object]:
         """Hover target and the nominal robot the policy was trained around."""
         r = self.nominal
+        d = r.arm_length / math.sqrt(2.0)
         return {
             "target_position_m": [0.0, 0.0, 0.0],
             "frames": "world z-up; body x forward, y left, z up; rot_mat is body->world, row-major",
             "robot": {"name": "crazyflie-2.x", "mass_kg": r.mass, "arm_length_m": r.arm_length},
+            "airframe": {
+                "motor_order": list(ROTOR_NAMES),
+                "rotor_positions_m": [[x * d, y * d, 0.0] for x, y in ROTOR_XY],
+                "reaction_torque_sign_z": list(ROTOR_YAW_SIGN),
+                "spin_seen_from_above": ["ccw" if s < 0 else "cw" for s in ROTOR_YAW_SIGN],
+                "thrust_model": "f = max_thrust_n * (rpm / max_rpm)^2",
+                "max_thrust_per_rotor_n": r.thrust_to_weight * r.mass * GRAVITY / 4.0,
+                "max_rpm": r.max_rpm,
+                "reaction_torque_per_thrust_m": r.torque_ratio,
+                "motor_time_constant_s": r.motor_time_constant,
+                "inertia_kg_m2": list(r.inertia),
+            },
         }
 
     @classmethod

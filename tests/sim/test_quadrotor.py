@@ -11,6 +11,7 @@ import sim
 from sim.randomization import RandomizationError, RandomizationTerm
 from sim.robots.multirotor import (
     GRAVITY,
+    ROTOR_NAMES,
     CrazyflieParams,
     MultirotorModel,
     MultirotorParams,
@@ -70,9 +71,9 @@ def test_yaw_torque_sign_and_symmetry() -> None:
     r = CrazyflieParams()
     model, p = MultirotorModel(r.arm_length, CPU), nominal_params(1)
     h = r.hover_rotor
-    # M1 and M3 spin clockwise seen from above: speeding them up yaws the body counter-clockwise (+z).
+    # M1 and M3 spin counter-clockwise seen from above: speeding them up yaws the body clockwise (-z).
     _, tau = model.wrench(torch.tensor([[h + 0.1, h, h + 0.1, h]]), p)
-    assert tau[0, 2].item() > 0
+    assert tau[0, 2].item() < 0
     assert tau[0, :2].abs().max().item() < 1e-12  # diagonal pairs: no roll or pitch
     _, tau_ccw = model.wrench(torch.tensor([[h, h + 0.1, h, h + 0.1]]), p)
     assert tau_ccw[0, 2].item() == pytest.approx(-tau[0, 2].item(), rel=1e-6)
@@ -82,6 +83,25 @@ def test_yaw_torque_sign_and_symmetry() -> None:
     # front rotors (M1, M4) up: nose up, which is negative pitch torque about +y
     _, tau_pitch = model.wrench(torch.tensor([[h + 0.1, h, h, h + 0.1]]), p)
     assert tau_pitch[0, 1].item() < 0 and abs(tau_pitch[0, 0].item()) < 1e-12
+
+
+# Signs of (roll, pitch, yaw) in each motor's force, from the Crazyflie firmware's mixer
+# (power_distribution_quadrotor.c, powerDistributionForceTorque): m1 = T - r - p - y, m2 = T - r + p + y,
+# m3 = T + r + p - y, m4 = T + r - p + y.
+FIRMWARE_MIXER_SIGNS = [[-1, -1, -1], [-1, 1, 1], [1, 1, -1], [1, -1, 1]]
+
+
+def test_rotor_layout_and_spin_directions_match_the_firmware_mixer() -> None:
+    """Invert our allocation (body torque = A f) and compare each motor's sign pattern with the real mixer."""
+    r = CrazyflieParams()
+    model = MultirotorModel(r.arm_length, CPU)
+    alloc = torch.stack(
+        (torch.ones(4), model.roll_arm, model.pitch_arm, model.yaw_sign * r.torque_ratio)
+    ).double()  # [thrust, tau_x, tau_y, tau_z] = alloc @ f
+    mixer = torch.linalg.inv(alloc)  # f = mixer @ [T, tau_x, tau_y, tau_z]
+    assert torch.sign(mixer[:, 1:]).int().tolist() == FIRMWARE_MIXER_SIGNS
+    assert torch.allclose(mixer[:, 0], torch.full((4,), 0.25, dtype=torch.float64))
+    assert ROTOR_NAMES == ("m1_front_right", "m2_rear_right", "m3_rear_left", "m4_front_left")
 
 
 def test_energy_of_unforced_spinning_body_is_conserved() -> None:
