@@ -1,4 +1,4 @@
-"""Command limits applied after the policy and before the robot (numpy only; mirrored in generated C).
+"""Command limits and the safety layer between the policy and the robot (numpy only; limits mirrored in generated C).
 
 :func:`limit_command` is the last gate every command passes: a non-finite command is refused (the previous,
 already limited command is held), then the command is clamped to ``[low, high]`` and its change per control period
@@ -43,3 +43,127 @@ def limit_command(
     d = np.asarray(max_delta, dtype=np.float32)
     limited = np.where(d >= 0, np.minimum(np.maximum(v, p - d), p + d), v).astype(np.float32)
     return LimitResult(limited, False)
+
+
+SAFE_MODES = ("hold", "zero", "command")
+"""What a tripped safety layer sends: the last applied command, zeros (torque off, motors stopped), or a configured
+command (e.g. a multirotor's controlled-descent rotor speeds)."""
+
+
+@dataclass(frozen=True)
+class SafetyConfig:
+    """Safety-layer settings (what the ROS 2 node's parameters and the contract's ``filter`` section configure).
+
+    Attributes:
+        low: Command lower limits ``[A]``.
+        high: Command upper limits ``[A]``.
+        max_rate: Largest change per second ``[A]`` (negative: none).
+        watchdog_s: Inputs older than this trip the watchdog, s.
+        fade_in_s: After activation the policy's command is blended in linearly from ``start`` over this time, s.
+        safe_mode: ``hold``, ``zero`` or ``command`` (see :data:`SAFE_MODES`).
+        safe_command: The command sent in ``command`` mode ``[A]``.
+    """
+
+    low: tuple[float, ...]
+    high: tuple[float, ...]
+    max_rate: tuple[float, ...]
+    watchdog_s: float = 0.05
+    fade_in_s: float = 2.0
+    safe_mode: str = "hold"
+    safe_command: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        n = len(self.low)
+        if not (len(self.high) == len(self.max_rate) == n) or n == 0:
+            raise ValueError("safety: low, high and max_rate need one value per command")
+        if any(not (lo <= hi) for lo, hi in zip(self.low, self.high, strict=True)):
+            raise ValueError("safety: every low must be <= high (and finite)")
+        if not (np.isfinite(self.watchdog_s) and self.watchdog_s > 0 and np.isfinite(self.fade_in_s)):
+            raise ValueError("safety: watchdog_s must be > 0 and fade_in_s finite")
+        if self.safe_mode not in SAFE_MODES:
+            raise ValueError(f"safety: safe_mode must be one of {', '.join(SAFE_MODES)}, got {self.safe_mode!r}")
+        if self.safe_mode == "command" and len(self.safe_command) != n:
+            raise ValueError(f"safety: safe_mode 'command' needs safe_command with {n} values")
+
+
+@dataclass(frozen=True)
+class SafetyStep:
+    """One control period of the safety layer: the command to send and why.
+
+    Attributes:
+        command: What to send ``[A]`` (always finite and within ``[low, high]``).
+        fault: ``""`` while healthy, else the latched reason (``"watchdog"``, ``"e-stop"``, ``"non-finite command"``).
+        blend: Share of the policy's command in the output during the fade-in, in ``[0, 1]``.
+    """
+
+    command: np.ndarray
+    fault: str
+    blend: float
+
+
+class SafetyLayer:
+    """Stale-input watchdog, latched e-stop and faults, fade-in, then :func:`limit_command`; always on.
+
+    A fault latches until :meth:`activate` is called again; while latched the safe command is sent. Time is passed
+    in (seconds, any monotonic clock) so the same code runs in simulation, in tests and on the robot.
+
+    Args:
+        cfg: Settings.
+        dt: Control period, s (turns ``max_rate`` into a per-step limit).
+        start: Command to fade in from and to hold before the first policy command ``[A]``.
+    """
+
+    def __init__(self, cfg: SafetyConfig, dt: float, start: np.ndarray) -> None:
+        self.cfg = cfg
+        self.low = np.asarray(cfg.low, dtype=np.float32)
+        self.high = np.asarray(cfg.high, dtype=np.float32)
+        rate = np.asarray(cfg.max_rate, dtype=np.float32)
+        self.max_delta = np.where(rate >= 0, rate * np.float32(dt), -1.0).astype(np.float32)
+        self.start = np.clip(np.asarray(start, dtype=np.float32), self.low, self.high)
+        self.last = self.start.copy()
+        self.fault = "inactive"
+        self._t0 = 0.0
+        self._last_input = -np.inf
+        self._estop = False
+
+    def activate(self, now: float) -> None:
+        """Clear latched faults (unless the e-stop is still engaged) and start the fade-in at ``now``."""
+        self.fault = "e-stop" if self._estop else ""
+        self._t0 = now
+        self._last_input = now
+        self.last = self.start.copy()
+
+    def input_received(self, now: float) -> None:
+        """Feed the watchdog: a fresh robot observation arrived at ``now``."""
+        self._last_input = now
+
+    def estop(self, engaged: bool) -> None:
+        """Engage (latched: stays tripped until :meth:`activate` after release) or release the e-stop."""
+        self._estop = engaged
+        if engaged:
+            self.fault = "e-stop"
+
+    def step(self, now: float, proposed: np.ndarray | None) -> SafetyStep:
+        """The command for this control period given the policy's ``proposed`` command (``None``: none this time)."""
+        if not self.fault and now - self._last_input > self.cfg.watchdog_s:
+            self.fault = "watchdog"
+        if not self.fault and proposed is not None and not np.isfinite(np.asarray(proposed, dtype=np.float64)).all():
+            self.fault = "non-finite command"
+        if self.fault:
+            self.last = self._safe()
+            return SafetyStep(self.last.copy(), self.fault, 0.0)
+        blend = 1.0 if self.cfg.fade_in_s <= 0 else float(min(1.0, max(0.0, (now - self._t0) / self.cfg.fade_in_s)))
+        target = self.last if proposed is None else np.asarray(proposed, dtype=np.float32)
+        mixed = (np.float32(1.0 - blend) * self.start + np.float32(blend) * target).astype(np.float32)
+        out = limit_command(mixed, self.last, self.low, self.high, self.max_delta).command
+        self.last = out
+        return SafetyStep(out.copy(), "", blend)
+
+    def _safe(self) -> np.ndarray:
+        if self.cfg.safe_mode == "zero":
+            value = np.zeros_like(self.last)
+        elif self.cfg.safe_mode == "command":
+            value = np.asarray(self.cfg.safe_command, dtype=np.float32)
+        else:
+            value = self.last
+        return np.clip(value, self.low, self.high).astype(np.float32)
