@@ -125,6 +125,15 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--device", default="cpu", help="torch device (default: cpu)")
     bench.add_argument("--seconds", type=float, default=2.0, help="timed seconds per setting (default: 2)")
 
+    dep = sub.add_parser(
+        "deploy", help="run the ROS 2 node graph of a launch file in one process (policy node, optional sim robot)"
+    )
+    dep.add_argument("--params", type=Path, required=True, help="YAML with ros__parameters per node (see config/)")
+    dep.add_argument("--sim", action="store_true", help="also start sim_robot_node (the simulated robot)")
+    dep.add_argument("--model", type=Path, help="policy.onnx (overrides policy_node's model_path)")
+    dep.add_argument("--duration", type=float, default=10.0, metavar="SEC", help="run time, s (default: 10)")
+    dep.add_argument("--namespace", default="", help="ROS namespace of the nodes")
+
     sub.add_parser("tasks", help="list registered tasks")
     return parser
 
@@ -405,6 +414,36 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_deploy(args: argparse.Namespace) -> int:
+    """``robot-rl deploy``: the launch file's node graph in one process, over real DDS; prints a summary."""
+    _in_range("--duration", args.duration, 0.1, 86400)
+    try:
+        from robot_rl_ros.graph import DeployError, read_params, run_graph
+    except ImportError as exc:
+        raise ConfigError(f"ROS 2 Python packages are missing ({exc.name}); pip install -e '.[ros2]'") from None
+    try:
+        params = read_params(args.params)
+        if args.model is not None:
+            if not args.model.is_file():
+                raise DeployError(f"model '{args.model}' does not exist")
+            params["policy_node"]["model_path"] = str(args.model)
+        result = run_graph(params, args.sim, args.duration, args.namespace)
+    except DeployError as exc:
+        raise ConfigError(str(exc)) from None
+    print(
+        f"policy_node: {result.commands} commands, {result.rejected} rejected messages, fault: {result.fault or 'none'}"
+    )
+    if result.sim:
+        errors = result.sim["position_errors_m"]
+        tail = errors[-max(1, round(1.0 / result.sim["control_period_s"])) :]
+        print(
+            f"sim_robot_node: {result.sim['steps']} steps, {result.sim['crashes']} crashes, "
+            f"{result.sim['rejected']} rejected commands, mean position error over the last second "
+            f"{sum(tail) / len(tail):.4f} m"
+        )
+    return 0 if not result.fault else 1
+
+
 def cmd_tasks(args: argparse.Namespace) -> int:
     """``robot-rl tasks``: registered tasks with backend and success criterion."""
     from sim.registry import get_task, task_names
@@ -417,7 +456,14 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"train": cmd_train, "eval": cmd_eval, "export": cmd_export, "bench": cmd_bench, "tasks": cmd_tasks}
+COMMANDS = {
+    "train": cmd_train,
+    "eval": cmd_eval,
+    "export": cmd_export,
+    "bench": cmd_bench,
+    "deploy": cmd_deploy,
+    "tasks": cmd_tasks,
+}
 
 if __name__ == "__main__":
     sys.exit(main())

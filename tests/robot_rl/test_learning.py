@@ -44,13 +44,12 @@ def test_ppo_learns_to_balance_the_cartpole(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_ppo_learns_to_hover_the_quadrotor(trained_hover: Any) -> None:
-    """The main task: from crashing within a second to flying every randomised episode, in a fixed budget
-    (``tests/conftest.py``); then the exported ONNX policy flies the same evaluation in closed loop with the same
+    """The main task: from crashing within a second to meeting the success criterion within the budget of
+    ``tests/conftest.py``; then the exported ONNX policy flies the same evaluation in closed loop with the same
     result."""
     before, after = trained_hover.before, trained_hover.after
     assert before["crash_free_rate"] < 0.1, "the untrained policy should crash"
-    assert after["crash_free_rate"] >= 0.9, after
-    assert after["tail_position_error_m"] < 0.3, after
+    assert after["criterion_met"], after  # >= 95 % crash-free, mean tail error < 5 cm, randomisation on
     assert after["return_mean"] > before["return_mean"] + 10.0
 
     # The exported graph flies the same episodes in closed loop: ONNX commands (RPM) -> normalised actions -> sim.

@@ -1,0 +1,34 @@
+"""Policy against real drivers: ``ros2 launch robot_rl_ros robot.launch.py model:=policy.onnx [params:=...]``.
+
+Configure and activate the lifecycle node when the robot is ready: ``ros2 lifecycle set /policy_node configure``,
+then ``activate``.
+"""
+
+import os
+
+from ament_index_python.packages import get_package_share_directory
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import LifecycleNode
+
+
+def generate_launch_description() -> LaunchDescription:
+    share = get_package_share_directory("robot_rl_ros")
+    params = LaunchConfiguration("params")
+    model = LaunchConfiguration("model")
+    namespace = LaunchConfiguration("namespace")
+    return LaunchDescription(
+        [
+            DeclareLaunchArgument("params", default_value=os.path.join(share, "config", "quadrotor_robot.yaml")),
+            DeclareLaunchArgument("model", description="exported policy.onnx"),
+            DeclareLaunchArgument("namespace", default_value=""),
+            LifecycleNode(
+                package="robot_rl_ros",
+                executable="policy_node",
+                name="policy_node",
+                namespace=namespace,
+                parameters=[params, {"model_path": model}],
+            ),
+        ]
+    )

@@ -1,0 +1,212 @@
+"""The ROS 2 policy node over real DDS (rclpy from the PyPI wheels): the trained hover policy flies the simulated
+Crazyflie; the watchdog, the e-stop, bad messages, wrong and corrupt models are handled as a robot needs."""
+
+from __future__ import annotations
+
+import ast
+import math
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import rclpy
+import yaml
+from nav_msgs.msg import Odometry
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.lifecycle import TransitionCallbackReturn
+from rclpy.parameter import Parameter
+from rclpy.qos import qos_profile_sensor_data
+from robot_rl_ros.graph import DeployError, read_params, run_graph
+from robot_rl_ros.messages import fill_odometry, odometry_signals
+from robot_rl_ros.policy_node import ESTOP_QOS, PolicyNode
+from std_msgs.msg import Bool, Float64MultiArray
+
+PKG = Path(__file__).resolve().parents[2] / "ros2_ws" / "src" / "robot_rl_ros"
+
+
+@pytest.fixture
+def ros() -> Iterator[str]:
+    """An rclpy context and a namespace of its own (parallel test workers share the DDS domain)."""
+    rclpy.init()
+    try:
+        yield f"t{uuid.uuid4().hex[:8]}"
+    finally:
+        rclpy.try_shutdown()
+
+
+def params(model: Path, **policy: Any) -> dict[str, dict[str, Any]]:
+    data = read_params(PKG / "config" / "quadrotor_sim.yaml")
+    data["policy_node"].update(model_path=str(model), **policy)
+    return data
+
+
+# -------------------------------------------------------------------------------------------------- end to end
+def test_the_trained_hover_policy_flies_the_simulated_crazyflie_over_dds(trained_hover: Any, ros: str) -> None:
+    result = run_graph(params(trained_hover.onnx), sim=True, duration_s=5.0, namespace=ros)
+    period = result.sim["control_period_s"]
+    assert result.fault == "" and result.rejected == 0 and result.sim["rejected"] == 0
+    assert result.sim["crashes"] == 0
+    assert result.commands >= 0.8 * 5.0 / period  # the control loop kept its rate (50 Hz policy)
+    errors = np.array(result.sim["position_errors_m"])
+    assert errors[0] > 0.1  # it started away from the target (a random start of the task) ...
+    assert errors[-round(2.0 / period) :].mean() < 0.05  # ... and holds the hover criterion over the last 2 s
+
+
+# ------------------------------------------------------------------------------------------ faults, in process
+class Rig:
+    """A policy node plus a test node that publishes odometry / e-stop and records the commands."""
+
+    def __init__(self, model: Path, ns: str, **overrides: Any) -> None:
+        values = {**params(model)["policy_node"], "fade_in_s": 0.0, **overrides}
+        self.node = PolicyNode(namespace=ns, parameter_overrides=[Parameter(k, value=v) for k, v in values.items()])
+        self.peer = rclpy.create_node("peer", namespace=ns)
+        self.odom = self.peer.create_publisher(Odometry, "odom", qos_profile_sensor_data)
+        self.estop = self.peer.create_publisher(Bool, "estop", ESTOP_QOS)
+        self.commands: list[list[float]] = []
+        self.peer.create_subscription(
+            Float64MultiArray, "command", lambda m: self.commands.append(list(m.data)), qos_profile_sensor_data
+        )
+        self.executor = SingleThreadedExecutor()
+        self.executor.add_node(self.node)
+        self.executor.add_node(self.peer)
+
+    def spin(self, seconds: float, publish: Callable[[], None] | None = None, every: float = 0.01) -> None:
+        end, next_pub = time.monotonic() + seconds, 0.0
+        while time.monotonic() < end:
+            if publish is not None and time.monotonic() >= next_pub:
+                publish()
+                next_pub = time.monotonic() + every
+            self.executor.spin_once(timeout_sec=0.002)
+
+    def hover_odom(self, nan: bool = False) -> None:
+        msg = Odometry()
+        fill_odometry(msg, np.array([0.01, 0.0, 0.0]), np.array([1.0, 0, 0, 0]), np.zeros(3), np.zeros(3))
+        if nan:
+            msg.pose.pose.position.x = math.nan
+        self.odom.publish(msg)
+
+    def close(self) -> None:
+        self.node.destroy_node()
+        self.peer.destroy_node()
+
+
+def test_watchdog_trips_on_silence_and_the_safe_command_is_published(trained_hover: Any, ros: str) -> None:
+    rig = Rig(trained_hover.onnx, ros, watchdog_s=0.1, safe_mode="zero")
+    assert rig.node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+    assert rig.node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+    rig.spin(0.6, rig.hover_odom)
+    assert rig.node.fault == "" and rig.commands and max(rig.commands[-1]) > 1000.0  # flying commands
+    stopped = time.monotonic()
+    rig.spin(0.4)  # odometry stops
+    assert rig.node.fault == "watchdog"
+    assert rig.commands[-1] == [0.0, 0.0, 0.0, 0.0]  # motors stop, it did not stick to the last command
+    rig.spin(0.2, rig.hover_odom)
+    assert rig.node.fault == "watchdog" and rig.commands[-1] == [0.0] * 4  # latched until re-activated
+    assert time.monotonic() - stopped < 5.0
+    rig.close()
+
+
+def test_bad_messages_are_rejected_and_the_node_keeps_running(trained_hover: Any, ros: str) -> None:
+    rig = Rig(trained_hover.onnx, ros)
+    rig.node.trigger_configure()
+    rig.node.trigger_activate()
+    rig.spin(0.3, rig.hover_odom)
+    before = len(rig.commands)
+    rig.spin(0.3, lambda: (rig.hover_odom(nan=True), rig.hover_odom()))
+    assert rig.node.rejected > 0
+    assert len(rig.commands) > before and all(np.isfinite(c).all() for c in rig.commands)
+    assert rig.node.fault == ""
+    rig.close()
+
+
+def test_estop_latches_until_reactivation(trained_hover: Any, ros: str) -> None:
+    rig = Rig(trained_hover.onnx, ros)
+    rig.node.trigger_configure()
+    rig.node.trigger_activate()
+    rig.spin(0.3, rig.hover_odom)
+    rig.estop.publish(Bool(data=True))
+    rig.spin(0.3, rig.hover_odom)
+    assert rig.node.fault == "e-stop" and rig.commands[-1] == [0.0] * 4
+    rig.estop.publish(Bool(data=False))
+    rig.spin(0.3, rig.hover_odom)
+    assert rig.node.fault == "e-stop"  # released, still latched
+    rig.node.trigger_deactivate()
+    rig.node.trigger_activate()
+    rig.spin(0.3, rig.hover_odom)
+    assert rig.node.fault == "" and max(rig.commands[-1]) > 1000.0
+    rig.close()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "corrupt"),
+    [
+        ({"expected_task": "panda-reach"}, False),
+        ({"expected_actuators": ["m1", "m2", "m3", "m4"]}, False),
+        ({}, True),
+    ],
+)
+def test_a_wrong_or_corrupt_model_is_refused_at_configure(
+    trained_hover: Any, ros: str, tmp_path: Path, overrides: dict[str, Any], corrupt: bool
+) -> None:
+    model = trained_hover.onnx
+    if corrupt:
+        model = tmp_path / "policy.onnx"
+        model.write_bytes(trained_hover.onnx.read_bytes()[:300])
+    with pytest.raises(DeployError, match="refused to configure"):
+        run_graph(params(model, **overrides), sim=False, duration_s=0.1, namespace=ros)
+
+
+def test_odometry_conventions_round_trip() -> None:
+    """World pose, body twist (REP 105): the world velocity the policy reads survives publishing and reading."""
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal(4)
+    q /= np.linalg.norm(q)
+    msg = Odometry()
+    v_w = np.array([0.3, -0.2, 0.1])
+    fill_odometry(msg, np.array([1.0, 2.0, 3.0]), q, v_w, np.array([0.1, 0.2, 0.3]))
+    s = odometry_signals(msg, [1.0, 2.0, 2.0])
+    np.testing.assert_allclose(s["pos_w"][0], [0.0, 0.0, 1.0], atol=1e-6)
+    np.testing.assert_allclose(s["lin_vel_w"][0], v_w, atol=1e-6)
+    np.testing.assert_allclose(s["ang_vel_b"][0], [0.1, 0.2, 0.3], atol=1e-6)
+    assert not np.allclose(msg.twist.twist.linear.x, v_w[0])  # it really was sent in the body frame
+
+
+# ------------------------------------------------------------------------------------------ launch files, honest
+def _launch_calls(path: Path) -> list[ast.Call]:
+    return [n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Call)]
+
+
+def _kw(call: ast.Call, name: str) -> Any:
+    for k in call.keywords:
+        if k.arg == name:
+            return ast.literal_eval(k.value) if isinstance(k.value, ast.Constant) else k.value
+    return None
+
+
+def test_launch_files_name_only_what_exists() -> None:
+    setup = (PKG / "setup.py").read_text()
+    from robot_rl_ros.policy_node import PARAMETERS as POLICY_PARAMS
+    from robot_rl_ros.sim_robot_node import PARAMETERS as SIM_PARAMS
+
+    declared = {"policy_node": POLICY_PARAMS, "sim_robot_node": SIM_PARAMS}
+    for launch in sorted((PKG / "launch").glob("*.launch.py")):
+        calls = _launch_calls(launch)
+        args = {ast.literal_eval(c.args[0]) for c in calls if getattr(c.func, "id", "") == "DeclareLaunchArgument"}
+        used = {ast.literal_eval(c.args[0]) for c in calls if getattr(c.func, "id", "") == "LaunchConfiguration"}
+        assert used <= args, (launch.name, used - args)
+        nodes = [c for c in calls if getattr(c.func, "id", "") in ("Node", "LifecycleNode")]
+        assert nodes, launch.name
+        for node in nodes:
+            assert _kw(node, "package") == "robot_rl_ros"
+            exe, name = _kw(node, "executable"), _kw(node, "name")
+            assert f"{exe} = robot_rl_ros.{exe}:main" in setup, exe
+            assert name in declared, name
+    for config in sorted((PKG / "config").glob("*.yaml")):
+        for node, section in yaml.safe_load(config.read_text()).items():
+            unknown = set(section["ros__parameters"]) - set(declared[node])
+            assert not unknown, (config.name, node, unknown)
+    assert (PKG / "resource" / "robot_rl_ros").exists() and "ament_python" in (PKG / "package.xml").read_text()
