@@ -393,6 +393,11 @@ USER_ERRORS: list[Any] = [
     (["bench", "--seconds", "-1"], "--seconds must be in"),
     (["bench", "--device", "cuda:7"], "device 'cuda:7'"),
     (["bench", "--task", "nope"], "unknown task 'nope'"),
+    # deploy
+    (["deploy", "--params", "{tmp}/nowhere.yaml"], "parameter file '{tmp}/nowhere.yaml' does not exist"),
+    (["deploy", "--params", "{tmp}/binary.yaml"], "is not valid YAML"),
+    (["deploy", "--params", "{tmp}/nopolicy.yaml"], "has no 'policy_node' section"),
+    (["deploy", "--params", "{tmp}/nopolicy.yaml", "--duration", "0"], "--duration must be in [0.1, 86400]"),
     # top level
     (["fly"], "invalid choice: 'fly'"),
 ]
@@ -411,6 +416,7 @@ def test_every_user_error_exits_2_with_one_line_and_writes_nothing(
     import os
 
     (tmp_path / "binary.yaml").write_bytes(b"\xff\xfe\x00garbage")
+    (tmp_path / "nopolicy.yaml").write_text("sim_robot_node:\n  ros__parameters: {seed: 1}\n")
     (tmp_path / "readonly").mkdir()
     readonly_run = tmp_path / "readonly_run"
     import shutil

@@ -55,8 +55,10 @@ def read_params(path: Path) -> dict[str, dict[str, Any]]:
         raise DeployError(f"parameter file '{path}' does not exist")
     try:
         data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise DeployError(f"parameter file '{path}' is not valid YAML: {' '.join(str(exc).split())}") from None
+    if not isinstance(data, dict):
+        raise DeployError(f"parameter file '{path}' must hold a mapping of node names")
     out: dict[str, dict[str, Any]] = {}
     for node, section in data.items():
         if not isinstance(section, dict) or not isinstance(section.get("ros__parameters"), dict):
