@@ -1,7 +1,8 @@
 """Fixtures shared by the whole suite: one trained quadrotor hover policy, trained once per test session.
 
-Training it takes one to two minutes on 2 cores, so the run is made once and shared by every test (and every pytest-xdist
-worker) that needs a *flying* policy: the learning test, the exported-ONNX closed loop and the firmware closed loop.
+Training it takes one to two minutes on 2 cores, so the run is made once and shared by every test (and every
+pytest-xdist worker) that needs a *flying* policy: the learning test, the exported-ONNX closed loop, the firmware
+closed loop and the ROS 2 node.
 A file lock in pytest's shared temporary folder makes the first worker train and the others wait for its result.
 """
 
