@@ -169,7 +169,7 @@ class PolicyNode(Node):
         if self.safety is not None:
             self.safety.estop(bool(msg.data))
             if msg.data:
-                self.get_logger().warn("e-stop engaged (latched until re-activation)")
+                self.get_logger().warning("e-stop engaged (latched until re-activation)")
 
     # -------------------------------------------------------------------------------------------- control loop
     def _tick(self) -> None:
