@@ -33,7 +33,7 @@ import onnxruntime as ort
 import yaml
 
 from firmware_export.codegen import c_array, generate
-from firmware_export.graph import Graph, UnsupportedModelError, from_model
+from firmware_export.graph import Graph, UnsupportedModelError, from_model, load_onnx
 from firmware_export.targets import (
     LIBRARY_SOURCES,
     TARGETS,
@@ -111,12 +111,7 @@ def read_model(path: Path) -> tuple[onnx.ModelProto, Contract]:
         UnsupportedModelError: Not an ONNX file.
         ContractError: No contract, or a malformed one.
     """
-    if not path.is_file():
-        raise FileNotFoundError(f"ONNX file not found: {path}")
-    try:
-        model = onnx.load(str(path))
-    except Exception as exc:
-        raise UnsupportedModelError(f"{path} is not a valid ONNX model: {exc}") from None
+    model = load_onnx(path)
     props = {p.key: p.value for p in model.metadata_props}
     if METADATA_KEY not in props:
         raise ContractError(f"{path} carries no deployment contract (metadata key '{METADATA_KEY}' missing)")

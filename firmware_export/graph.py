@@ -160,14 +160,22 @@ def load_graph(path: str | Path) -> Graph:
         FileNotFoundError: ``path`` does not exist.
         UnsupportedModelError: Naming the node, tensor or dimension that cannot become static C.
     """
-    path = Path(path)
+    return from_model(load_onnx(Path(path)))
+
+
+def load_onnx(path: Path) -> onnx.ModelProto:
+    """Read an ONNX file, with errors naming it.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        UnsupportedModelError: It is not an ONNX model.
+    """
     if not path.is_file():
         raise FileNotFoundError(f"ONNX file not found: {path}")
     try:
-        model = onnx.load(str(path))
+        return onnx.load(str(path))
     except Exception as exc:
         raise UnsupportedModelError(f"{path} is not a valid ONNX model: {exc}") from None
-    return from_model(model)
 
 
 def from_model(model: onnx.ModelProto) -> Graph:

@@ -26,12 +26,12 @@ import time
 from typing import Any
 
 import numpy as np
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from nav_msgs.msg import Odometry
 from rclpy.lifecycle import Node, State, TransitionCallbackReturn
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from robot_rl_ros.messages import MessageError, odometry_signals
+from robot_rl_ros.spin import spin_node
 from std_msgs.msg import Bool, Float64MultiArray
 
 from policies.runtime import ContractError, OnnxPolicy
@@ -221,12 +221,4 @@ class PolicyNode(Node):
 
 def main(args: list[str] | None = None) -> None:
     """Console script: run the node until Ctrl-C (drive its lifecycle with ``ros2 lifecycle`` or a launch file)."""
-    rclpy.init(args=args)
-    node = PolicyNode()
-    try:
-        rclpy.spin(node)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
+    spin_node(PolicyNode, args)

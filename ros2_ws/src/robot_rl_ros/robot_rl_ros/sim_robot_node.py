@@ -13,12 +13,12 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import rclpy
 import torch
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
 from robot_rl_ros.messages import fill_odometry
+from robot_rl_ros.spin import spin_node
 from std_msgs.msg import Float64MultiArray
 
 import sim
@@ -86,12 +86,4 @@ class SimRobotNode(Node):
 
 def main(args: list[str] | None = None) -> None:
     """Console script: simulate until Ctrl-C."""
-    rclpy.init(args=args)
-    node = SimRobotNode()
-    try:
-        rclpy.spin(node)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
+    spin_node(SimRobotNode, args)
