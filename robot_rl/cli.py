@@ -133,6 +133,10 @@ def build_parser() -> argparse.ArgumentParser:
     dep.add_argument("--model", type=Path, help="policy.onnx (overrides policy_node's model_path)")
     dep.add_argument("--duration", type=float, default=10.0, metavar="SEC", help="run time, s (default: 10)")
     dep.add_argument("--namespace", default="", help="ROS namespace of the nodes")
+    dep.add_argument("--record", type=Path, metavar="RUN.mcap", help="record inputs, commands and faults to MCAP")
+    rep = sub.add_parser("replay", help="re-run the policy on a recording's inputs and report divergence")
+    rep.add_argument("recording", type=Path, help="MCAP file written by robot-rl deploy --record")
+    rep.add_argument("--model", type=Path, help="policy.onnx to replay (default: the recorded one)")
 
     sub.add_parser("tasks", help="list registered tasks")
     return parser
@@ -427,7 +431,11 @@ def cmd_deploy(args: argparse.Namespace) -> int:
             if not args.model.is_file():
                 raise DeployError(f"model '{args.model}' does not exist")
             params["policy_node"]["model_path"] = str(args.model)
-        result = run_graph(params, args.sim, args.duration, args.namespace)
+        if args.record is not None:
+            check_folder_writable(args.record.parent, "recording folder")
+            if args.record.is_dir():
+                raise DeployError(f"--record '{args.record}' is a folder; give a file name such as run.mcap")
+        result = run_graph(params, args.sim, args.duration, args.namespace, record=args.record)
     except DeployError as exc:
         raise ConfigError(str(exc)) from None
     print(
@@ -441,7 +449,26 @@ def cmd_deploy(args: argparse.Namespace) -> int:
             f"{result.sim['rejected']} rejected commands, mean position error over the last second "
             f"{sum(tail) / len(tail):.4f} m"
         )
+    if args.record is not None:
+        print(f"recorded {result.recorded} messages to {args.record}")
     return 0 if not result.fault else 1
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """``robot-rl replay``: the recorded policy re-run offline on the recorded inputs; exit 1 if it diverges."""
+    try:
+        from robot_rl_ros.recording import RecordingError, replay
+    except ImportError as exc:
+        raise ConfigError(f"ROS 2 / MCAP Python packages are missing ({exc.name}); pip install -e '.[ros2]'") from None
+    try:
+        r = replay(args.recording, args.model)
+    except RecordingError as exc:
+        raise ConfigError(str(exc)) from None
+    print(
+        f"{args.recording}: {r.messages} messages, {r.steps} control steps replayed, "
+        f"{r.skipped} under a fault skipped; max divergence {r.max_divergence:.3g} (normalised command units)"
+    )
+    return 0 if r.max_divergence <= 1e-5 else 1
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
@@ -462,6 +489,7 @@ COMMANDS = {
     "export": cmd_export,
     "bench": cmd_bench,
     "deploy": cmd_deploy,
+    "replay": cmd_replay,
     "tasks": cmd_tasks,
 }
 

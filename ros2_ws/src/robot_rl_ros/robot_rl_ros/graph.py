@@ -41,12 +41,14 @@ class GraphResult:
         rejected: Messages the policy node rejected.
         fault: The policy node's fault at the end (``""``: none).
         sim: The simulated robot's figures (steps, crashes, rejected commands, position errors), if simulated.
+        recorded: Messages written to the recording.
     """
 
     commands: int
     rejected: int
     fault: str
     sim: dict[str, Any] = field(default_factory=dict)
+    recorded: int = 0
 
 
 def read_params(path: Path) -> dict[str, dict[str, Any]]:
@@ -74,9 +76,15 @@ def _overrides(values: dict[str, Any]) -> list[Parameter]:
 
 
 def run_graph(
-    params: dict[str, dict[str, Any]], sim: bool, duration_s: float, namespace: str = "", activate: bool = True
+    params: dict[str, dict[str, Any]],
+    sim: bool,
+    duration_s: float,
+    namespace: str = "",
+    activate: bool = True,
+    record: Path | None = None,
 ) -> GraphResult:
-    """Run the graph for ``duration_s`` seconds (see the module docstring).
+    """Run the graph for ``duration_s`` seconds (see the module docstring); with ``record``, the policy node's
+    inputs, commands and faults go to that MCAP file (``robot_rl_ros.recording``).
 
     Raises:
         DeployError: The policy node refused to configure (wrong or corrupt model, contract mismatch).
@@ -88,6 +96,7 @@ def run_graph(
     policy = PolicyNode(namespace=namespace, parameter_overrides=_overrides(params["policy_node"]))
     nodes: list[Any] = [policy]
     simulated = None
+    result: GraphResult | None = None
     try:
         if sim:
             from robot_rl_ros.sim_robot_node import SimRobotNode
@@ -100,6 +109,10 @@ def run_graph(
             executor.add_node(node)
         if policy.trigger_configure() != TransitionCallbackReturn.SUCCESS:
             raise DeployError(f"policy_node refused to configure (state {policy._state_machine.current_state[1]})")
+        if record is not None:
+            from robot_rl_ros.recording import Recorder
+
+            policy.recorder = Recorder(record, Path(params["policy_node"]["model_path"]))
         if activate and policy.trigger_activate() != TransitionCallbackReturn.SUCCESS:
             raise DeployError("policy_node refused to activate")
         end = time.monotonic() + duration_s
@@ -117,7 +130,16 @@ def run_graph(
         if policy._state_machine.current_state[0] == StateMsg.PRIMARY_STATE_ACTIVE:
             policy.trigger_deactivate()
         return result
+    except BaseException:
+        if policy.recorder is not None:
+            policy.recorder.abort()
+            policy.recorder = None
+        raise
     finally:
+        if policy.recorder is not None:
+            policy.recorder.close()
+            if result is not None:
+                result.recorded = policy.recorder.count
         for node in nodes:
             executor.remove_node(node)
             node.destroy_node()

@@ -32,7 +32,7 @@ from rclpy.lifecycle import Node, State, TransitionCallbackReturn
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from robot_rl_ros.messages import MessageError, odometry_signals
 from robot_rl_ros.spin import spin_node
-from std_msgs.msg import Bool, Float64MultiArray
+from std_msgs.msg import Bool, Float64MultiArray, String
 
 from policies.runtime import ContractError, OnnxPolicy
 from policies.runtime.safety import SafetyConfig, SafetyLayer
@@ -74,6 +74,7 @@ class PolicyNode(Node):
         self._periods: list[float] = []
         self._infer_s: list[float] = []
         self._last_tick: float | None = None
+        self.recorder: Any = None  # robot_rl_ros.recording.Recorder, set by robot-rl deploy --record
 
     def p(self, key: str) -> Any:
         """A parameter's value."""
@@ -164,8 +165,14 @@ class PolicyNode(Node):
             return
         if self.safety is not None:
             self.safety.input_received(self._now())
+        self._record("odom", msg)
+
+    def _record(self, kind: str, msg: Any) -> None:
+        if self.recorder is not None:
+            self.recorder.write(kind, msg, time.monotonic_ns())
 
     def _on_estop(self, msg: Bool) -> None:
+        self._record("estop", msg)
         if self.safety is not None:
             self.safety.estop(bool(msg.data))
             if msg.data:
@@ -188,6 +195,8 @@ class PolicyNode(Node):
                 self.get_logger().error(f"policy step refused: {exc}", throttle_duration_sec=1.0)
             self._infer_s.append(time.perf_counter() - t0)
         step = self.safety.step(now, command)
+        if step.fault != self.fault:
+            self._record("fault", String(data=step.fault))
         self.fault = step.fault
         self._last_action = step.command[None]
         msg = Float64MultiArray()
@@ -195,6 +204,7 @@ class PolicyNode(Node):
         if self._pub is not None:
             self._pub.publish(msg)
             self.published += 1
+            self._record("command", msg)
 
     def _diagnostics(self) -> None:
         if self._diag is None:
