@@ -31,6 +31,7 @@ from firmware_export.graph import UnsupportedModelError
 from firmware_export.targets import TARGETS as FIRMWARE_TARGETS
 from firmware_export.targets import ToolchainError
 from policies.runtime.contract import ContractError
+from policies.runtime.onnx_policy import PolicyFileError
 from robot_rl.algorithms.ppo import TrainingDivergedError
 from robot_rl.checkpoint import CheckpointError, read_checkpoint
 from robot_rl.config import MAX_NUM_ENVS, TrainConfig, check_device
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 
 USER_ERRORS = (
     ConfigError,
+    PolicyFileError,
     TaskConfigError,
     ContractError,
     CheckpointError,
@@ -137,6 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("replay", help="re-run the policy on a recording's inputs and report divergence")
     rep.add_argument("recording", type=Path, help="MCAP file written by robot-rl deploy --record")
     rep.add_argument("--model", type=Path, help="policy.onnx to replay (default: the recorded one)")
+
+    ins = sub.add_parser("inspect", help="print the deployment contract of a policy.onnx or a run folder, readably")
+    ins.add_argument("source", type=Path, help="policy.onnx, or a run folder (its checkpoint's task and actor)")
 
     sub.add_parser("tasks", help="list registered tasks")
     return parser
@@ -471,6 +476,23 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 0 if r.max_divergence <= 1e-5 else 1
 
 
+def cmd_inspect(args: argparse.Namespace) -> int:
+    """``robot-rl inspect``: a contract, readable."""
+    from policies.runtime import load_contract
+    from policies.runtime.inspect import describe
+
+    src: Path = args.source
+    if src.is_dir():
+        from robot_rl.run import load_run
+
+        run = load_run(src)
+        contract = run.env.contract(run.cfg.policy.actor_obs)
+    else:
+        contract = load_contract(src)
+    print(describe(contract))
+    return 0
+
+
 def cmd_tasks(args: argparse.Namespace) -> int:
     """``robot-rl tasks``: registered tasks with backend and success criterion."""
     from sim.registry import get_task, task_names
@@ -490,6 +512,7 @@ COMMANDS = {
     "bench": cmd_bench,
     "deploy": cmd_deploy,
     "replay": cmd_replay,
+    "inspect": cmd_inspect,
     "tasks": cmd_tasks,
 }
 

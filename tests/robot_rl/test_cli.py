@@ -398,6 +398,10 @@ USER_ERRORS: list[Any] = [
     (["deploy", "--params", "{tmp}/binary.yaml"], "is not valid YAML"),
     (["deploy", "--params", "{tmp}/nopolicy.yaml"], "has no 'policy_node' section"),
     (["deploy", "--params", "{tmp}/nopolicy.yaml", "--duration", "0"], "--duration must be in [0.1, 86400]"),
+    # inspect
+    (["inspect", "{tmp}/missing.onnx"], "policy file not found"),
+    (["inspect", "{tmp}/binary.yaml"], "is not a valid ONNX model"),
+    (["inspect", "{nan}"], "holds non-finite values in 'actor.0.weight'"),
     # top level
     (["fly"], "invalid choice: 'fly'"),
 ]
@@ -443,3 +447,14 @@ def test_every_user_error_exits_2_with_one_line_and_writes_nothing(
     assert fragment.format(**names) in err, err
     assert snapshot(tmp_path) == before and snapshot(good_run) == before_run
     assert sorted(p for p in tmp_path.rglob("*") if p.is_dir()) == dirs_before
+
+
+def test_inspect_prints_the_contract_of_a_policy_and_of_a_run(
+    good_run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for source in (good_run / "policy.onnx", good_run):
+        assert main(["inspect", str(source)]) == 0
+        out = capsys.readouterr().out
+        assert "task quadrotor-hover" in out and "[18:34]    last_action          4 x 4 steps" in out
+        assert "m1_front_right   at [0.0325269, -0.0325269, 0] m, spins ccw seen from above" in out
+        assert "kind rpm" in out and "20 ms = 50 Hz" in out

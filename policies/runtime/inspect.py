@@ -1,0 +1,73 @@
+"""A deployment contract, readable: what an integrator checks before starting a policy on a robot.
+
+``robot-rl inspect <policy.onnx | run folder>`` prints :func:`describe` of the contract in the file: the observation
+layout (index ranges, units, scales, history order), the action mapping, the actuators, the airframe facts of
+multirotor policies (motor order, positions, spin directions, thrust model) and the rest of the task facts.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from policies.runtime.contract import Contract
+
+
+def describe(c: Contract) -> str:
+    """Multi-line text describing ``c``."""
+    lines = [
+        f"task {c.task}  (contract v{c.version}, control period {c.control_period_s * 1e3:g} ms = "
+        f"{1.0 / c.control_period_s:g} Hz, normalisation {c.normalization})",
+        "",
+        f"observation '{c.input_name}' [B, {c.obs_dim}], terms in order (histories newest first):",
+    ]
+    start = 0
+    for t in c.observation:
+        span = f"[{start}:{start + t.dim}]"
+        hist = f" x {t.history} steps" if t.history > 1 else ""
+        scale = f", scale {t.scale:g}" if t.scale != 1.0 else ""
+        lines.append(f"  {span:<10} {t.name:<20} {t.size}{hist}  <- signal '{t.source}' {t.unit}{scale}".rstrip())
+        start += t.dim
+    a = c.action
+    lines += [
+        "",
+        f"action '{c.output_name}' [B, {a.size}], kind {a.kind} ({a.unit}): "
+        "command = clip(offset + scale * clip(a, -1, 1), low, high)",
+    ]
+    for i, name in enumerate(a.names):
+        lines.append(
+            f"  {i}  {name:<20} offset {a.offset[i]:<10.6g} scale {a.scale[i]:<10.6g} "
+            f"range [{a.low[i]:.6g}, {a.high[i]:.6g}]"
+        )
+    lines.append("  start with last_action = 0 (the command at a = 0 is the offset)")
+    if c.joint_names and c.joint_names != list(a.names):
+        lines += ["", f"joints: {', '.join(c.joint_names)}"]
+    if c.default_pose:
+        lines.append(f"default pose: {c.default_pose}")
+    extra = dict(c.extra)
+    airframe = extra.pop("airframe", None)
+    if isinstance(airframe, dict):
+        lines += ["", "airframe:"]
+        order = airframe.get("motor_order", [])
+        for i, name in enumerate(order):
+            pos = airframe.get("rotor_positions_m", [[]] * len(order))[i]
+            spin = airframe.get("spin_seen_from_above", ["?"] * len(order))[i]
+            sign = airframe.get("reaction_torque_sign_z", ["?"] * len(order))[i]
+            lines.append(f"  {name:<16} at {_fmt(pos)} m, spins {spin} seen from above (reaction torque {sign:+g} z)")
+        for k, v in airframe.items():
+            if k not in ("motor_order", "rotor_positions_m", "spin_seen_from_above", "reaction_torque_sign_z"):
+                lines.append(f"  {k}: {_fmt(v)}")
+    lines += ["", f"filter: {json.dumps(c.filter) if c.filter else '(none)'}"]
+    for k, v in extra.items():
+        lines.append(f"{k}: {_fmt(v)}")
+    return "\n".join(lines)
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    if isinstance(v, list):
+        return "[" + ", ".join(_fmt(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k}: {_fmt(x)}" for k, x in v.items()) + "}"
+    return str(v)
