@@ -50,6 +50,7 @@ PARAMETERS: dict[str, Any] = {
     "max_rate": -1.0,
     "safe_mode": "zero",
     "safe_command": [0.0],
+    "control_rate_hz": 0.0,
 }
 """Declared parameters and their defaults (the YAML files in ``config/`` set them under ``ros__parameters``)."""
 
@@ -74,6 +75,9 @@ class PolicyNode(Node):
         self._periods: list[float] = []
         self._infer_s: list[float] = []
         self._last_tick: float | None = None
+        self._odom_at = -1.0
+        self.input_age_s: list[float] = []  # per tick: newest odometry's age when the command went out
+        self.received = 0
         self.recorder: Any = None  # robot_rl_ros.recording.Recorder, set by robot-rl deploy --record
 
     def p(self, key: str) -> Any:
@@ -130,7 +134,9 @@ class PolicyNode(Node):
         self._signals = None
         self.safety.activate(self._now())
         self._last_action = np.asarray(self.policy.contract.action.offset, dtype=np.float32)[None]
-        self._timer = self.create_timer(self.policy.contract.control_period_s, self._tick)
+        rate = float(self.p("control_rate_hz"))
+        period = 1.0 / rate if rate > 0 else self.policy.contract.control_period_s  # 0: the contract's period
+        self._timer = self.create_timer(period, self._tick)
         return super().on_activate(state)
 
     def on_deactivate(self, state: State) -> TransitionCallbackReturn:
@@ -163,8 +169,10 @@ class PolicyNode(Node):
             self.rejected += 1
             self.get_logger().error(f"odometry rejected: {exc}", throttle_duration_sec=1.0)
             return
+        self._odom_at = self._now()
+        self.received += 1
         if self.safety is not None:
-            self.safety.input_received(self._now())
+            self.safety.input_received(self._odom_at)
         self._record("odom", msg)
 
     def _record(self, kind: str, msg: Any) -> None:
@@ -204,6 +212,8 @@ class PolicyNode(Node):
         if self._pub is not None:
             self._pub.publish(msg)
             self.published += 1
+            if self._odom_at >= 0:
+                self.input_age_s.append(self._now() - self._odom_at)
             self._record("command", msg)
 
     def _diagnostics(self) -> None:
