@@ -150,6 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``robot-rl`` console script; returns the exit status (see the module docstring)."""
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # what --nproc re-runs under torchrun
     previous = signal.getsignal(signal.SIGTERM)
     if threading.current_thread() is threading.main_thread():  # SIGTERM unwinds: temp files are cleaned up
         signal.signal(signal.SIGTERM, _terminated)
@@ -240,7 +241,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     cfg = load_config(args.task, args.config, overrides, base=saved, base_name=f"checkpoint '{resume}'")
     check_folder_writable(Path(cfg.run_root), "run root")
     if args.nproc is not None:
-        return exec_torchrun(args.nproc, cfg)
+        return exec_torchrun(args.nproc, cfg, args.argv)
     role, device = from_environment(cfg.device)
     # Validates everything before any file is made.
     runner = OnPolicyRunner(cfg, Path("."), resume=resume, quiet=args.quiet, dist=role, device=device)
@@ -281,7 +282,7 @@ def _silent(*args: object, **kwargs: object) -> None:
     """``print`` for ranks other than 0."""
 
 
-def exec_torchrun(nproc: int, cfg: TrainConfig) -> int:
+def exec_torchrun(nproc: int, cfg: TrainConfig, argv: list[str]) -> int:
     """Replace this process by ``torchrun --standalone --nproc-per-node N`` running the same command without
     ``--nproc`` (after checking the job can work: divisible worlds, enough GPUs, not already under torchrun)."""
     import torch
@@ -296,7 +297,7 @@ def exec_torchrun(nproc: int, cfg: TrainConfig) -> int:
             raise ConfigError(f"device '{cfg.device}' names one GPU; with --nproc use 'cuda' (one GPU per process)")
         if nproc > torch.cuda.device_count():
             raise ConfigError(f"--nproc {nproc} is more than the {torch.cuda.device_count()} GPU(s) of this machine")
-    argv = list(sys.argv[1:])
+    argv = list(argv)
     for i, a in enumerate(argv):  # drop "--nproc N" / "--nproc=N"
         if a == "--nproc":
             del argv[i : i + 2]

@@ -54,10 +54,25 @@ static void rr_credit(rr_tank *t, rr_real injected, rr_real harvest_rate, rr_rea
     r->tank = t->tank;
 }
 
-void rr_tank_torque(rr_tank *t, const rr_real *tau, const rr_real *q, const rr_real *qdot, rr_real dt,
-                    rr_real *command, rr_tank_report *r) {
+/* 1 if all n values of every non-null array are finite and dt > 0. */
+static int rr_all_finite(int n, rr_real dt, const rr_real *a, const rr_real *b, const rr_real *c, const rr_real *d,
+                         const rr_real *e) {
+    const rr_real *arrays[5];
+    int i, j;
+    arrays[0] = a; arrays[1] = b; arrays[2] = c; arrays[3] = d; arrays[4] = e;
+    if (!(isfinite(dt) && dt > 0)) return 0;
+    for (j = 0; j < 5; ++j) {
+        if (arrays[j] == 0) continue;
+        for (i = 0; i < n; ++i) if (!isfinite(arrays[j][i])) return 0;
+    }
+    return 1;
+}
+
+int rr_tank_torque(rr_tank *t, const rr_real *tau, const rr_real *q, const rr_real *qdot, rr_real dt,
+                   rr_real *command, rr_tank_report *r) {
     int i;
     rr_real e_hat = 0, budget, alpha;
+    if (!rr_all_finite(t->n, dt, tau, q, qdot, 0, 0)) return RR_TANK_NONFINITE;
     r->injected = r->harvested = r->overflow = 0;
     r->tank = t->tank;
     if (t->has_prev) {
@@ -85,6 +100,7 @@ void rr_tank_torque(rr_tank *t, const rr_real *tau, const rr_real *q, const rr_r
     }
     t->has_prev = 1;
     r->alpha = alpha;
+    return RR_TANK_OK;
 }
 
 /* Largest alpha in [0, 1] with a alpha + b alpha^2 <= budget (b >= 0), 0 if there is none. */
@@ -102,11 +118,12 @@ static rr_real rr_largest_root(rr_real a, rr_real b, rr_real budget) {
     return a <= budget ? 1 : 0;
 }
 
-void rr_tank_setpoint(rr_tank *t, const rr_real *target, const rr_real *previous, const rr_real *q,
-                      const rr_real *qdot, const rr_real *stiffness, rr_real dt, rr_real *command,
-                      rr_tank_report *r) {
+int rr_tank_setpoint(rr_tank *t, const rr_real *target, const rr_real *previous, const rr_real *q,
+                     const rr_real *qdot, const rr_real *stiffness, rr_real dt, rr_real *command,
+                     rr_tank_report *r) {
     int i;
     rr_real a = 0, b = 0, rate = 0, budget, alpha;
+    if (!rr_all_finite(t->n, dt, target, previous, q, qdot, stiffness)) return RR_TANK_NONFINITE;
     for (i = 0; i < t->n; ++i) {
         rr_real e = previous[i] - q[i], delta = target[i] - previous[i];
         a += e * (stiffness[i] * delta);
@@ -119,4 +136,5 @@ void rr_tank_setpoint(rr_tank *t, const rr_real *target, const rr_real *previous
     rr_credit(t, a * alpha + b * alpha * alpha, rate, dt, r);
     for (i = 0; i < t->n; ++i) command[i] = previous[i] + alpha * (target[i] - previous[i]);
     r->alpha = alpha;
+    return RR_TANK_OK;
 }

@@ -39,10 +39,14 @@ typedef struct {
 /* 0 on success, -1 for invalid parameters (0 < t_min <= t_init <= t_max, margin >= 0, damping >= 0). */
 int rr_tank_init(rr_tank *t, int n, rr_real t_init, rr_real t_min, rr_real t_max, rr_real margin,
                  const rr_real *damping, int n_damping);
-void rr_tank_torque(rr_tank *t, const rr_real *tau, const rr_real *q, const rr_real *qdot, rr_real dt,
-                    rr_real *command, rr_tank_report *report);
-void rr_tank_setpoint(rr_tank *t, const rr_real *target, const rr_real *previous, const rr_real *q,
-                      const rr_real *qdot, const rr_real *stiffness, rr_real dt, rr_real *command,
-                      rr_tank_report *report);
+/* Both return RR_TANK_OK, or RR_TANK_NONFINITE for a NaN / inf input or dt <= 0: then the tank is left unchanged
+ * and `command` is not written (hold your safe command), as policies.runtime.passivity raises. */
+#define RR_TANK_OK 0
+#define RR_TANK_NONFINITE (-5)
+int rr_tank_torque(rr_tank *t, const rr_real *tau, const rr_real *q, const rr_real *qdot, rr_real dt,
+                   rr_real *command, rr_tank_report *report);
+int rr_tank_setpoint(rr_tank *t, const rr_real *target, const rr_real *previous, const rr_real *q,
+                     const rr_real *qdot, const rr_real *stiffness, rr_real dt, rr_real *command,
+                     rr_tank_report *report);
 
 #endif /* RR_SAFETY_H */

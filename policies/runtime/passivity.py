@@ -137,13 +137,16 @@ class EnergyTank:
     def torque(self, tau: np.ndarray, q: np.ndarray, qdot: np.ndarray, dt: float) -> TankStep:
         """Settle the previous step, then scale the new torque command ``tau`` ``[J]`` (N m); see the module doc.
 
+        Raises:
+            ContractError: An input is non-finite or of the wrong size (the tank is left unchanged).
+
         Args:
             tau: Commanded joint torques ``[J]``.
             q: Measured joint positions now ``[J]``, rad.
             qdot: Measured joint velocities now ``[J]``, rad/s.
             dt: Control period, s.
         """
-        tau, q, qdot = (np.asarray(x, dtype=np.float64).reshape(self.num_joints) for x in (tau, q, qdot))
+        tau, q, qdot = _finite(self.num_joints, tau=tau, q=q, qdot=qdot, dt=dt)
         injected = harvested = overflow = 0.0
         if self._prev is not None:
             q0, qd0, applied = self._prev
@@ -173,8 +176,8 @@ class EnergyTank:
             stiffness: Diagonal stiffness ``K`` ``[J]``, N m/rad.
             dt: Control period, s.
         """
-        target, previous, q, qdot, k = (
-            np.asarray(x, dtype=np.float64).reshape(self.num_joints) for x in (target, previous, q, qdot, stiffness)
+        target, previous, q, qdot, k = _finite(
+            self.num_joints, target=target, previous=previous, q=q, qdot=qdot, stiffness=stiffness, dt=dt
         )
         e, delta = previous - q, target - previous
         a, b = float(e @ (k * delta)), 0.5 * float(delta @ (k * delta))  # E(alpha) = a alpha + b alpha^2
@@ -184,6 +187,24 @@ class EnergyTank:
         rate = float(qdot @ (self.damping * qdot))
         injected, harvested, overflow = self._credit(injected, rate, dt)
         return TankStep(previous + alpha * delta, alpha, self.tank, injected, harvested, overflow)
+
+
+def _finite(num_joints: int, dt: float, **arrays: Any) -> list[np.ndarray]:
+    """The arrays as float64 ``[J]``; a wrong size or a NaN / inf (or ``dt <= 0``) raises, naming it.
+
+    The tank never turns a bad input into a command: the caller must hold its safe command instead.
+    """
+    if not (math.isfinite(dt) and dt > 0):
+        raise ContractError(f"passivity filter: dt must be finite and > 0, got {dt}")
+    out = []
+    for name, value in arrays.items():
+        x = np.asarray(value, dtype=np.float64)
+        if x.size != num_joints:
+            raise ContractError(f"passivity filter: '{name}' has {x.size} values, expected {num_joints}")
+        if not np.isfinite(x).all():
+            raise ContractError(f"passivity filter: '{name}' holds a non-finite value; nothing was applied")
+        out.append(x.reshape(num_joints))
+    return out
 
 
 def _largest_root_in_unit(a: float, b: float, budget: float) -> float:

@@ -76,8 +76,12 @@ class SafetyConfig:
         n = len(self.low)
         if not (len(self.high) == len(self.max_rate) == n) or n == 0:
             raise ValueError("safety: low, high and max_rate need one value per command")
-        if any(not (lo <= hi) for lo, hi in zip(self.low, self.high, strict=True)):
+        if any(not (np.isfinite([lo, hi]).all() and lo <= hi) for lo, hi in zip(self.low, self.high, strict=True)):
             raise ValueError("safety: every low must be <= high (and finite)")
+        if any(np.isnan(r) for r in self.max_rate):  # a NaN would silently switch the rate limit off
+            raise ValueError(f"safety: max_rate must be a number (negative: none), got {list(self.max_rate)}")
+        if not np.isfinite(np.asarray(self.safe_command, dtype=np.float64)).all():
+            raise ValueError(f"safety: safe_command must be finite, got {list(self.safe_command)}")
         if not (np.isfinite(self.watchdog_s) and self.watchdog_s > 0 and np.isfinite(self.fade_in_s)):
             raise ValueError("safety: watchdog_s must be > 0 and fade_in_s finite")
         if self.safe_mode not in SAFE_MODES:

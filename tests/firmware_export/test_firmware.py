@@ -375,3 +375,26 @@ int main(void) {{
         np.testing.assert_array_equal(np.array(row[1:], dtype=np.float32), expected)
         last = expected
     assert last is not None
+
+
+def test_c_energy_tank_refuses_non_finite_inputs_like_python(tmp_path: Path) -> None:
+    body = """
+#include <math.h>
+int main(void) {
+    rr_tank t; rr_tank_report r; double damp[1] = {0.1}, cmd[2] = {7.0, 7.0};
+    double tau[2] = {1.0, 1.0}, q[2] = {0.0, 0.0}, qd[2] = {1.0, 1.0}, k[2] = {1.0, 1.0};
+    double before;
+    if (rr_tank_init(&t, 2, 1.0, 0.1, 2.0, 0.0, damp, 1)) return 1;
+    if (rr_tank_torque(&t, tau, q, qd, 0.01, cmd, &r) != RR_TANK_OK) return 2;
+    before = t.tank;
+    cmd[0] = cmd[1] = 7.0;
+    tau[0] = NAN;
+    printf("%d %d", rr_tank_torque(&t, tau, q, qd, 0.01, cmd, &r), t.tank == before && cmd[0] == 7.0);
+    k[1] = INFINITY;
+    printf(" %d", rr_tank_setpoint(&t, q, q, q, qd, k, 0.01, cmd, &r));
+    tau[0] = 1.0;
+    printf(" %d\\n", rr_tank_torque(&t, tau, q, qd, 0.0, cmd, &r));
+    return 0;
+}
+"""
+    assert _c_streams_harness(tmp_path, body).split() == ["-5", "1", "-5", "-5"]

@@ -124,3 +124,18 @@ def test_without_the_filter_the_same_policy_pumps_energy_without_bound() -> None
 def test_bad_tank_parameters_are_named(kw: dict[str, float], match: str) -> None:
     with pytest.raises(ContractError, match=match):
         TankParams(**kw)  # type: ignore[arg-type]
+
+
+def test_a_non_finite_input_is_refused_and_leaves_the_tank_unchanged() -> None:
+    tank = EnergyTank(TankParams(t_init=1.0, t_min=0.1, t_max=2.0), 2)
+    tank.torque(np.array([1.0, 1.0]), np.zeros(2), np.ones(2), 0.01)
+    before = tank.tank
+    with pytest.raises(ContractError, match="'tau' holds a non-finite value"):
+        tank.torque(np.array([np.nan, 1.0]), np.zeros(2), np.ones(2), 0.01)
+    with pytest.raises(ContractError, match="'stiffness' holds a non-finite value"):
+        tank.setpoint(np.ones(2), np.zeros(2), np.zeros(2), np.zeros(2), np.array([1.0, np.inf]), 0.01)
+    with pytest.raises(ContractError, match="'q' has 3 values, expected 2"):
+        tank.torque(np.ones(2), np.zeros(3), np.ones(2), 0.01)
+    with pytest.raises(ContractError, match="dt must be finite and > 0"):
+        tank.torque(np.ones(2), np.zeros(2), np.ones(2), float("nan"))
+    assert tank.tank == before

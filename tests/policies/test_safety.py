@@ -89,3 +89,12 @@ def test_bad_settings_are_named() -> None:
         SafetyConfig((2.0,), (1.0,), (1.0,))
     with pytest.raises(ValueError, match="needs safe_command with 1 values"):
         SafetyConfig((0.0,), (1.0,), (1.0,), safe_mode="command")
+
+
+def test_nan_settings_cannot_switch_limits_off_or_reach_a_motor() -> None:
+    with pytest.raises(ValueError, match="max_rate must be a number"):
+        SafetyConfig((0.0,), (1.0,), (math.nan,))
+    with pytest.raises(ValueError, match="safe_command must be finite"):
+        SafetyConfig((0.0,), (1.0,), (1.0,), safe_mode="command", safe_command=(math.nan,))
+    with pytest.raises(ValueError, match="every low must be <= high"):
+        SafetyConfig((-math.inf,), (1.0,), (1.0,))

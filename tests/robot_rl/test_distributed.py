@@ -107,3 +107,18 @@ def test_nproc_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture
         assert main(["train", "cartpole-balance", "--nproc", "2", "--device", "cuda", "--run-root", str(root)]) == 2
         assert "CUDA is not available" in capsys.readouterr().err
     assert not root.exists()
+
+
+def test_nproc_re_runs_the_given_command_under_torchrun(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``main(argv)`` execs torchrun with *that* argv (minus --nproc), not whatever started this process."""
+    from robot_rl.cli import main
+
+    seen: list[list[str]] = []
+    monkeypatch.setattr(os, "execv", lambda exe, cmd: seen.append(cmd))
+    argv = ["train", "cartpole-balance", "--nproc", "2", "--num-envs", "64", "--run-root", str(tmp_path / "r")]
+    assert main(argv) == 0
+    (cmd,) = seen
+    assert cmd[1:5] == ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
+    assert cmd[5:] == ["-m", "robot_rl.cli", "train", "cartpole-balance", "--num-envs", "64", "--run-root",
+                       str(tmp_path / "r")]  # fmt: skip
+    assert not (tmp_path / "r").exists()
