@@ -28,6 +28,7 @@ from pathlib import Path
 
 import mujoco
 import numpy as np
+import torch
 from mujoco import batch as mjbatch
 
 ASSETS_DIR = Path(__file__).resolve().parents[1] / "robots" / "assets"
@@ -146,7 +147,9 @@ class MujocoBatch:
             return np.broadcast_to(getattr(self.model, name), (self.num_worlds, *getattr(self.model, name).shape))
         return values
 
-    def set_field(self, name: str, ids: np.ndarray, values: np.ndarray, index: int | tuple[int, ...] = ()) -> None:
+    def set_field(
+        self, name: str, ids: np.ndarray, values: np.ndarray, index: int | tuple[int | slice, ...] = ()
+    ) -> None:
         """Write model field ``name`` (element ``index`` of each world's array) for worlds ``ids``.
 
         Args:
@@ -183,3 +186,104 @@ class MujocoBatch:
         """Release the thread pool and the per-world memory (the batch cannot be used afterwards)."""
         for name in ("state", "qpos", "qvel", "ctrl", "_batch"):
             self.__dict__.pop(name, None)
+
+
+class MujocoPhysics:
+    """:class:`~sim.backends.physics.Physics` on :class:`MujocoBatch`: torch views of the batch's numpy rows.
+
+    ``qpos`` / ``qvel`` are zero-copy ``float64`` views of the integration state; site poses are copied out of the
+    batch after every step. Tensors live on the CPU whatever ``device`` the task uses (the task moves them once).
+    """
+
+    name = "mujoco"
+    supported_fields = frozenset(
+        {
+            "body_mass",
+            "body_inertia",
+            "body_ipos",
+            "geom_friction",
+            "geom_size",
+            "dof_damping",
+            "dof_armature",
+            "dof_frictionloss",
+            "actuator_gainprm",
+            "actuator_biasprm",
+            "opt.gravity",
+        }
+    )
+
+    def __init__(self, model: mujoco.MjModel, num_worlds: int, frame_skip: int, device: torch.device) -> None:
+        self.batch = MujocoBatch(model, num_worlds, frame_skip)
+        self.model = self.batch.model
+        self.num_worlds = num_worlds
+        self.control_dt = self.batch.control_dt
+        self.device = torch.device("cpu")
+        self._qpos = torch.from_numpy(self.batch.qpos)
+        self._qvel = torch.from_numpy(self.batch.qvel)
+        self._site_xpos = self.batch._batch.bind("site_xpos")
+        self._site_xmat = self.batch._batch.bind("site_xmat")
+        self.batch._batch.forward(stage=mujoco.mjtStage.mjSTAGE_POS)
+
+    def step(self, ctrl: torch.Tensor) -> None:
+        """Advance one control period under ``ctrl [N, nu]``."""
+        self.batch.step(ctrl.detach().to("cpu", torch.float64).numpy())
+
+    def reset(self, ids: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
+        """Restart worlds ``ids`` at ``qpos`` / ``qvel`` and recompute their kinematics."""
+        rows = ids.to("cpu", torch.int64).numpy().astype(np.int32)
+        self.batch.reset(rows, qpos.to("cpu", torch.float64).numpy(), qvel.to("cpu", torch.float64).numpy())
+        self.batch._refresh_constants()
+        self.batch._batch.forward(rows, stage=mujoco.mjtStage.mjSTAGE_POS)
+
+    @property
+    def qpos(self) -> torch.Tensor:
+        """Joint positions ``[N, nq]`` (live view)."""
+        return self._qpos
+
+    @property
+    def qvel(self) -> torch.Tensor:
+        """Joint velocities ``[N, nv]`` (live view)."""
+        return self._qvel
+
+    @property
+    def site_xpos(self) -> torch.Tensor:
+        """Site positions ``[N, nsite, 3]``, m."""
+        return torch.from_numpy(np.array(self._site_xpos))
+
+    @property
+    def site_xmat(self) -> torch.Tensor:
+        """Site orientations ``[N, nsite, 9]``."""
+        return torch.from_numpy(np.array(self._site_xmat))
+
+    def set_field(
+        self, name: str, ids: torch.Tensor, values: torch.Tensor, index: tuple[int | slice, ...] = ()
+    ) -> None:
+        """Write model field ``name[ids, *index]`` (``opt.gravity`` included)."""
+        if name not in self.supported_fields:
+            from sim.backends.physics import check_field
+
+            check_field(self, name)
+        self.batch.set_field(name, ids.to("cpu").numpy(), values.to("cpu", torch.float64).numpy(), index)
+
+    def state(self) -> dict[str, torch.Tensor]:
+        """Integration state rows and every per-world model field written so far (copies)."""
+        out = {"state": torch.from_numpy(self.batch.state.copy())}
+        for name in sorted(self.supported_fields):
+            values = self.batch._batch.expanded(name)
+            if values is not None:
+                out[f"field/{name}"] = torch.from_numpy(np.array(values))
+        return out
+
+    def load_state(self, state: dict[str, torch.Tensor]) -> None:
+        """Restore :meth:`state`."""
+        self.batch.state[:] = state["state"].numpy()
+        everyone = np.arange(self.num_worlds)
+        for key, values in state.items():
+            if key.startswith("field/"):
+                self.batch.set_field(key.removeprefix("field/"), everyone, values.numpy())
+        self.batch._refresh_constants()
+        self.batch._batch.forward(stage=mujoco.mjtStage.mjSTAGE_POS)
+
+    def close(self) -> None:
+        """Release the batch."""
+        self.batch.close()

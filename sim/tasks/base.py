@@ -253,6 +253,10 @@ class BatchedTask(VecEnv):
         """Task-specific facts written into the contract's ``extra``."""
         return {}
 
+    def default_pose(self) -> list[float]:
+        """Joint positions the robot starts from, in command order (empty for robots without joints)."""
+        return []
+
     # ---------------------------------------------------------------------------------------- VecEnv API
     @property
     def randomization_enabled(self) -> bool:
@@ -405,6 +409,7 @@ class BatchedTask(VecEnv):
             observation=self.policy_terms,
             action=self.action_spec(),
             joint_names=list(self.action_spec().names),
+            default_pose=self.default_pose(),
             extra=self.contract_extra(),
         )
 

@@ -1,0 +1,139 @@
+"""The one interface a MuJoCo task sees, whichever engine steps it: ``mujoco`` (CPU) or ``mjwarp`` (Warp).
+
+A task holds a :class:`Physics` and never touches engine objects: it writes controls, reads joint state and site
+poses as torch tensors, resets worlds and writes per-world model parameters (domain randomisation). A backend only
+moves state in and out; task logic (observations, rewards, resets) is written once, in torch.
+
+Tensors (``N`` worlds, on the physics' ``device``; ``float64`` on ``mujoco``, ``float32`` on ``mjwarp``)::
+
+    qpos [N, nq]   qvel [N, nv]   site_xpos [N, nsite, 3] m (world)   site_xmat [N, nsite, 9] (row-major)
+
+Site poses are those MuJoCo computed in the last physics substep, i.e. of the state one substep before the
+returned ``qpos`` (both engines' ``mj_step`` convention); after :meth:`Physics.reset` they are recomputed for the
+reset worlds.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import mujoco
+import torch
+
+BACKENDS = ("mujoco", "mjwarp")
+"""Engines a MuJoCo task can run on (``--backend``)."""
+
+RANDOMIZABLE_FIELDS = frozenset(
+    {
+        "body_mass",
+        "body_inertia",
+        "body_ipos",
+        "geom_friction",
+        "geom_size",
+        "dof_damping",
+        "dof_armature",
+        "dof_frictionloss",
+        "actuator_gainprm",
+        "actuator_biasprm",
+        "opt.gravity",
+    }
+)
+"""Model fields both backends can give per-world values (``MjModel`` names; ``opt.gravity`` for gravity)."""
+
+
+class BackendError(ValueError):
+    """A backend cannot do what the task or config asks (unsupported field, missing package, ...)."""
+
+
+class Physics(Protocol):
+    """``N`` worlds of one MuJoCo model; one :meth:`step` is one control period (``frame_skip`` substeps)."""
+
+    name: str
+    model: mujoco.MjModel
+    num_worlds: int
+    control_dt: float
+    device: torch.device
+    supported_fields: frozenset[str]
+
+    def step(self, ctrl: torch.Tensor) -> None:
+        """Hold controls ``ctrl [N, nu]`` (actuator units) for one control period and advance every world."""
+        ...
+
+    def reset(self, ids: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
+        """Restart worlds ``ids [n]`` (long) at ``qpos [n, nq]``, ``qvel [n, nv]`` with zero control and warm start;
+        per-world model fields are kept. Site poses of those worlds are recomputed."""
+        ...
+
+    @property
+    def qpos(self) -> torch.Tensor:
+        """Joint positions ``[N, nq]``."""
+        ...
+
+    @property
+    def qvel(self) -> torch.Tensor:
+        """Joint velocities ``[N, nv]``."""
+        ...
+
+    @property
+    def site_xpos(self) -> torch.Tensor:
+        """Site positions ``[N, nsite, 3]``, m, world frame."""
+        ...
+
+    @property
+    def site_xmat(self) -> torch.Tensor:
+        """Site orientations ``[N, nsite, 9]`` (row-major rotation matrices, site to world)."""
+        ...
+
+    def set_field(
+        self, name: str, ids: torch.Tensor, values: torch.Tensor, index: tuple[int | slice, ...] = ()
+    ) -> None:
+        """Write model field ``name`` (element ``index`` of each world's array) for worlds ``ids``.
+
+        Derived constants (``mj_setConst``) follow before the next step. Raises :class:`BackendError` for a field
+        outside :attr:`supported_fields`.
+        """
+        ...
+
+    def state(self) -> dict[str, torch.Tensor]:
+        """Copies of everything that decides the next steps (for exact checkpoint resume)."""
+        ...
+
+    def load_state(self, state: dict[str, torch.Tensor]) -> None:
+        """Restore :meth:`state`."""
+        ...
+
+    def close(self) -> None:
+        """Release the engine's memory."""
+        ...
+
+
+def check_field(physics: Physics, name: str) -> None:
+    """Refuse a per-world model field the backend does not support, naming the backend and what it does support."""
+    if name not in physics.supported_fields:
+        raise BackendError(
+            f"backend '{physics.name}' cannot randomise model field '{name}'; "
+            f"supported: {', '.join(sorted(physics.supported_fields))}"
+        )
+
+
+def make_physics(
+    backend: str, model: mujoco.MjModel, num_worlds: int, frame_skip: int, device: torch.device
+) -> Physics:
+    """Build backend ``backend`` (``mujoco`` or ``mjwarp``) for ``num_worlds`` worlds of ``model``.
+
+    Raises:
+        BackendError: Unknown backend, or ``mjwarp`` without ``mujoco-warp`` installed.
+    """
+    if backend == "mujoco":
+        from sim.backends.mujoco_batch import MujocoPhysics
+
+        return MujocoPhysics(model, num_worlds, frame_skip, device)
+    if backend == "mjwarp":
+        try:
+            from sim.backends.mjwarp import MjwarpPhysics
+        except ImportError as err:
+            raise BackendError(
+                f"backend 'mjwarp' needs the mujoco-warp package ({err}); install it with pip install -e '.[mjwarp]'"
+            ) from None
+        return MjwarpPhysics(model, num_worlds, frame_skip, device)
+    raise BackendError(f"unknown backend '{backend}'; choose one of: {', '.join(BACKENDS)}")

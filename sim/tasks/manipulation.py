@@ -1,0 +1,408 @@
+"""What every Franka Panda task shares: the physics backend, control modes, joint observations, randomisation of
+the MuJoCo model, the action mapping and the deployment contract. A task file (``panda_reach.py``, ...) adds only
+its scene, goal, observation terms, rewards and success.
+
+Backends: ``env.backend: mujoco`` (CPU, :mod:`sim.backends.mujoco_batch`) or ``mjwarp`` (MuJoCo Warp,
+:mod:`sim.backends.mjwarp`) behind :class:`~sim.backends.physics.Physics`; task logic is torch, written once.
+
+Action ``a`` ``[N, 7 (+1)]`` in ``[-1, 1]``; the exported contract maps it exactly as here:
+
+- ``impedance``: joint targets ``q_d = clip(home + action_scale * a, q_min, q_max)``, rad;
+- ``torque``: joint torques ``tau = clip(action_scale * tau_max * a, -tau_max, tau_max)``, N m (added to the
+  robot's gravity compensation);
+- tasks with a gripper command append finger opening ``w = 0.02 + 0.02 a``, m (per finger, 0 closed .. 0.04 open).
+
+Randomisable model parameters (``randomization[].param``; the backend must support each MuJoCo field, else it is
+refused when the env is built)::
+
+    link_mass [8] kg        body_mass (+ inertia scaled alike) of panda_link1..7, panda_hand
+    com_offset [3] m        added to the centre of mass of every arm body (body_ipos)
+    joint_damping [7]       dof_damping, N m s/rad      joint_armature [7]  dof_armature, kg m²
+    joint_friction [7]      dof_frictionloss, N m       actuator_gain [7]   impedance K and D (or torque gain), ratio
+    gravity [3] m/s²        opt.gravity                 (+ the task's object parameters, + action_latency)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import mujoco
+import torch
+
+from policies.runtime.contract import ActionSpec, ObservationTerm
+from sim.backends.physics import BACKENDS, check_field, make_physics
+from sim.randomization import ParamSpec, RandomizationTerm
+from sim.robots import panda
+from sim.tasks.base import BatchedTask, SensorNoise, check_fields, check_reward_scales
+from sim.vec_env import TaskConfigError
+
+ARM_BODIES = ("panda_link1", "panda_link2", "panda_link3", "panda_link4", "panda_link5", "panda_link6",
+              "panda_link7", "panda_hand")  # fmt: skip
+"""Bodies whose mass and centre of mass are randomised (the moving arm and the hand)."""
+
+
+def default_arm_randomization() -> list[RandomizationTerm]:
+    """Randomisation of the arm shared by the Panda tasks (sources in :mod:`sim.robots.panda`)."""
+    return [
+        # Link masses +-10 % each: [GAZ]'s identified masses differ from the CAD values by that order.
+        RandomizationTerm("link_mass", "uniform", (0.9, 1.1), "scale", per_element=True),
+        # Centre of mass +-1 cm (cabling, identification error).
+        RandomizationTerm("com_offset", "uniform", (-0.01, 0.01), "add", per_element=True),
+        # Joint friction 0.5x-1.5x of [GAZ]'s levels; viscous damping 0-1 N m s/rad (none identified).
+        RandomizationTerm("joint_friction", "uniform", (0.5, 1.5), "scale", per_element=True),
+        RandomizationTerm("joint_damping", "uniform", (0.0, 1.0), "add", per_element=True),
+        # Reflected rotor inertia +-20 %; the controller's effective gains +-10 %.
+        RandomizationTerm("joint_armature", "uniform", (0.8, 1.2), "scale", per_element=True),
+        RandomizationTerm("actuator_gain", "uniform", (0.9, 1.1), "scale", per_element=True),
+        # 0 or 1 control step of latency (ROS 2 transport and the controller's cycle).
+        RandomizationTerm("action_latency", "uniform", (0.0, 2.0), "add"),
+    ]
+
+
+def default_arm_noise() -> SensorNoise:
+    """Joint encoder noise: the Panda's encoders resolve ~1e-4 rad; velocities are differentiated and filtered."""
+    return SensorNoise(std={"joint_pos": 0.001, "joint_vel": 0.02}, bias_std={"joint_pos": 0.002})
+
+
+@dataclass
+class PandaConfig:
+    """Settings shared by the Panda tasks.
+
+    Attributes:
+        backend: Physics engine: ``mujoco`` (CPU) or ``mjwarp`` (MuJoCo Warp; CUDA or Warp's CPU device).
+        control_mode: ``impedance`` (joint targets) or ``torque`` (joint torques); see :mod:`sim.robots.panda`.
+        dt: Control period, s.
+        physics_dt: MuJoCo timestep, s (``dt`` must be a whole multiple).
+        episode_length_s: Episode time limit, s.
+        action_scale: Impedance: rad of target per unit action about the home pose; torque: fraction of the rated
+            torque per unit action.
+        stiffness: Joint impedance stiffness ``[7]``, N m/rad.
+        damping: Joint impedance damping ``[7]``, N m s/rad.
+        init_joint_range: Initial joint positions: home pose + uniform in ``±`` this, rad (within limits).
+        action_history: Past actions in the onboard observation.
+        reward_scales: Scale of each named reward term, per second.
+        randomization: Domain randomisation terms.
+        noise: Onboard sensor noise.
+    """
+
+    backend: str = "mujoco"
+    control_mode: str = "impedance"
+    dt: float = 0.04
+    physics_dt: float = 0.004
+    episode_length_s: float = 3.0
+    action_scale: float = 1.0
+    stiffness: tuple[float, ...] = panda.IMPEDANCE_STIFFNESS
+    damping: tuple[float, ...] = panda.IMPEDANCE_DAMPING
+    init_joint_range: float = 0.1
+    action_history: int = 1
+    reward_scales: dict[str, float] = field(default_factory=dict)
+    randomization: list[RandomizationTerm] = field(default_factory=default_arm_randomization)
+    noise: SensorNoise = field(default_factory=default_arm_noise)
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise TaskConfigError(f"env.backend must be one of {', '.join(BACKENDS)}, got '{self.backend}'")
+        if self.control_mode not in ("impedance", "torque"):
+            raise TaskConfigError(f"env.control_mode must be 'impedance' or 'torque', got '{self.control_mode}'")
+        check_fields(self, ("dt", "physics_dt", "episode_length_s", "action_scale", "action_history"), "env.")
+        check_fields(self, ("stiffness", "damping", "init_joint_range"), "env.", positive=False)
+        for name in ("stiffness", "damping"):
+            gains = getattr(self, name)
+            if len(gains) != 7 or min(gains) < 0:
+                raise TaskConfigError(f"env.{name} must be 7 values >= 0, got {list(gains)}")
+        substeps = self.dt / self.physics_dt
+        if abs(substeps - round(substeps)) > 1e-6:
+            raise TaskConfigError(f"env.dt ({self.dt}) must be a whole multiple of env.physics_dt ({self.physics_dt})")
+        check_reward_scales(self.reward_scales)
+
+    @property
+    def substeps(self) -> int:
+        """Physics steps per control period."""
+        return round(self.dt / self.physics_dt)
+
+
+def arm_param_specs(model: mujoco.MjModel) -> dict[str, ParamSpec]:
+    """Randomisable arm parameters, nominal values read from the compiled model."""
+    bodies = [model.body(b).id for b in ARM_BODIES]
+    dofs = [int(model.joint(j).dofadr[0]) for j in panda.ARM_JOINTS]
+    return {
+        "link_mass": ParamSpec(tuple(float(model.body_mass[b]) for b in bodies), lower=0.0, unit="kg"),
+        "com_offset": ParamSpec((0.0, 0.0, 0.0), unit="m"),
+        "joint_damping": ParamSpec(tuple(float(model.dof_damping[d]) for d in dofs), lower=-1e-12, unit="N m s/rad"),
+        "joint_armature": ParamSpec(tuple(float(model.dof_armature[d]) for d in dofs), lower=0.0, unit="kg m^2"),
+        "joint_friction": ParamSpec(tuple(float(model.dof_frictionloss[d]) for d in dofs), lower=-1e-12, unit="N m"),
+        "actuator_gain": ParamSpec((1.0,) * 7, lower=0.0, unit="(ratio)"),
+        "gravity": ParamSpec(tuple(float(g) for g in model.opt.gravity), unit="m/s^2"),
+    }
+
+
+class PandaTask(BatchedTask):
+    """Base of the Panda tasks (see the module docstring).
+
+    Subclasses call :meth:`_setup` from ``__init__`` with their scene, observation terms and parameters, and
+    implement the task hooks of :class:`~sim.tasks.base.BatchedTask` plus :meth:`_reset_task`.
+    """
+
+    cfg: PandaConfig
+    uses_gripper = False
+    """Whether the policy commands the gripper (action size 8) or the fingers stay open (7)."""
+
+    def _setup(
+        self,
+        cfg: PandaConfig,
+        scene: panda.Scene,
+        num_envs: int,
+        device: torch.device,
+        seed: int,
+        task_terms: list[ObservationTerm],
+        task_privileged: int,
+        task_params: dict[str, ParamSpec],
+    ) -> None:
+        self.cfg = cfg
+        model = panda.build_model(cfg.control_mode, scene, cfg.stiffness, cfg.damping, cfg.physics_dt)  # type: ignore[arg-type]
+        self._model = model
+        specs = {**arm_param_specs(model), **task_params}
+        self._model_params = [k for k in specs]
+        num_actions = 8 if self.uses_gripper else 7
+        terms = [
+            ObservationTerm("joint_positions", 7, "joint_pos", unit="rad"),
+            ObservationTerm("joint_velocities", 7, "joint_vel", unit="rad/s"),
+            *task_terms,
+            ObservationTerm("last_action", num_actions, "last_action", history=cfg.action_history),
+        ]
+        self._param_size = sum(s.size for s in specs.values())
+        super().__init__(
+            num_envs=num_envs,
+            num_actions=num_actions,
+            dt=cfg.dt,
+            episode_length_s=cfg.episode_length_s,
+            device=device,
+            seed=seed,
+            policy_terms=terms,
+            privileged_size=7 + 7 + num_actions + task_privileged + self._param_size + 1,
+            param_specs=specs,
+            randomization=cfg.randomization,
+            noise=cfg.noise,
+            reward_scales=cfg.reward_scales,
+        )
+        self.physics = make_physics(cfg.backend, model, num_envs, cfg.substeps, device)
+        for name in self._fields_needed():
+            check_field(self.physics, name)
+        self._bodies = torch.tensor([model.body(b).id for b in ARM_BODIES])
+        self._dofs = torch.tensor([int(model.joint(j).dofadr[0]) for j in panda.ARM_JOINTS])
+        self._arm_qpos = torch.tensor([int(model.joint(j).qposadr[0]) for j in panda.ARM_JOINTS])
+        self._finger_qpos = torch.tensor([int(model.joint(j).qposadr[0]) for j in panda.FINGER_JOINTS])
+        self._tcp = model.site("tcp").id
+        f32: dict[str, Any] = {"device": device, "dtype": torch.float32}
+        self.home = torch.tensor(panda.HOME, **f32)
+        self.q_min = torch.tensor(panda.Q_MIN, **f32)
+        self.q_max = torch.tensor(panda.Q_MAX, **f32)
+        self.tau_max = torch.tensor(panda.TAU_MAX, **f32)
+        self._nominal_ipos = torch.tensor(model.body_ipos[self._bodies.numpy()], dtype=torch.float64)
+        self._nominal_inertia = torch.tensor(model.body_inertia[self._bodies.numpy()], dtype=torch.float64)
+        self._nominal_gain = torch.tensor(model.actuator_gainprm[:7, 0], dtype=torch.float64)
+        self._nominal_bias = torch.tensor(model.actuator_biasprm[:7, :3], dtype=torch.float64)
+        self._in_model = {k: self.params[k].clone() for k in self._model_params}
+        self._q = torch.zeros(num_envs, 7, **f32)  # noise-free joint state after the last step
+        self._dq = torch.zeros(num_envs, 7, **f32)
+        self._tcp_pos = torch.zeros(num_envs, 3, **f32)
+        self._tcp_rot = torch.zeros(num_envs, 3, 3, **f32)
+
+    # ---------------------------------------------------------------------------------- hooks for the tasks
+    def _reset_task(self, rows: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
+        """Draw the task's own initial state (objects, goals) for worlds ``rows``; edit ``qpos [n, nq]`` in place."""
+
+    def _task_model_params(self, rows: torch.Tensor, changed: dict[str, torch.Tensor]) -> None:
+        """Write the task's own randomised parameters ``{name: [n, size]}`` of worlds ``rows`` into the physics."""
+
+    def _task_fields(self) -> list[str]:
+        """MuJoCo fields the task's own parameters write (checked against the backend)."""
+        return []
+
+    def _read_task_state(self) -> None:
+        """Copy the task's own state (objects) out of the physics after a step or reset."""
+
+    # -------------------------------------------------------------------------------------------- physics
+    def _fields_needed(self) -> list[str]:
+        fields = {
+            "link_mass": ["body_mass", "body_inertia"],
+            "com_offset": ["body_ipos"],
+            "joint_damping": ["dof_damping"],
+            "joint_armature": ["dof_armature"],
+            "joint_friction": ["dof_frictionloss"],
+            "actuator_gain": ["actuator_gainprm", "actuator_biasprm"],
+            "gravity": ["opt.gravity"],
+        }
+        randomized = {t.param for t in self.cfg.randomization}
+        out = [f for p, fs in fields.items() if p in randomized for f in fs]
+        return out + (self._task_fields() if randomized - set(fields) - {"action_latency"} else [])
+
+    def command(self, action: torch.Tensor) -> torch.Tensor:
+        """Actuator controls ``[N, 8]`` for normalised actions ``[N, A]`` (see the module docstring)."""
+        arm = action[:, :7]
+        if self.cfg.control_mode == "impedance":
+            arm_ctrl = torch.maximum(torch.minimum(self.home + self.cfg.action_scale * arm, self.q_max), self.q_min)
+        else:
+            arm_ctrl = (self.cfg.action_scale * self.tau_max * arm).clamp(-self.tau_max, self.tau_max)
+        if self.uses_gripper:
+            grip = panda.FINGER_STROKE / 2 * (1.0 + action[:, 7:8])
+        else:
+            grip = torch.full_like(arm[:, :1], panda.FINGER_STROKE)
+        return torch.cat((arm_ctrl, grip), 1)
+
+    def _simulate(self, action: torch.Tensor) -> None:
+        self._sync_model()
+        self.physics.step(self.command(action).to(self.physics.device))
+        self._read_state()
+
+    def _read_state(self) -> None:
+        p = self.physics
+        qpos = p.qpos.to(self.device, torch.float32)
+        self._q = qpos[:, self._arm_qpos.to(self.device)]
+        self._dq = p.qvel.to(self.device, torch.float32)[:, self._dofs.to(self.device)]
+        self._tcp_pos = p.site_xpos[:, self._tcp].to(self.device, torch.float32)
+        self._tcp_rot = p.site_xmat[:, self._tcp].to(self.device, torch.float32).reshape(-1, 3, 3)
+        self._read_task_state()
+
+    def _reset_worlds(self, mask: torch.Tensor) -> None:
+        rows = mask.nonzero().squeeze(-1)
+        n = rows.numel()
+        self._sync_model()
+        qpos = torch.tensor(self._model.qpos0, dtype=torch.float32, device=self.device).repeat(n, 1)
+        noise = self.cfg.init_joint_range * (2 * torch.rand(n, 7, generator=self.gen, device=self.device) - 1)
+        q = torch.maximum(torch.minimum(self.home + noise, self.q_max), self.q_min)
+        qpos[:, self._arm_qpos.to(self.device)] = q
+        qpos[:, self._finger_qpos.to(self.device)] = panda.FINGER_STROKE
+        qvel = torch.zeros(n, self._model.nv, device=self.device)
+        self._reset_task(rows, qpos, qvel)
+        self.physics.reset(rows.to(self.physics.device), qpos, qvel)
+        self._read_state()
+
+    def _sync_model(self) -> None:
+        """Write randomised parameters of the worlds whose values changed into the physics."""
+        changed_rows = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+        for k in self._model_params:
+            changed_rows |= (self.params[k] != self._in_model[k]).any(1)
+        if not bool(changed_rows.any()):
+            return
+        rows = changed_rows.nonzero().squeeze(-1)
+        ids = rows.to(self.physics.device)
+        p = {k: self.params[k][rows].to(torch.float64) for k in self._model_params}
+        for k in self._model_params:
+            self._in_model[k][rows] = self.params[k][rows]
+        phys = self.physics
+        randomized = {t.param for t in self.cfg.randomization}
+        if "link_mass" in randomized:
+            ratio = p["link_mass"] / torch.tensor(self.randomizer.specs["link_mass"].nominal, dtype=torch.float64)
+            for j, body in enumerate(self._bodies.tolist()):
+                phys.set_field("body_mass", ids, p["link_mass"][:, j], (body,))
+                phys.set_field("body_inertia", ids, ratio[:, j : j + 1] * self._nominal_inertia[j], (body,))
+        if "com_offset" in randomized:
+            for j, body in enumerate(self._bodies.tolist()):
+                phys.set_field("body_ipos", ids, self._nominal_ipos[j] + p["com_offset"], (body,))
+        for param, fld in (
+            ("joint_damping", "dof_damping"),
+            ("joint_armature", "dof_armature"),
+            ("joint_friction", "dof_frictionloss"),
+        ):
+            if param in randomized:
+                for j, dof in enumerate(self._dofs.tolist()):
+                    phys.set_field(fld, ids, p[param][:, j], (dof,))
+        if "actuator_gain" in randomized:
+            for j in range(7):
+                g = p["actuator_gain"][:, j]
+                phys.set_field("actuator_gainprm", ids, g * self._nominal_gain[j], (j, 0))
+                phys.set_field("actuator_biasprm", ids, g[:, None] * self._nominal_bias[j], (j, slice(0, 3)))
+        if "gravity" in randomized:
+            phys.set_field("opt.gravity", ids, p["gravity"])
+        self._task_model_params(rows, p)
+
+    # ------------------------------------------------------------------------------------------ observation
+    def _arm_signals(self) -> dict[str, torch.Tensor]:
+        return {"joint_pos": self._q, "joint_vel": self._dq, "last_action": self.last_action}
+
+    def _arm_privileged(self) -> torch.Tensor:
+        """Noise-free joints, last action, randomised parameters relative to nominal (offsets as is), latency."""
+        parts = []
+        for k in self._model_params:
+            nominal = self.randomizer.nominal(k)
+            v = self.params[k]
+            parts.append(torch.where(nominal.abs() > 1e-9, v / nominal.clamp_min(1e-9) - 1.0, v))
+        latency = self.params["action_latency"].floor()
+        return torch.cat((self._q, self._dq, self.last_action, *parts, latency), 1)
+
+    def _state_finite(self) -> torch.Tensor:
+        return torch.isfinite(self._q).all(-1) & torch.isfinite(self._dq).all(-1)
+
+    # ------------------------------------------------------------------------------------------- checkpoints
+    def _task_state(self) -> dict[str, torch.Tensor]:
+        return {f"physics/{k}": v for k, v in self.physics.state().items()}
+
+    def _load_task_state(self, state: dict[str, torch.Tensor]) -> None:
+        self.physics.load_state({k.removeprefix("physics/"): v for k, v in state.items() if k.startswith("physics/")})
+        for k in self._model_params:
+            self._in_model[k].copy_(self.params[k])
+        self._read_state()
+
+    # ------------------------------------------------------------------------------------------ deployment
+    def action_spec(self) -> ActionSpec:
+        """Normalised action -> joint targets (rad) or torques (N m), plus the finger opening (m) if commanded."""
+        s = self.cfg.action_scale
+        names = list(panda.ARM_JOINTS)
+        if self.cfg.control_mode == "impedance":
+            spec = {"kind": "position", "scale": [s] * 7, "offset": list(panda.HOME), "low": list(panda.Q_MIN),
+                    "high": list(panda.Q_MAX), "unit": "rad"}  # fmt: skip
+        else:
+            tau = list(panda.TAU_MAX)
+            spec = {"kind": "torque", "scale": [s * t for t in tau], "offset": [0.0] * 7,
+                    "low": [-t for t in tau], "high": tau, "unit": "N m"}  # fmt: skip
+        if self.uses_gripper:
+            half = panda.FINGER_STROKE / 2
+            names.append(panda.FINGER_JOINTS[0])
+            for key, value in (("scale", half), ("offset", half), ("low", 0.0), ("high", panda.FINGER_STROKE)):
+                spec[key] = [*spec[key], value]
+        return ActionSpec(size=len(names), names=names, **spec)  # type: ignore[arg-type]
+
+    def default_pose(self) -> list[float]:
+        """Home pose the policy starts from (rad), and the open gripper (m) if commanded."""
+        return [*panda.HOME, *([panda.FINGER_STROKE] if self.uses_gripper else [])]
+
+    def arm_contract_extra(self) -> dict[str, object]:
+        """Control mode, gains, limits and the nominal robot the policy was trained for."""
+        c = self.cfg
+        return {
+            "robot": {"name": "franka-emika-panda", "model": "sim/robots/assets/panda.xml"},
+            "control_mode": c.control_mode,
+            "gravity_compensation": "by the robot (libfranka / franka_ros2 convention)",
+            "impedance": {"stiffness_nm_per_rad": list(c.stiffness), "damping_nms_per_rad": list(c.damping)},
+            "limits": {
+                "q_min_rad": list(panda.Q_MIN),
+                "q_max_rad": list(panda.Q_MAX),
+                "dq_max_rad_s": list(panda.DQ_MAX),
+                "tau_max_nm": list(panda.TAU_MAX),
+            },
+            "frames": "base frame of panda_link0, z up; tcp 0.1034 m beyond the flange along the hand's z axis",
+            "start": "move to default_pose, then start the policy with last_action = 0",
+        }
+
+    def close(self) -> None:
+        """Release the physics."""
+        self.physics.close()
+
+
+def rotation_error(r: torch.Tensor, r_target: torch.Tensor) -> torch.Tensor:
+    """Angle (rad) of the rotation between ``r`` and ``r_target`` ``[N, 3, 3] -> [N]``."""
+    cos = ((r.transpose(1, 2) @ r_target).diagonal(dim1=1, dim2=2).sum(-1) - 1.0) / 2.0
+    return torch.arccos(cos.clamp(-1.0, 1.0))
+
+
+def yaw_rotation(yaw: torch.Tensor) -> torch.Tensor:
+    """Rotation matrices ``[N, 3, 3]`` about z by ``yaw [N]`` rad."""
+    c, s = yaw.cos(), yaw.sin()
+    zero, one = torch.zeros_like(yaw), torch.ones_like(yaw)
+    return torch.stack((c, -s, zero, s, c, zero, zero, zero, one), -1).reshape(-1, 3, 3)
+
+
+GRIPPER_DOWN = torch.tensor([[1.0, 0.0, 0.0], [0.0, -1.0, 0.0], [0.0, 0.0, -1.0]])
+"""TCP orientation with the gripper pointing down and its fingers along the base y axis (the home pose's)."""

@@ -1,0 +1,171 @@
+"""Task ``panda-reach``: bring the Panda's tool centre point (TCP) to a random target pose and hold it there.
+
+Every episode draws a target position in a box in front of the robot and a target orientation with the gripper
+pointing down, turned about the vertical by a random yaw. The arm starts near the home pose (``sim.robots.panda``).
+
+Onboard (``policy``) observation, ``7 + 7 + 3 + 6 + A * H`` values::
+
+    joint_positions [7] rad | joint_velocities [7] rad/s | target_position [3] m (base frame) |
+    target_orientation [6] (first two columns of the target rotation, base frame) | last_action [A] x H
+
+Privileged (``critic``): the noise-free joints, the TCP pose and its error, the randomised parameters, latency.
+
+Success: at the time limit, TCP position error < ``success_position_error`` and orientation error <
+``success_orientation_error``. Criterion: success in >= 90 % of evaluation episodes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from policies.runtime.contract import ObservationTerm
+from sim import rewards
+from sim.registry import TaskSpec, register
+from sim.robots import panda
+from sim.tasks.base import check_fields, check_randomization
+from sim.tasks.manipulation import GRIPPER_DOWN, PandaConfig, PandaTask, arm_param_specs, rotation_error, yaw_rotation
+
+
+def _default_rewards() -> dict[str, float]:
+    # Per-second rates (the env multiplies by dt); a 3 s episode at the target earns about 3.
+    return {
+        "position_error": -1.0,
+        "position_fine": 1.0,
+        "orientation_error": -0.3,
+        "action_rate": -0.02,
+        "joint_velocity": -0.001,
+    }
+
+
+@dataclass
+class PandaReachConfig(PandaConfig):
+    """Configuration of ``panda-reach`` (see the module docstring and :class:`PandaConfig`).
+
+    Attributes:
+        target_low: Lower corner of the target box, m (base frame).
+        target_high: Upper corner of the target box, m.
+        target_yaw_range: Target yaw about the vertical, uniform in ``±`` this, rad.
+        fine_sigma: Width of the ``position_fine`` kernel, m.
+        success_position_error: Success threshold on the final TCP position error, m.
+        success_orientation_error: Success threshold on the final orientation error, rad.
+    """
+
+    target_low: tuple[float, float, float] = (0.35, -0.25, 0.15)
+    target_high: tuple[float, float, float] = (0.65, 0.25, 0.50)
+    target_yaw_range: float = math.pi / 4
+    fine_sigma: float = 0.1
+    success_position_error: float = 0.05
+    success_orientation_error: float = 0.3
+    reward_scales: dict[str, float] = field(default_factory=_default_rewards)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_fields(self, ("target_low", "target_high", "target_yaw_range"), "env.", positive=False)
+        check_fields(self, ("fine_sigma", "success_position_error", "success_orientation_error"), "env.")
+        if any(lo > hi for lo, hi in zip(self.target_low, self.target_high, strict=True)):
+            raise ValueError(f"env.target_low {list(self.target_low)} exceeds env.target_high somewhere")
+        check_randomization(self.randomization, arm_param_specs(panda.build_model("impedance")))
+
+
+class PandaReach(PandaTask):
+    """TCP to a random target pose (see the module docstring)."""
+
+    task_name = "panda-reach"
+
+    def __init__(self, cfg: PandaReachConfig, num_envs: int, device: torch.device, seed: int = 0) -> None:
+        terms = [
+            ObservationTerm("target_position", 3, "target_pos", unit="m"),
+            ObservationTerm("target_orientation", 6, "target_rot6"),
+        ]
+        self.target_pos = torch.zeros(num_envs, 3, device=device)
+        self.target_rot = GRIPPER_DOWN.to(device).expand(num_envs, 3, 3).clone()
+        self._setup(cfg, panda.Scene(), num_envs, device, seed, terms, 3 + 6 + 3 + 3 + 1, {})
+        self.cfg: PandaReachConfig = cfg
+
+    def _reset_task(self, rows: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
+        c, n = self.cfg, rows.numel()
+        lo = torch.tensor(c.target_low, device=self.device)
+        hi = torch.tensor(c.target_high, device=self.device)
+        self.target_pos[rows] = lo + (hi - lo) * torch.rand(n, 3, generator=self.gen, device=self.device)
+        yaw = c.target_yaw_range * (2 * torch.rand(n, generator=self.gen, device=self.device) - 1)
+        self.target_rot[rows] = yaw_rotation(yaw) @ GRIPPER_DOWN.to(self.device)
+
+    def _rot6(self) -> torch.Tensor:
+        return self.target_rot[:, :, :2].transpose(1, 2).reshape(-1, 6)
+
+    def _errors(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """TCP position error (m) and orientation error (rad), ``[N]`` each."""
+        return (self._tcp_pos - self.target_pos).norm(dim=-1), rotation_error(self._tcp_rot, self.target_rot)
+
+    def _signals(self) -> dict[str, torch.Tensor]:
+        return {**self._arm_signals(), "target_pos": self.target_pos, "target_rot6": self._rot6()}
+
+    def _privileged(self) -> torch.Tensor:
+        _, ang = self._errors()
+        tcp = self._tcp_pos
+        extra = torch.cat((self.target_pos, self._rot6(), tcp, tcp - self.target_pos, ang[:, None]), 1)
+        return torch.cat((self._arm_privileged(), extra), 1)
+
+    def reward_names(self) -> list[str]:
+        """Reward terms of this task."""
+        return ["position_error", "position_fine", "orientation_error", "action_rate", "joint_velocity"]
+
+    def _reward_terms(self, action: torch.Tensor, terminated: torch.Tensor) -> dict[str, torch.Tensor]:
+        dist, ang = self._errors()
+        return {
+            "position_error": dist,
+            "position_fine": rewards.exp_kernel(dist.square(), self.cfg.fine_sigma),
+            "orientation_error": ang,
+            "action_rate": rewards.squared_norm(action - self.last_action),
+            "joint_velocity": rewards.squared_norm(self._dq),
+        }
+
+    def _terminated(self) -> torch.Tensor:
+        return ~self._state_finite()
+
+    def _success(self) -> torch.Tensor:
+        dist, ang = self._errors()
+        c = self.cfg
+        return (dist < c.success_position_error) & (ang < c.success_orientation_error) & self._state_finite()
+
+    def _episode_metrics(self) -> dict[str, torch.Tensor]:
+        dist, ang = self._errors()
+        return {"final_position_error": dist, "final_orientation_error": ang}
+
+    def _metrics(self) -> dict[str, torch.Tensor]:
+        dist, ang = self._errors()
+        return {"position_error": dist, "orientation_error": ang}
+
+    def contract_extra(self) -> dict[str, object]:
+        """Arm facts plus the target convention."""
+        return {
+            **self.arm_contract_extra(),
+            "target": "target_position: TCP goal in the base frame, m; target_orientation: first two columns "
+            "of the goal rotation (tool to base), column by column",
+        }
+
+    @classmethod
+    def criterion(cls, episodes: dict[str, np.ndarray]) -> tuple[bool, dict[str, float]]:
+        """Success in >= 90 % of episodes; figures: success rate and median final errors."""
+        rate = float(episodes["success"].mean())
+        return rate >= 0.9, {
+            "success_rate": rate,
+            "final_position_error_m": float(np.median(episodes["final_position_error"])),
+            "final_orientation_error_rad": float(np.median(episodes["final_orientation_error"])),
+        }
+
+
+register(
+    TaskSpec(
+        name="panda-reach",
+        config_cls=PandaReachConfig,
+        factory=PandaReach,
+        backend="mujoco | mjwarp",
+        description="Franka Panda TCP to a random pose; joint impedance or torque; MuJoCo or MuJoCo Warp",
+        success=">= 90% of 3 s episodes end with the TCP within 5 cm and 0.3 rad of the target",
+    )
+)
