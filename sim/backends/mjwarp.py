@@ -27,6 +27,8 @@ from sim.backends.physics import RANDOMIZABLE_FIELDS, check_field
 
 NCONMAX_PER_WORLD = 16
 """Contacts reserved per world (the Panda tasks touch at most a cube and a table)."""
+DERIVED_FIELDS = ("body_subtreemass", "dof_invweight0", "body_invweight0", "actuator_acc0", "geom_rbound", "geom_aabb")
+"""Model constants ``mjw.set_const`` recomputes from the fields we randomise (mass, inertia, armature, sizes)."""
 NJMAX_PER_WORLD = 96
 """Constraint rows reserved per world (joint limits, friction loss, the finger equality, contacts)."""
 
@@ -161,7 +163,12 @@ class MjwarpPhysics:
         self._stale = True
 
     def _refresh_constants(self) -> None:
+        """``set_const`` for changed fields. It writes a derived field only for as many worlds as that field holds,
+        so every derived field is given per-world rows first (else all worlds would share world 0's constants)."""
         if self._stale:
+            for name in DERIVED_FIELDS:
+                if getattr(self.m, name).shape[0] != self.num_worlds:
+                    self._expanded(name)
             mjw.set_const(self.m, self.d)
             self._stale = False
 

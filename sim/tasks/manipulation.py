@@ -336,11 +336,17 @@ class PandaTask(BatchedTask):
         return torch.isfinite(self._q).all(-1) & torch.isfinite(self._dq).all(-1)
 
     # ------------------------------------------------------------------------------------------- checkpoints
+    goal_state: tuple[str, ...] = ()
+    """Names of the task's own tensor attributes (goals, object estimates) saved with the env state."""
+
     def _task_state(self) -> dict[str, torch.Tensor]:
-        return {f"physics/{k}": v for k, v in self.physics.state().items()}
+        goals = {f"goal/{k}": getattr(self, k).clone() for k in self.goal_state}
+        return {**goals, **{f"physics/{k}": v for k, v in self.physics.state().items()}}
 
     def _load_task_state(self, state: dict[str, torch.Tensor]) -> None:
         self.physics.load_state({k.removeprefix("physics/"): v for k, v in state.items() if k.startswith("physics/")})
+        for k in self.goal_state:
+            getattr(self, k).copy_(state[f"goal/{k}"])
         for k in self._model_params:
             self._in_model[k].copy_(self.params[k])
         self._read_state()

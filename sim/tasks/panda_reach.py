@@ -75,6 +75,7 @@ class PandaReach(PandaTask):
     """TCP to a random target pose (see the module docstring)."""
 
     task_name = "panda-reach"
+    goal_state = ("target_pos", "target_rot")
 
     def __init__(self, cfg: PandaReachConfig, num_envs: int, device: torch.device, seed: int = 0) -> None:
         terms = [

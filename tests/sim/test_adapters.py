@@ -171,7 +171,11 @@ def test_sb3_time_outs_are_marked_for_bootstrapping(task: str) -> None:
         assert info["episode"]["l"] == 3 and isinstance(info["episode"]["r"], float)
 
 
-@pytest.mark.parametrize("task", TASKS)
+CRASHING_TASKS = [t for t in TASKS if not t.startswith("panda-")]
+"""Tasks whose robot can fail (crash, fall); a Panda reach episode only ends at its time limit."""
+
+
+@pytest.mark.parametrize("task", CRASHING_TASKS)
 def test_sb3_crashes_are_not_time_outs(task: str) -> None:
     env = sb3_env(task)
     env.reset()

@@ -1,0 +1,246 @@
+"""Franka Panda: the model against its cited data, both physics backends, randomisation reaching the physics,
+bad specs refused, and the deployment contract.
+
+MuJoCo Warp runs on Warp's CPU device here; its kernels compile once (about a minute, then cached in
+``~/.cache/warp``), so every ``mjwarp`` test is in the ``mjwarp`` xdist group and runs on one worker.
+"""
+
+from __future__ import annotations
+
+import mujoco
+import numpy as np
+import pytest
+import torch
+
+import sim
+from sim.backends.physics import BackendError, make_physics
+from sim.randomization import RandomizationError, RandomizationTerm
+from sim.robots import panda
+from sim.tasks.panda_reach import PandaReachConfig
+from sim.vec_env import TaskConfigError
+
+mjwarp = pytest.mark.xdist_group("mjwarp")
+
+
+def test_home_pose_forward_kinematics_matches_franka() -> None:
+    """At franka_ros' start pose the TCP is 0.307 m ahead and 0.487 m up, pointing down: the published FK."""
+    model = panda.build_model("impedance")
+    data = mujoco.MjData(model)
+    data.qpos[:7] = panda.HOME
+    mujoco.mj_forward(model, data)
+    np.testing.assert_allclose(data.site("tcp").xpos, [0.30689, 0.0, 0.48688], atol=2e-4)
+    np.testing.assert_allclose(data.site("tcp").xmat.reshape(3, 3), np.diag([1.0, -1.0, -1.0]), atol=1e-6)
+
+
+def test_model_carries_the_cited_limits_and_inertia() -> None:
+    model = panda.build_model("torque")
+    for i, name in enumerate(panda.ARM_JOINTS):
+        j = model.joint(name)
+        np.testing.assert_allclose(j.range, [panda.Q_MIN[i], panda.Q_MAX[i]])
+        assert model.dof_armature[j.dofadr[0]] == pytest.approx(panda.ARMATURE[i])
+        np.testing.assert_allclose(model.actuator(name).forcerange, [-panda.TAU_MAX[i], panda.TAU_MAX[i]])
+    arm_mass = sum(model.body(f"panda_link{i}").mass[0] for i in range(1, 8))
+    assert arm_mass == pytest.approx(16.06, abs=0.01)  # Gaz et al. 2019: 4.97 + 0.65 + 3.23 + 3.59 + 1.23 + 1.67 + 0.74
+
+
+@pytest.mark.parametrize("mode", ["impedance", "torque"])
+def test_gravity_is_compensated_in_both_modes(mode: str) -> None:
+    """Zero torque (or a target at the current pose) holds the arm still: the robot compensates gravity."""
+    model = panda.build_model(mode)  # type: ignore[arg-type]
+    data = mujoco.MjData(model)
+    data.qpos[:7] = panda.HOME
+    data.ctrl[:7] = panda.HOME if mode == "impedance" else 0.0
+    data.ctrl[7] = panda.FINGER_STROKE
+    for _ in range(250):
+        mujoco.mj_step(model, data)
+    np.testing.assert_allclose(data.qpos[:7], panda.HOME, atol=2e-3)
+
+
+def test_impedance_tracks_a_target_with_the_configured_stiffness() -> None:
+    """A 0.2 rad step on joint 4 settles there; the static torque per rad of error is the stiffness."""
+    model = panda.build_model("impedance")
+    data = mujoco.MjData(model)
+    data.qpos[:7] = panda.HOME
+    data.ctrl[:7] = panda.HOME
+    data.ctrl[3] += 0.2
+    for _ in range(500):
+        mujoco.mj_step(model, data)
+    mujoco.mj_forward(model, data)  # actuator forces of the current state
+    assert data.qpos[3] == pytest.approx(panda.HOME[3] + 0.2, abs=0.01)  # dry friction leaves < 0.01 rad
+    force = data.actuator_force[3]
+    assert force == pytest.approx(600.0 * (data.ctrl[3] - data.qpos[3]) - 20.0 * data.qvel[3], rel=1e-6)
+
+
+def _rollout(backend: str, steps: int, randomize: bool, seed: int = 1) -> dict[str, torch.Tensor]:
+    env = sim.make("panda-reach", 4, cfg=PandaReachConfig(backend=backend), seed=seed)
+    env.set_randomization(randomize)
+    env.reset(seed=seed)
+    gen = torch.Generator().manual_seed(0)
+    q, tcp = [], []
+    for _ in range(steps):
+        env.step((0.6 * torch.randn(4, 7, generator=gen)).clamp(-1, 1))
+        q.append(env._q.clone())  # type: ignore[attr-defined]
+        tcp.append(env._tcp_pos.clone())  # type: ignore[attr-defined]
+    env.close()
+    return {"q": torch.stack(q), "tcp": torch.stack(tcp)}
+
+
+@mjwarp
+@pytest.mark.parametrize("randomize", [False, True])
+def test_backends_agree_in_free_motion(randomize: bool) -> None:
+    """Same task, same actions, 60 control steps (600 physics steps) on MuJoCo (float64) and MuJoCo Warp (float32):
+    joints within 1e-4 rad, TCP within 0.1 mm — with the randomised parameters too."""
+    ref = _rollout("mujoco", 60, randomize)
+    out = _rollout("mjwarp", 60, randomize)
+    assert (ref["q"] - out["q"]).abs().max() < 1e-4
+    assert (ref["tcp"] - out["tcp"]).abs().max() < 1e-4
+
+
+@mjwarp
+def test_backends_agree_with_contacts() -> None:
+    """A cube dropped on the table while the fingers press on the table top: contact forces on both engines."""
+    model = panda.build_model("impedance", panda.Scene(table=True, cube_size=0.05))
+    cube = model.joint("cube").qposadr[0]
+    qpos = torch.tensor(model.qpos0, dtype=torch.float64).repeat(2, 1)
+    qpos[:, :7] = torch.tensor(panda.HOME, dtype=torch.float64)
+    qpos[:, cube : cube + 3] = torch.tensor([[0.5, 0.0, 0.08], [0.45, 0.1, 0.04]], dtype=torch.float64)
+    target = torch.tensor([*panda.HOME, 0.0], dtype=torch.float64).repeat(2, 1)
+    target[:, 1] += 0.45  # shoulder forward and down: the closed fingers hit the table
+    target[:, 3] += 0.3
+    traces = {}
+    for backend in ("mujoco", "mjwarp"):
+        phys = make_physics(backend, model, 2, 10, torch.device("cpu"))
+        ids = torch.arange(2)
+        phys.reset(ids, qpos, torch.zeros(2, model.nv, dtype=torch.float64))
+        trace = []
+        for _ in range(50):
+            phys.step(target)
+            trace.append(phys.qpos.to(torch.float64).clone())
+        traces[backend] = torch.stack(trace)
+        phys.close()
+    a, b = traces["mujoco"], traces["mjwarp"]
+    assert a[-1, :, cube + 2].sub(0.025).abs().max() < 2e-3  # the cube rests on the table top
+    assert (a[:, :, cube : cube + 3] - b[:, :, cube : cube + 3]).abs().max() < 2e-3
+    assert (a[:, :, :7] - b[:, :, :7]).abs().max() < 5e-3
+
+
+PARAM_VALUES = {
+    "link_mass": ("scale", (1.5, 1.5)),
+    "com_offset": ("add", (0.03, 0.03)),
+    "joint_damping": ("add", (5.0, 5.0)),
+    "joint_armature": ("scale", (2.0, 2.0)),
+    "joint_friction": ("scale", (3.0, 3.0)),
+    "actuator_gain": ("scale", (0.5, 0.5)),
+    "gravity": ("add", (1.0, 1.0)),
+}
+
+
+@pytest.mark.parametrize("param", sorted(PARAM_VALUES))
+def test_every_randomised_parameter_reaches_the_physics(param: str) -> None:
+    """Each parameter, set away from nominal, changes the stepped joint trajectory (MuJoCo backend)."""
+    op, rng = PARAM_VALUES[param]
+    trajectories = []
+    for terms in ([], [RandomizationTerm(param, "uniform", rng, op)]):  # type: ignore[arg-type]
+        env = sim.make("panda-reach", 2, cfg=PandaReachConfig(randomization=terms, noise=sim.tasks.base.SensorNoise()))
+        env.reset(seed=3)
+        q = []
+        for _ in range(15):
+            env.step(torch.full((2, 7), 0.3))
+            q.append(env._q.clone())  # type: ignore[attr-defined]
+        trajectories.append(torch.stack(q))
+        if terms:
+            value = env.params[param]  # type: ignore[attr-defined]
+            nominal = env.randomizer.nominal(param)  # type: ignore[attr-defined]
+            expected = nominal * rng[0] if op == "scale" else nominal + rng[0]
+            torch.testing.assert_close(value, expected.expand_as(value))
+        env.close()
+    assert (trajectories[0] - trajectories[1]).abs().max() > 1e-4, f"{param} did not change the motion"
+
+
+@mjwarp
+def test_randomised_parameters_reach_mjwarp_per_world() -> None:
+    """Per-world values: world 0 heavy links, world 1 nominal — only world 0's motion changes."""
+    terms = [RandomizationTerm("link_mass", "uniform", (1.0, 2.0), "scale")]
+    env = sim.make("panda-reach", 2, cfg=PandaReachConfig(backend="mjwarp", randomization=terms))
+    env.reset(seed=0)
+    masses = env.params["link_mass"]  # type: ignore[attr-defined]
+    assert not torch.allclose(masses[0], masses[1])
+    body_mass = env.physics.m.body_mass.numpy()  # type: ignore[attr-defined]
+    assert body_mass.shape[0] == 2
+    np.testing.assert_allclose(body_mass[:, env._bodies.numpy()], masses.numpy(), rtol=1e-6)  # type: ignore[attr-defined]
+    env.close()
+
+
+@pytest.mark.parametrize(
+    ("term", "message"),
+    [
+        (RandomizationTerm("elbow_mass", "uniform", (0.9, 1.1)), "parameter 'elbow_mass' cannot be randomised"),
+        (RandomizationTerm("link_mass", "uniform", (-0.5, 1.1)), "must stay above 0 kg"),
+        (RandomizationTerm("joint_armature", "uniform", (1.2, 0.8)), "range low 1.2 exceeds high 0.8"),
+        (RandomizationTerm("gravity", "gaussian", (0.0, 1.0), "add"), "needs 'clip"),
+    ],
+)
+def test_bad_randomisation_is_refused_at_config_load(term: RandomizationTerm, message: str) -> None:
+    with pytest.raises(RandomizationError, match=message):
+        PandaReachConfig(randomization=[term])
+
+
+def test_bad_backend_and_mode_are_refused() -> None:
+    with pytest.raises(TaskConfigError, match="env.backend must be one of mujoco, mjwarp, got 'bullet'"):
+        PandaReachConfig(backend="bullet")
+    with pytest.raises(TaskConfigError, match="env.control_mode must be 'impedance' or 'torque'"):
+        PandaReachConfig(control_mode="velocity")
+    with pytest.raises(TaskConfigError, match="whole multiple of env.physics_dt"):
+        PandaReachConfig(dt=0.03, physics_dt=0.004)
+    with pytest.raises(BackendError, match="unknown backend 'ode'"):
+        make_physics("ode", panda.build_model("impedance"), 1, 1, torch.device("cpu"))
+
+
+def test_unsupported_field_is_refused_naming_the_backend() -> None:
+    phys = make_physics("mujoco", panda.build_model("impedance"), 2, 1, torch.device("cpu"))
+    with pytest.raises(BackendError, match="backend 'mujoco' cannot randomise model field 'jnt_range'"):
+        phys.set_field("jnt_range", torch.arange(2), torch.zeros(2, 2), (0,))
+
+
+@pytest.mark.parametrize("mode", ["impedance", "torque"])
+def test_contract_carries_control_mode_joints_pose_limits_and_gains(mode: str) -> None:
+    env = sim.make("panda-reach", 2, cfg=PandaReachConfig(control_mode=mode))
+    contract = env.contract(["policy"])  # type: ignore[attr-defined]
+    assert contract.joint_names == list(panda.ARM_JOINTS)
+    assert contract.default_pose == list(panda.HOME)
+    assert contract.action.kind == ("position" if mode == "impedance" else "torque")
+    extra = contract.extra
+    assert extra["control_mode"] == mode
+    assert extra["impedance"]["stiffness_nm_per_rad"] == list(panda.IMPEDANCE_STIFFNESS)
+    assert extra["limits"]["tau_max_nm"] == list(panda.TAU_MAX)
+    if mode == "torque":
+        assert contract.action.high == list(panda.TAU_MAX)
+    env.close()
+
+
+def test_command_mapping_matches_the_contract() -> None:
+    """The controls the sim applies are exactly the contract's clip(offset + scale * a, low, high)."""
+    env = sim.make("panda-reach", 3)
+    spec = env.contract(["policy"]).action  # type: ignore[attr-defined]
+    a = torch.tensor([[1.0] * 7, [-1.0] * 7, [0.3] * 7])
+    ctrl = env.command(a)[:, :7]  # type: ignore[attr-defined]
+    offset, scale = torch.tensor(spec.offset), torch.tensor(spec.scale)
+    expected = (offset + scale * a).clamp(torch.tensor(spec.low), torch.tensor(spec.high))
+    torch.testing.assert_close(ctrl, expected)
+    env.close()
+
+
+def test_exact_resume_from_state_dict() -> None:
+    """state_dict / load_state_dict continue bit for bit (randomised parameters and MuJoCo state included)."""
+    env = sim.make("panda-reach", 3, seed=5)
+    env.reset(seed=5)
+    for _ in range(5):
+        env.step(torch.full((3, 7), 0.2))
+    state = env.state_dict()  # type: ignore[attr-defined]
+    ref = [env.step(torch.full((3, 7), -0.1))[0]["policy"] for _ in range(4)]
+    other = sim.make("panda-reach", 3, seed=99)
+    other.reset(seed=99)
+    other.load_state_dict(state)  # type: ignore[attr-defined]
+    out = [other.step(torch.full((3, 7), -0.1))[0]["policy"] for _ in range(4)]
+    for x, y in zip(ref, out, strict=True):
+        torch.testing.assert_close(x, y, rtol=0, atol=0)
