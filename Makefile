@@ -42,12 +42,13 @@ system-deps:
 	  || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(APT_PACKAGES); }
 
 test: lint system-deps
-	OMP_WAIT_POLICY=PASSIVE $(BIN)/pytest -n 2 --durations=15
+	OMP_WAIT_POLICY=PASSIVE $(BIN)/pytest -n 2 --dist loadgroup --durations=15
 
 bench: $(STAMP)
 	$(BIN)/python bench/env_steps.py
 	$(BIN)/python bench/time_to_criterion.py
 	$(BIN)/python bench/sb3_baseline.py
+	$(BIN)/python bench/panda_steps.py --mjwarp
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache

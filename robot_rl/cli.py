@@ -23,7 +23,7 @@ import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import torch.distributed
 
@@ -36,6 +36,7 @@ from robot_rl.algorithms.ppo import TrainingDivergedError
 from robot_rl.checkpoint import CheckpointError, read_checkpoint
 from robot_rl.config import MAX_NUM_ENVS, TrainConfig, check_device
 from robot_rl.distributed import DistributedConfigError, from_environment, launched_by_torchrun
+from robot_rl.transfer.harness import SIMULATORS
 from robot_rl.typed_config import ConfigError
 from sim.registry import UnknownTaskError
 from sim.vec_env import TaskConfigError
@@ -106,6 +107,17 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("run", type=Path, help="run folder (runs/<task>/<stamp>-<seed>)")
     ev.add_argument("--episodes", type=int, default=256, help="episodes per setting (default: 256)")
     ev.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+    ev.add_argument(
+        "--sim",
+        choices=SIMULATORS,
+        help="instead: run the exported policy.onnx (policies.runtime only) in this independent simulator",
+    )
+    ev.add_argument(
+        "--sweep",
+        metavar="PARAM=LO:HI",
+        help="instead: success and errors with one parameter scaled from LO to HI x nominal (e.g. link_mass=0.5:1.5)",
+    )
+    ev.add_argument("--points", type=int, default=11, help="values of a --sweep (default: 11)")
 
     ex = sub.add_parser("export", help="export a trained policy for deployment")
     ex_sub = ex.add_subparsers(dest="format", required=True, metavar="FORMAT", parser_class=OneLineParser)
@@ -351,14 +363,64 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     _in_range("--episodes", args.episodes, 1, MAX_EPISODES)
     check_device(args.device)
+    if args.sim and args.sweep:
+        raise ConfigError("--sim and --sweep are separate evaluations; give one of them")
+    if args.sweep:
+        from robot_rl.transfer.sweep import Sweep
+
+        sweep = Sweep.parse(args.sweep, args.points)  # malformed specs fail before any loading
     run = load_run(args.run, args.device)
     check_folder_writable(args.run, "run folder")
+    if args.sim:
+        return _eval_sim_to_sim(run, args.sim, args.episodes)
+    if args.sweep:
+        return _eval_sweep(run, sweep, args.episodes)
     for r in evaluate_run(run, args.episodes):
         print(
             f"randomisation {'on ' if r.randomized else 'off'}: criterion {'MET' if r.met else 'not met'}  "
             + "  ".join(f"{k}={v:.4g}" for k, v in r.summary().items() if isinstance(v, float))
         )
     print(f"wrote {args.run / 'eval.yaml'} and {args.run / 'eval.png'}")
+    return 0
+
+
+def _eval_sim_to_sim(run: Any, simulator: str, episodes: int) -> int:
+    """``robot-rl eval RUN --sim SIM``: the exported policy in an independent simulator, DR on and off."""
+    import yaml
+
+    from policies.runtime.files import atomic_write_text
+    from robot_rl.run import export_run
+    from robot_rl.transfer.harness import plug, run_episodes
+
+    plug(simulator, run.cfg.task)  # a task without a model in that simulator fails here, naming what exists
+    onnx = run.run_dir / "policy.onnx"
+    if not onnx.exists():
+        export_run(run)
+    criterion = type(run.env).criterion
+    results = [run_episodes(onnx, simulator, episodes, run.cfg.seed, rnd, criterion) for rnd in (True, False)]
+    for r in results:
+        verdict = "MET" if r.met else "not met"
+        print(
+            f"{simulator}, randomisation {'on ' if r.randomized else 'off'}: criterion {verdict}  "
+            + "  ".join(f"{k}={v:.4g}" for k, v in r.figures.items())
+        )
+    out = run.run_dir / f"sim2sim_{simulator}.yaml"
+    summary = {("randomization_on" if r.randomized else "randomization_off"): r.summary() for r in results}
+    atomic_write_text(out, yaml.safe_dump(summary, sort_keys=False))
+    print(f"wrote {out}")
+    return 0
+
+
+def _eval_sweep(run: Any, sweep: Any, episodes: int) -> int:
+    """``robot-rl eval RUN --sweep PARAM=LO:HI``: one parameter through and past its training range."""
+    from robot_rl.transfer.sweep import run_sweep
+
+    rows = run_sweep(run, sweep, episodes)
+    keys = [k for k in rows[0] if k not in ("value", "criterion_met", "episodes")]
+    print(f"{sweep.param} (x nominal)  " + "  ".join(keys))
+    for row in rows:
+        print(f"{row['value']:>8.3f}            " + "  ".join(f"{row[k]:.4g}" for k in keys))
+    print(f"wrote {run.run_dir / f'sweep_{sweep.param}.csv'} and {run.run_dir / f'sweep_{sweep.param}.png'}")
     return 0
 
 

@@ -1,8 +1,9 @@
-"""Fixtures shared by the whole suite: one trained quadrotor hover policy, trained once per test session.
+"""Fixtures shared by the whole suite: one trained quadrotor hover policy and one trained Panda reach policy,
+each trained once per test session.
 
-Training it takes one to two minutes on 2 cores, so the run is made once and shared by every test (and every
-pytest-xdist worker) that needs a *flying* policy: the learning test, the exported-ONNX closed loop, the firmware
-closed loop and the ROS 2 node.
+Training takes minutes on 2 cores, so each run is made once and shared by every test (and every pytest-xdist worker)
+that needs a *working* policy: the learning tests, the exported-ONNX closed loop, the firmware closed loop, the
+ROS 2 node and the PyBullet sim-to-sim evaluation.
 A file lock in pytest's shared temporary folder makes the first worker train and the others wait for its result.
 """
 
@@ -32,7 +33,11 @@ class TrainedRun:
     overrides: tuple[str, ...] = tuple(HOVER_OVERRIDES)
 
 
-def _train_hover(root: Path) -> dict[str, object]:
+REACH_OVERRIDES = ["runner.max_iterations=400", "runner.eval_interval=10", "runner.stop_on_success=true"]
+"""Train panda-reach until its criterion (>= 90 % success, randomisation on) is met, at most 400 iterations."""
+
+
+def _train(task: str, overrides: list[str], root: Path) -> dict[str, object]:
     from policies.nets.export import export_onnx
     from robot_rl.config import load_config
     from robot_rl.runner import OnPolicyRunner
@@ -40,7 +45,7 @@ def _train_hover(root: Path) -> dict[str, object]:
     previous = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        cfg = load_config("quadrotor-hover", None, [*HOVER_OVERRIDES, f"run_root={root}"])
+        cfg = load_config(task, None, [*overrides, f"run_root={root}"])
         run_dir = root / "run"
         run_dir.mkdir(parents=True)
         runner = OnPolicyRunner(cfg, run_dir, quiet=True)
@@ -53,14 +58,24 @@ def _train_hover(root: Path) -> dict[str, object]:
     return {"run_dir": str(run_dir), "onnx": str(onnx), "before": before, "after": after}
 
 
-@pytest.fixture(scope="session")
-def trained_hover(tmp_path_factory: pytest.TempPathFactory) -> TrainedRun:
-    """The quadrotor hover policy after the learning test's budget (trained once, shared across workers)."""
-    shared = tmp_path_factory.getbasetemp().parent / "trained-hover"
+def _shared_run(factory: pytest.TempPathFactory, task: str, overrides: list[str]) -> TrainedRun:
+    shared = factory.getbasetemp().parent / f"trained-{task}"
     shared.mkdir(exist_ok=True)
     done = shared / "result.json"
     with FileLock(str(shared / "lock")):
         if not done.exists():
-            done.write_text(json.dumps(_train_hover(shared / "train")))
+            done.write_text(json.dumps(_train(task, overrides, shared / "train")))
     data = json.loads(done.read_text())
-    return TrainedRun(Path(data["run_dir"]), Path(data["onnx"]), data["before"], data["after"])
+    return TrainedRun(Path(data["run_dir"]), Path(data["onnx"]), data["before"], data["after"], tuple(overrides))
+
+
+@pytest.fixture(scope="session")
+def trained_hover(tmp_path_factory: pytest.TempPathFactory) -> TrainedRun:
+    """The quadrotor hover policy after the learning test's budget (trained once, shared across workers)."""
+    return _shared_run(tmp_path_factory, "quadrotor-hover", HOVER_OVERRIDES)
+
+
+@pytest.fixture(scope="session")
+def trained_reach(tmp_path_factory: pytest.TempPathFactory) -> TrainedRun:
+    """The Panda reach policy after its learning test's budget (trained once, shared across workers)."""
+    return _shared_run(tmp_path_factory, "panda-reach", REACH_OVERRIDES)

@@ -61,8 +61,11 @@ def default_arm_randomization() -> list[RandomizationTerm]:
 
 
 def default_arm_noise() -> SensorNoise:
-    """Joint encoder noise: the Panda's encoders resolve ~1e-4 rad; velocities are differentiated and filtered."""
-    return SensorNoise(std={"joint_pos": 0.001, "joint_vel": 0.02}, bias_std={"joint_pos": 0.002})
+    """Joint encoder noise: the Panda's encoders resolve ~1e-4 rad; velocities are differentiated and filtered; the
+    reported TCP pose comes from the same encoders through the robot's kinematic model (1 mm)."""
+    return SensorNoise(
+        std={"joint_pos": 0.001, "joint_vel": 0.02, "tcp_pos": 0.001, "tcp_rot6": 0.002}, bias_std={"joint_pos": 0.002}
+    )
 
 
 @dataclass
@@ -146,7 +149,9 @@ class PandaTask(BatchedTask):
 
     cfg: PandaConfig
     uses_gripper = False
-    """Whether the policy commands the gripper (action size 8) or the fingers stay open (7)."""
+    """Whether the policy commands the gripper (action size 8) or the fingers hold :attr:`finger_opening` (7)."""
+    finger_opening = panda.FINGER_STROKE
+    """Finger position held when the policy does not command the gripper, m (0 closed, 0.04 open)."""
 
     def _setup(
         self,
@@ -168,6 +173,8 @@ class PandaTask(BatchedTask):
         terms = [
             ObservationTerm("joint_positions", 7, "joint_pos", unit="rad"),
             ObservationTerm("joint_velocities", 7, "joint_vel", unit="rad/s"),
+            ObservationTerm("tcp_position", 3, "tcp_pos", unit="m"),
+            ObservationTerm("tcp_orientation", 6, "tcp_rot6"),
             *task_terms,
             ObservationTerm("last_action", num_actions, "last_action", history=cfg.action_history),
         ]
@@ -248,13 +255,17 @@ class PandaTask(BatchedTask):
         if self.uses_gripper:
             grip = panda.FINGER_STROKE / 2 * (1.0 + action[:, 7:8])
         else:
-            grip = torch.full_like(arm[:, :1], panda.FINGER_STROKE)
+            grip = torch.full_like(arm[:, :1], self.finger_opening)
         return torch.cat((arm_ctrl, grip), 1)
 
     def _simulate(self, action: torch.Tensor) -> None:
         self._sync_model()
         self.physics.step(self.command(action).to(self.physics.device))
         self._read_state()
+        self._after_step()
+
+    def _after_step(self) -> None:
+        """Advance the task's own per-step buffers (delayed estimates) after a physics step."""
 
     def _read_state(self) -> None:
         p = self.physics
@@ -273,7 +284,9 @@ class PandaTask(BatchedTask):
         noise = self.cfg.init_joint_range * (2 * torch.rand(n, 7, generator=self.gen, device=self.device) - 1)
         q = torch.maximum(torch.minimum(self.home + noise, self.q_max), self.q_min)
         qpos[:, self._arm_qpos.to(self.device)] = q
-        qpos[:, self._finger_qpos.to(self.device)] = panda.FINGER_STROKE
+        qpos[:, self._finger_qpos.to(self.device)] = (
+            self.finger_opening if not self.uses_gripper else panda.FINGER_STROKE
+        )
         qvel = torch.zeros(n, self._model.nv, device=self.device)
         self._reset_task(rows, qpos, qvel)
         self.physics.reset(rows.to(self.physics.device), qpos, qvel)
@@ -320,7 +333,13 @@ class PandaTask(BatchedTask):
 
     # ------------------------------------------------------------------------------------------ observation
     def _arm_signals(self) -> dict[str, torch.Tensor]:
-        return {"joint_pos": self._q, "joint_vel": self._dq, "last_action": self.last_action}
+        return {
+            "joint_pos": self._q,
+            "joint_vel": self._dq,
+            "tcp_pos": self._tcp_pos,
+            "tcp_rot6": rot6(self._tcp_rot),
+            "last_action": self.last_action,
+        }
 
     def _arm_privileged(self) -> torch.Tensor:
         """Noise-free joints, last action, randomised parameters relative to nominal (offsets as is), latency."""
@@ -397,10 +416,95 @@ class PandaTask(BatchedTask):
         self.physics.close()
 
 
+class CubeTask(PandaTask):
+    """A Panda task with a cube on the table (push, lift): cube state, its randomised mass and friction, and the
+    cube position as the robot would see it — a camera tracker's estimate, ``object_delay`` control periods old, with
+    noise (``noise.std.object_pos``) and a per-episode bias (``noise.bias_std.object_pos``).
+
+    Object parameters: ``object_mass`` [1] kg (``body_mass`` + inertia alike), ``object_friction`` [1] (sliding
+    friction of the cube's geom, ``geom_friction``).
+    """
+
+    object_delay = 1
+    """Age of the cube position estimate, control periods (camera exposure + tracking + transport at 25 Hz)."""
+
+    def _setup_cube(self, model: mujoco.MjModel) -> None:
+        self._cube_body = model.body("cube").id
+        self._cube_geom = model.geom("cube").id
+        adr = int(model.joint("cube").qposadr[0])
+        self._cube_qpos = torch.arange(adr, adr + 7)
+        vadr = int(model.joint("cube").dofadr[0])
+        self._cube_qvel = torch.arange(vadr, vadr + 6)
+        self.cube_half = float(model.geom_size[self._cube_geom][0])
+        self._cube_inertia = torch.tensor(model.body_inertia[self._cube_body], dtype=torch.float64)
+        n = self.num_envs
+        self.cube_pos = torch.zeros(n, 3, device=self.device)
+        self.cube_quat = torch.zeros(n, 4, device=self.device)
+        self.cube_vel = torch.zeros(n, 6, device=self.device)
+        self._cube_seen = torch.zeros(n, self.object_delay + 1, 3, device=self.device)
+
+    @staticmethod
+    def cube_param_specs(model: mujoco.MjModel) -> dict[str, ParamSpec]:
+        """Randomisable cube parameters, nominal values from the model."""
+        body, geom = model.body("cube").id, model.geom("cube").id
+        return {
+            "object_mass": ParamSpec((float(model.body_mass[body]),), lower=0.0, unit="kg"),
+            "object_friction": ParamSpec((float(model.geom_friction[geom][0]),), lower=0.0),
+        }
+
+    def _task_fields(self) -> list[str]:
+        return ["body_mass", "body_inertia", "geom_friction"]
+
+    def _task_model_params(self, rows: torch.Tensor, changed: dict[str, torch.Tensor]) -> None:
+        ids = rows.to(self.physics.device)
+        randomized = {t.param for t in self.cfg.randomization}
+        if "object_mass" in randomized:
+            mass = changed["object_mass"][:, 0]
+            ratio = mass / self.randomizer.specs["object_mass"].nominal[0]
+            self.physics.set_field("body_mass", ids, mass, (self._cube_body,))
+            self.physics.set_field("body_inertia", ids, ratio[:, None] * self._cube_inertia, (self._cube_body,))
+        if "object_friction" in randomized:
+            self.physics.set_field("geom_friction", ids, changed["object_friction"][:, 0], (self._cube_geom, 0))
+
+    def _place_cube(self, rows: torch.Tensor, qpos: torch.Tensor, xy: torch.Tensor) -> None:
+        """Put the cube of worlds ``rows`` flat on the table at ``xy [n, 2]`` (in ``qpos [n, nq]``)."""
+        adr = self._cube_qpos.to(self.device)
+        qpos[:, adr[:2]] = xy
+        qpos[:, adr[2]] = panda.TABLE_HEIGHT + self.cube_half
+        qpos[:, adr[3:]] = torch.tensor([1.0, 0.0, 0.0, 0.0], device=self.device)
+        self._cube_seen[rows] = qpos[:, adr[:3]].unsqueeze(1)
+
+    def _read_task_state(self) -> None:
+        qpos = self.physics.qpos.to(self.device, torch.float32)
+        adr = self._cube_qpos.to(self.device)
+        self.cube_pos = qpos[:, adr[:3]]
+        self.cube_quat = qpos[:, adr[3:]]
+        self.cube_vel = self.physics.qvel.to(self.device, torch.float32)[:, self._cube_qvel.to(self.device)]
+
+    def _after_step(self) -> None:
+        self._cube_seen = torch.cat((self.cube_pos.unsqueeze(1), self._cube_seen[:, :-1]), 1)
+
+    def _cube_signals(self) -> dict[str, torch.Tensor]:
+        return {"object_pos": self._cube_seen[:, -1]}
+
+    def _cube_privileged(self) -> torch.Tensor:
+        """Exact cube position, orientation and velocity ``[N, 13]``."""
+        return torch.cat((self.cube_pos, self.cube_quat, self.cube_vel), 1)
+
+    def _cube_lost(self) -> torch.Tensor:
+        """The cube left the table (fell off or was thrown), ``[N]``."""
+        return (self.cube_pos[:, 2] < panda.TABLE_HEIGHT - 0.05) | ~torch.isfinite(self.cube_pos).all(-1)
+
+
 def rotation_error(r: torch.Tensor, r_target: torch.Tensor) -> torch.Tensor:
     """Angle (rad) of the rotation between ``r`` and ``r_target`` ``[N, 3, 3] -> [N]``."""
     cos = ((r.transpose(1, 2) @ r_target).diagonal(dim1=1, dim2=2).sum(-1) - 1.0) / 2.0
     return torch.arccos(cos.clamp(-1.0, 1.0))
+
+
+def rot6(r: torch.Tensor) -> torch.Tensor:
+    """Continuous 6-value orientation: the first two columns of ``r`` ``[N, 3, 3] -> [N, 6]``, column by column."""
+    return r[:, :, :2].transpose(1, 2).reshape(-1, 6)
 
 
 def yaw_rotation(yaw: torch.Tensor) -> torch.Tensor:

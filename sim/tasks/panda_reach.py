@@ -3,10 +3,14 @@
 Every episode draws a target position in a box in front of the robot and a target orientation with the gripper
 pointing down, turned about the vertical by a random yaw. The arm starts near the home pose (``sim.robots.panda``).
 
-Onboard (``policy``) observation, ``7 + 7 + 3 + 6 + A * H`` values::
+Onboard (``policy``) observation, ``7 + 7 + 9 + 9 + A * H`` values::
 
-    joint_positions [7] rad | joint_velocities [7] rad/s | target_position [3] m (base frame) |
-    target_orientation [6] (first two columns of the target rotation, base frame) | last_action [A] x H
+    joint_positions [7] rad | joint_velocities [7] rad/s | tcp_position [3] m | tcp_orientation [6] |
+    target_position [3] m | target_orientation [6] | last_action [A] x H
+
+Poses are in the robot's base frame; orientations are the first two columns of the rotation matrix (tool to base),
+column by column. The TCP pose is what the robot reports from its own kinematics (libfranka's ``O_T_EE``, published
+by franka_ros2 in ``franka_robot_state``), here from the simulated kinematics.
 
 Privileged (``critic``): the noise-free joints, the TCP pose and its error, the randomised parameters, latency.
 
@@ -27,7 +31,15 @@ from sim import rewards
 from sim.registry import TaskSpec, register
 from sim.robots import panda
 from sim.tasks.base import check_fields, check_randomization
-from sim.tasks.manipulation import GRIPPER_DOWN, PandaConfig, PandaTask, arm_param_specs, rotation_error, yaw_rotation
+from sim.tasks.manipulation import (
+    GRIPPER_DOWN,
+    PandaConfig,
+    PandaTask,
+    arm_param_specs,
+    rot6,
+    rotation_error,
+    yaw_rotation,
+)
 
 
 def _default_rewards() -> dict[str, float]:
@@ -84,7 +96,7 @@ class PandaReach(PandaTask):
         ]
         self.target_pos = torch.zeros(num_envs, 3, device=device)
         self.target_rot = GRIPPER_DOWN.to(device).expand(num_envs, 3, 3).clone()
-        self._setup(cfg, panda.Scene(), num_envs, device, seed, terms, 3 + 6 + 3 + 3 + 1, {})
+        self._setup(cfg, panda.Scene(), num_envs, device, seed, terms, 3 + 6 + 3 + 1, {})
         self.cfg: PandaReachConfig = cfg
 
     def _reset_task(self, rows: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
@@ -96,7 +108,7 @@ class PandaReach(PandaTask):
         self.target_rot[rows] = yaw_rotation(yaw) @ GRIPPER_DOWN.to(self.device)
 
     def _rot6(self) -> torch.Tensor:
-        return self.target_rot[:, :, :2].transpose(1, 2).reshape(-1, 6)
+        return rot6(self.target_rot)
 
     def _errors(self) -> tuple[torch.Tensor, torch.Tensor]:
         """TCP position error (m) and orientation error (rad), ``[N]`` each."""
@@ -108,7 +120,7 @@ class PandaReach(PandaTask):
     def _privileged(self) -> torch.Tensor:
         _, ang = self._errors()
         tcp = self._tcp_pos
-        extra = torch.cat((self.target_pos, self._rot6(), tcp, tcp - self.target_pos, ang[:, None]), 1)
+        extra = torch.cat((self.target_pos, self._rot6(), tcp - self.target_pos, ang[:, None]), 1)
         return torch.cat((self._arm_privileged(), extra), 1)
 
     def reward_names(self) -> list[str]:
@@ -143,10 +155,24 @@ class PandaReach(PandaTask):
 
     def contract_extra(self) -> dict[str, object]:
         """Arm facts plus the target convention."""
+        c = self.cfg
         return {
             **self.arm_contract_extra(),
             "target": "target_position: TCP goal in the base frame, m; target_orientation: first two columns "
             "of the goal rotation (tool to base), column by column",
+            "training_envelope": {
+                "target_low_m": list(c.target_low),
+                "target_high_m": list(c.target_high),
+                "target_yaw_range_rad": c.target_yaw_range,
+                "target_orientation": "gripper pointing down (tool z = -base z), turned about base z by the yaw",
+                "init_joint_range_rad": c.init_joint_range,
+                "episode_length_s": c.episode_length_s,
+            },
+            "success": {
+                "position_error_m": c.success_position_error,
+                "orientation_error_rad": c.success_orientation_error,
+                "rate": 0.9,
+            },
         }
 
     @classmethod

@@ -16,6 +16,7 @@ import sim
 from sim.backends.physics import BackendError, make_physics
 from sim.randomization import RandomizationError, RandomizationTerm
 from sim.robots import panda
+from sim.tasks.panda_push import PandaPushConfig
 from sim.tasks.panda_reach import PandaReachConfig
 from sim.vec_env import TaskConfigError
 
@@ -186,11 +187,11 @@ def test_bad_randomisation_is_refused_at_config_load(term: RandomizationTerm, me
 
 
 def test_bad_backend_and_mode_are_refused() -> None:
-    with pytest.raises(TaskConfigError, match="env.backend must be one of mujoco, mjwarp, got 'bullet'"):
+    with pytest.raises(TaskConfigError, match=r"env\.backend must be one of mujoco, mjwarp, got 'bullet'"):
         PandaReachConfig(backend="bullet")
-    with pytest.raises(TaskConfigError, match="env.control_mode must be 'impedance' or 'torque'"):
+    with pytest.raises(TaskConfigError, match=r"env\.control_mode must be 'impedance' or 'torque'"):
         PandaReachConfig(control_mode="velocity")
-    with pytest.raises(TaskConfigError, match="whole multiple of env.physics_dt"):
+    with pytest.raises(TaskConfigError, match=r"whole multiple of env\.physics_dt"):
         PandaReachConfig(dt=0.03, physics_dt=0.004)
     with pytest.raises(BackendError, match="unknown backend 'ode'"):
         make_physics("ode", panda.build_model("impedance"), 1, 1, torch.device("cpu"))
@@ -244,3 +245,56 @@ def test_exact_resume_from_state_dict() -> None:
     out = [other.step(torch.full((3, 7), -0.1))[0]["policy"] for _ in range(4)]
     for x, y in zip(ref, out, strict=True):
         torch.testing.assert_close(x, y, rtol=0, atol=0)
+
+
+def test_push_success_goal_and_lost_cube() -> None:
+    """A cube already at its goal succeeds at the time limit; a cube pushed off the table ends the episode."""
+    env = sim.make("panda-push", 2, cfg=PandaPushConfig(episode_length_s=0.2, randomization=[]))
+    env.reset(seed=0)
+    with torch.inference_mode():
+        env.goal[0] = env.cube_pos[0, :2]  # type: ignore[attr-defined]
+        env.goal[1] = env.cube_pos[1, :2] + 0.3  # type: ignore[attr-defined]
+    hold = torch.zeros(2, 7)
+    for _ in range(5):  # 0.2 s at 25 Hz
+        _, _, term, trunc, info = env.step(hold)
+    assert bool(trunc.all()) and info.success is not None
+    assert info.success.tolist() == [True, False]
+    # Lost cube: put it below the table top.
+    cube = env._cube_qpos  # type: ignore[attr-defined]
+    qpos = env.physics.qpos.clone()  # type: ignore[attr-defined]
+    qpos[:, cube[2]] = -0.2
+    env.physics.reset(torch.arange(2), qpos, torch.zeros_like(env.physics.qvel))  # type: ignore[attr-defined]
+    env._read_state()  # type: ignore[attr-defined]
+    _, _, term, _, info = env.step(hold)
+    assert bool(term.all()) and not bool(info.success.any())  # type: ignore[union-attr]
+    env.close()
+
+
+def test_object_estimate_is_delayed_by_the_configured_periods() -> None:
+    env = sim.make("panda-push", 1, cfg=PandaPushConfig(randomization=[], noise=sim.tasks.base.SensorNoise()))
+    env.reset(seed=1)
+    seen = []
+    true = []
+    for _ in range(30):
+        env.step(torch.full((1, 7), 0.6))
+        seen.append(env._signals()["object_pos"].clone())  # type: ignore[attr-defined]
+        true.append(env.cube_pos.clone())  # type: ignore[attr-defined]
+    moved = [i for i in range(1, 30) if not torch.equal(true[i], true[i - 1])]
+    assert moved, "the arm should have touched the cube"
+    for i in range(1, 30):
+        torch.testing.assert_close(seen[i], true[i - 1])
+
+
+@pytest.mark.parametrize("task", ["panda-push", "panda-lift"])
+def test_cube_tasks_contract_and_randomised_object(task: str) -> None:
+    env = sim.make(task, 4)
+    env.reset(seed=2)
+    contract = env.contract(["policy"])  # type: ignore[attr-defined]
+    assert "object_pos" in [t.source for t in contract.observation]
+    assert "extra" not in contract.extra and "object" in contract.extra
+    assert contract.action.size == (8 if task == "panda-lift" else 7)
+    masses = env.params["object_mass"]  # type: ignore[attr-defined]
+    assert float(masses.min()) >= 0.05 - 1e-6 and float(masses.max()) <= 0.3 + 1e-6
+    cube = env._cube_body  # type: ignore[attr-defined]
+    np.testing.assert_allclose(env.physics.batch.field("body_mass")[:, cube], masses[:, 0].numpy(), rtol=1e-6)  # type: ignore[attr-defined]
+    env.close()

@@ -1,0 +1,145 @@
+"""Sim-to-sim evaluation: the *exported* policy, run only through :mod:`policies.runtime`, flies or moves a robot
+in a second, independent simulator.
+
+Nothing of the training simulator runs here: the policy is ``policy.onnx`` (its contract inside), observations are
+built by :class:`~policies.runtime.onnx_policy.OnnxPolicy` from the signals a :class:`TransferSim` reports, and the
+commands it returns (in robot units, exactly what a robot driver would receive) go to that simulator. Only the
+task's success criterion — a pure function of per-episode figures — is shared with training, so the verdict means
+the same thing in both engines.
+
+A new engine or task plugs in by implementing :class:`TransferSim` and adding it to :data:`PLUGS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+from tqdm import tqdm
+
+from policies.runtime.contract import Contract
+from policies.runtime.onnx_policy import LAST_ACTION_SIGNAL, OnnxPolicy
+from robot_rl.typed_config import ConfigError
+
+
+class TransferSim(Protocol):
+    """One robot in an independent simulator, driven with the contract's commands.
+
+    ``reset`` and ``step`` return the robot signals the contract's observation terms read (``{source: [1, size]}``,
+    SI units; ``last_action`` is added by the harness). ``figures`` are the per-episode figures the task's criterion
+    reads (``success`` 0/1 and the task's errors), valid once the episode has run its ``steps`` control periods.
+    """
+
+    steps: int
+
+    def reset(self, rng: np.random.Generator, randomize: bool) -> dict[str, np.ndarray]:
+        """Start an episode (new initial state, goal and — with ``randomize`` — physical parameters)."""
+        ...
+
+    def step(self, command: np.ndarray) -> dict[str, np.ndarray]:
+        """Apply ``command [1, A]`` (robot units) for one control period."""
+        ...
+
+    def figures(self) -> dict[str, float]:
+        """Per-episode figures of the episode just run."""
+        ...
+
+    def close(self) -> None:
+        """Release the simulator."""
+        ...
+
+
+SimFactory = Callable[[Contract], TransferSim]
+
+
+def _plugs() -> dict[str, dict[str, SimFactory]]:
+    from robot_rl.transfer.pybullet_panda import PandaReachBullet
+
+    return {"pybullet": {"panda-reach": PandaReachBullet}}
+
+
+SIMULATORS = ("pybullet",)
+"""Independent simulators ``robot-rl eval --sim`` knows."""
+
+
+class TransferError(ConfigError):
+    """No model of that task in that simulator."""
+
+
+def plug(simulator: str, task: str) -> SimFactory:
+    """The :class:`TransferSim` factory of ``task`` in ``simulator``; the error lists what exists."""
+    plugs = _plugs()
+    if simulator not in plugs:
+        raise TransferError(f"unknown simulator '{simulator}'; choose one of: {', '.join(sorted(plugs))}")
+    if task not in plugs[simulator]:
+        have = ", ".join(sorted(plugs[simulator]))
+        raise TransferError(f"no {simulator} model of task '{task}' (sim-to-sim exists for: {have})")
+    return plugs[simulator][task]
+
+
+@dataclass
+class TransferResult:
+    """Per-episode figures of a sim-to-sim evaluation and the task's verdict on them."""
+
+    simulator: str
+    randomized: bool
+    episodes: dict[str, np.ndarray]
+    met: bool
+    figures: dict[str, float]
+    seconds: float = 0.0
+    extra: dict[str, float] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, object]:
+        """Plain data for YAML."""
+        return {
+            "simulator": self.simulator,
+            "randomized": self.randomized,
+            "episodes": len(next(iter(self.episodes.values()))),
+            "criterion_met": bool(self.met),
+            **{k: float(v) for k, v in self.figures.items()},
+            "success_rate": float(self.episodes["success"].mean()),
+            "wall_time_s": round(self.seconds, 2),
+        }
+
+
+def run_episodes(
+    policy_path: Path,
+    simulator: str,
+    episodes: int,
+    seed: int,
+    randomize: bool,
+    criterion: Callable[[dict[str, np.ndarray]], tuple[bool, dict[str, float]]],
+    progress: bool = True,
+) -> TransferResult:
+    """Run ``episodes`` episodes of the exported policy in ``simulator`` and apply the task's ``criterion``.
+
+    The command before the first step is the contract's ``offset`` (normalised action 0), as on a robot.
+    """
+    import time
+
+    policy = OnnxPolicy(policy_path)
+    contract = policy.contract
+    sim = plug(simulator, contract.task)(contract)
+    rng = np.random.default_rng(seed)
+    rows: dict[str, list[float]] = {}
+    start = time.perf_counter()
+    label = f"{simulator} {'DR on ' if randomize else 'DR off'}"
+    try:
+        for _ in tqdm(range(episodes), desc=label, unit="ep", disable=not progress, leave=False):
+            signals = sim.reset(rng, randomize)
+            policy.reset()
+            command = np.asarray([contract.action.offset], dtype=np.float32)
+            for _ in range(sim.steps):
+                signals[LAST_ACTION_SIGNAL] = policy.normalized_action(command)
+                command = policy(signals)
+                signals = sim.step(command)
+            for k, v in sim.figures().items():
+                rows.setdefault(k, []).append(v)
+    finally:
+        sim.close()
+    data = {k: np.asarray(v) for k, v in rows.items()}
+    met, figures = criterion(data)
+    return TransferResult(simulator, randomize, data, met, figures, seconds=time.perf_counter() - start)

@@ -1,0 +1,206 @@
+"""Task ``panda-push``: push a 5 cm cube across the table to a goal with the closed gripper.
+
+The cube starts flat at a random place in front of the robot; the goal is 10–20 cm away in a random direction. The
+fingers are held closed (7 arm actions). The arm starts near the home pose.
+
+Onboard (``policy``) observation::
+
+    joint_positions [7] rad | joint_velocities [7] rad/s | tcp_position [3] m | tcp_orientation [6] |
+    object_position [3] m (camera estimate: delayed, noisy, biased) | goal_position [2] m (table plane) |
+    last_action [7] x H
+
+Privileged (``critic``): noise-free joints, exact cube pose and velocity, goal, randomised parameters.
+
+Success: at the time limit the cube's centre is within ``success_distance`` of the goal (in the table plane).
+Criterion: >= 80 % of evaluation episodes. An episode fails early when the cube leaves the table.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from policies.runtime.contract import ObservationTerm
+from sim import rewards
+from sim.randomization import RandomizationTerm
+from sim.registry import TaskSpec, register
+from sim.robots import panda
+from sim.tasks.base import SensorNoise, check_fields, check_randomization
+from sim.tasks.manipulation import CubeTask, PandaConfig, arm_param_specs, default_arm_noise, default_arm_randomization
+
+CUBE_SIZE = 0.05
+"""Edge of the cube, m."""
+CUBE_MASS = 0.1
+"""Nominal cube mass, kg."""
+
+
+def default_cube_randomization() -> list[RandomizationTerm]:
+    """Arm randomisation plus the cube: mass 0.05–0.3 kg, friction coefficient 0.5–1.2 (wood / plastic on wood)."""
+    return [
+        *default_arm_randomization(),
+        RandomizationTerm("object_mass", "uniform", (0.5, 3.0), "scale"),
+        RandomizationTerm("object_friction", "uniform", (0.6, 1.5), "scale"),
+    ]
+
+
+def default_cube_noise() -> SensorNoise:
+    """Arm encoders plus a camera tracker: 5 mm white noise and a 1 cm per-episode bias on the cube position."""
+    noise = default_arm_noise()
+    noise.std["object_pos"] = 0.005
+    noise.bias_std["object_pos"] = 0.01
+    return noise
+
+
+def _default_rewards() -> dict[str, float]:
+    return {
+        "reach_object": 0.5,
+        "object_to_goal": -2.0,
+        "object_goal_fine": 2.0,
+        "action_rate": -0.02,
+        "joint_velocity": -0.001,
+        "object_lost": -5.0,
+    }
+
+
+@dataclass
+class PandaPushConfig(PandaConfig):
+    """Configuration of ``panda-push`` (see the module docstring and :class:`PandaConfig`).
+
+    Attributes:
+        cube_low: Lower corner of the cube's start area (x, y), m.
+        cube_high: Upper corner of the cube's start area, m.
+        goal_distance: Goal distance from the cube's start, uniform in this range, m.
+        success_distance: Success threshold on the final cube-to-goal distance in the table plane, m.
+    """
+
+    episode_length_s: float = 5.0
+    cube_low: tuple[float, float] = (0.4, -0.15)
+    cube_high: tuple[float, float] = (0.55, 0.15)
+    goal_distance: tuple[float, float] = (0.1, 0.2)
+    success_distance: float = 0.05
+    reward_scales: dict[str, float] = field(default_factory=_default_rewards)
+    randomization: list[RandomizationTerm] = field(default_factory=default_cube_randomization)
+    noise: SensorNoise = field(default_factory=default_cube_noise)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_fields(self, ("cube_low", "cube_high"), "env.", positive=False)
+        check_fields(self, ("goal_distance", "success_distance"), "env.")
+        if self.goal_distance[0] > self.goal_distance[1]:
+            raise ValueError(f"env.goal_distance must be [low, high], got {list(self.goal_distance)}")
+        model = panda.build_model("impedance", panda.Scene(table=True, cube_size=CUBE_SIZE, cube_mass=CUBE_MASS))
+        check_randomization(self.randomization, {**arm_param_specs(model), **CubeTask.cube_param_specs(model)})
+
+
+class PandaPush(CubeTask):
+    """Push the cube to the goal (see the module docstring)."""
+
+    task_name = "panda-push"
+    finger_opening = 0.0
+    goal_state = ("goal", "_cube_seen")
+
+    def __init__(self, cfg: PandaPushConfig, num_envs: int, device: torch.device, seed: int = 0) -> None:
+        scene = panda.Scene(table=True, cube_size=CUBE_SIZE, cube_mass=CUBE_MASS)
+        model = panda.build_model(cfg.control_mode, scene, cfg.stiffness, cfg.damping, cfg.physics_dt)  # type: ignore[arg-type]
+        terms = [
+            ObservationTerm("object_position", 3, "object_pos", unit="m"),
+            ObservationTerm("goal_position", 2, "goal_xy", unit="m"),
+        ]
+        self.goal = torch.zeros(num_envs, 2, device=device)
+        self._setup(cfg, scene, num_envs, device, seed, terms, 13 + 2, CubeTask.cube_param_specs(model))
+        self._setup_cube(self._model)
+        self.cfg: PandaPushConfig = cfg
+
+    def _reset_task(self, rows: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
+        c, n = self.cfg, rows.numel()
+        lo, hi = torch.tensor(c.cube_low, device=self.device), torch.tensor(c.cube_high, device=self.device)
+        xy = lo + (hi - lo) * torch.rand(n, 2, generator=self.gen, device=self.device)
+        self._place_cube(rows, qpos, xy)
+        angle = 2 * math.pi * torch.rand(n, generator=self.gen, device=self.device)
+        dist = c.goal_distance[0] + (c.goal_distance[1] - c.goal_distance[0]) * torch.rand(
+            n, generator=self.gen, device=self.device
+        )
+        goal = xy + dist[:, None] * torch.stack((angle.cos(), angle.sin()), 1)
+        self.goal[rows] = torch.maximum(torch.minimum(goal, hi + 0.05), lo - 0.05)
+
+    def _goal_distance(self) -> torch.Tensor:
+        return (self.cube_pos[:, :2] - self.goal).norm(dim=-1)
+
+    def _signals(self) -> dict[str, torch.Tensor]:
+        return {**self._arm_signals(), **self._cube_signals(), "goal_xy": self.goal}
+
+    def _privileged(self) -> torch.Tensor:
+        return torch.cat((self._arm_privileged(), self._cube_privileged(), self.goal), 1)
+
+    def reward_names(self) -> list[str]:
+        """Reward terms of this task."""
+        return ["reach_object", "object_to_goal", "object_goal_fine", "action_rate", "joint_velocity", "object_lost"]
+
+    def _reward_terms(self, action: torch.Tensor, terminated: torch.Tensor) -> dict[str, torch.Tensor]:
+        # The pushing point: behind the cube, on the far side from the goal, at the cube's centre height.
+        away = self.cube_pos[:, :2] - self.goal
+        away = away / away.norm(dim=-1, keepdim=True).clamp_min(1e-6)
+        push_point = torch.cat((self.cube_pos[:, :2] + (self.cube_half + 0.02) * away, self.cube_pos[:, 2:]), 1)
+        dist = self._goal_distance()
+        return {
+            "reach_object": rewards.exp_kernel((self._tcp_pos - push_point).square().sum(-1), 0.1),
+            "object_to_goal": dist,
+            "object_goal_fine": rewards.exp_kernel(dist.square(), 0.05),
+            "action_rate": rewards.squared_norm(action - self.last_action),
+            "joint_velocity": rewards.squared_norm(self._dq),
+            "object_lost": rewards.event(self._cube_lost(), self.dt),
+        }
+
+    def _terminated(self) -> torch.Tensor:
+        return self._cube_lost() | ~self._state_finite()
+
+    def _success(self) -> torch.Tensor:
+        return (self._goal_distance() < self.cfg.success_distance) & ~self._terminated()
+
+    def _episode_metrics(self) -> dict[str, torch.Tensor]:
+        return {"final_goal_distance": self._goal_distance()}
+
+    def _metrics(self) -> dict[str, torch.Tensor]:
+        return {"goal_distance": self._goal_distance()}
+
+    def contract_extra(self) -> dict[str, object]:
+        """Arm facts plus the object and goal conventions."""
+        c = self.cfg
+        return {
+            **self.arm_contract_extra(),
+            "gripper": "held closed (0 m)",
+            "object": f"{CUBE_SIZE} m cube; object_position: its centre in the base frame from a camera tracker, "
+            f"{self.object_delay} control period(s) old",
+            "goal": "goal_position: target of the cube's centre on the table (x, y), base frame, m",
+            "training_envelope": {
+                "cube_low_m": list(c.cube_low),
+                "cube_high_m": list(c.cube_high),
+                "goal_distance_m": list(c.goal_distance),
+                "episode_length_s": c.episode_length_s,
+            },
+            "success": {"goal_distance_m": c.success_distance, "rate": 0.8},
+        }
+
+    @classmethod
+    def criterion(cls, episodes: dict[str, np.ndarray]) -> tuple[bool, dict[str, float]]:
+        """Success in >= 80 % of episodes; figures: success rate, median final distance to the goal."""
+        rate = float(episodes["success"].mean())
+        return rate >= 0.8, {
+            "success_rate": rate,
+            "final_goal_distance_m": float(np.median(episodes["final_goal_distance"])),
+        }
+
+
+register(
+    TaskSpec(
+        name="panda-push",
+        config_cls=PandaPushConfig,
+        factory=PandaPush,
+        backend="mujoco | mjwarp",
+        description="Franka Panda pushes a cube to a goal on a table; camera-like object estimate; randomised",
+        success=">= 80% of 5 s episodes end with the cube within 5 cm of the goal",
+    )
+)

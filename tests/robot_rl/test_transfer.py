@@ -1,0 +1,96 @@
+"""Panda reach learning, its sim-to-sim evaluation in PyBullet, and robustness sweeps (``robot-rl eval --sim`` /
+``--sweep``)."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+from robot_rl.transfer.harness import TransferError, plug, run_episodes
+from robot_rl.transfer.sweep import Sweep, SweepError, training_range
+from sim.randomization import RandomizationTerm
+from sim.tasks.panda_reach import PandaReach
+
+
+def robot_rl(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "robot_rl.cli", *map(str, args)], capture_output=True, text=True, timeout=900
+    )
+
+
+@pytest.mark.slow
+def test_ppo_learns_panda_reach_and_the_policy_transfers_to_pybullet(trained_reach: Any) -> None:
+    """PPO reaches >= 90 % success with randomisation on within the budget of ``tests/conftest.py``; the exported
+    policy, run through policies.runtime on pybullet_data's own Panda URDF in PyBullet, is scored by the same
+    criterion (the measured rates are in docs/benchmarks.md; here the transfer must at least clearly work)."""
+    before, after = trained_reach.before, trained_reach.after
+    assert before["success_rate"] < 0.05
+    assert after["criterion_met"], after
+    result = run_episodes(trained_reach.onnx, "pybullet", 24, 0, True, PandaReach.criterion, progress=False)
+    assert set(result.episodes) == {"success", "final_position_error", "final_orientation_error"}
+    assert len(result.episodes["success"]) == 24
+    assert result.figures["final_position_error_m"] < 0.1  # untrained: ~0.3 m
+    assert result.episodes["success"].mean() >= 0.25
+
+
+def test_cli_sim_to_sim_and_sweep_on_a_trained_run(trained_reach: Any) -> None:
+    out = robot_rl("eval", trained_reach.run_dir, "--sim", "pybullet", "--episodes", "4")
+    assert out.returncode == 0, out.stderr
+    assert "pybullet, randomisation on : criterion" in out.stdout
+    summary = yaml.safe_load((trained_reach.run_dir / "sim2sim_pybullet.yaml").read_text())
+    assert summary["randomization_on"]["episodes"] == 4 and summary["randomization_on"]["simulator"] == "pybullet"
+
+    out = robot_rl("eval", trained_reach.run_dir, "--sweep", "link_mass=0.5:1.5", "--points", "3", "--episodes", "8")
+    assert out.returncode == 0, out.stderr
+    rows = list(csv.DictReader((trained_reach.run_dir / "sweep_link_mass.csv").open()))
+    assert [float(r["value"]) for r in rows] == [0.5, 1.0, 1.5]
+    assert {"success_rate", "final_position_error_m", "criterion_met"} <= set(rows[0])
+    assert (trained_reach.run_dir / "sweep_link_mass.png").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--sweep", "link_mass"], "--sweep must look like PARAM=LO:HI"),
+        (["--sweep", "link_mass=1.5:0.5"], "need 0 < LO < HI"),
+        (["--sweep", "link_mass=a:b"], "LO and HI must be numbers"),
+        (["--sweep", "link_mass=0.5:1.5", "--points", "1"], "--points must be in [2, 101]"),
+        (["--sweep", "link_mass=0.5:1.5", "--sim", "pybullet"], "--sim and --sweep are separate"),
+        (["--sim", "gazebo"], "invalid choice: 'gazebo'"),
+    ],
+)
+def test_cli_bad_sweep_and_sim_arguments_fail_in_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+    out = robot_rl("eval", tmp_path, *args)
+    assert out.returncode == 2
+    assert message in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+def test_sweep_of_an_unknown_parameter_and_sim_of_an_unmodelled_task(trained_hover: Any) -> None:
+    out = robot_rl("eval", trained_hover.run_dir, "--sweep", "link_mass=0.5:1.5", "--episodes", "2")
+    assert out.returncode == 2
+    assert "task 'quadrotor-hover' has no physical parameter 'link_mass'; sweepable: " in out.stderr
+    out = robot_rl("eval", trained_hover.run_dir, "--sim", "pybullet", "--episodes", "2")
+    assert out.returncode == 2
+    assert "no pybullet model of task 'quadrotor-hover' (sim-to-sim exists for: panda-reach)" in out.stderr
+
+
+def test_plug_errors_name_what_exists() -> None:
+    with pytest.raises(TransferError, match="unknown simulator 'ode'; choose one of: pybullet"):
+        plug("ode", "panda-reach")
+
+
+def test_sweep_parsing_and_training_range() -> None:
+    sweep = Sweep.parse("link_mass=0.5:1.5", 5)
+    np.testing.assert_allclose(sweep.values(), [0.5, 0.75, 1.0, 1.25, 1.5])
+    with pytest.raises(SweepError):
+        Sweep.parse("=0.5:1.5", 5)
+    terms = [RandomizationTerm("link_mass", "uniform", (0.9, 1.1), "scale"), RandomizationTerm("gravity", "uniform")]
+    assert training_range(terms, "link_mass") == (0.9, 1.1)
+    assert training_range(terms, "com_offset") is None
