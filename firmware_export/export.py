@@ -130,6 +130,11 @@ def export_firmware(
     if target not in TARGETS:
         raise UnsupportedModelError(f"unknown target '{target}'; choose one of {', '.join(TARGETS)}")
     model, contract = read_model(onnx_path)
+    if contract.action.reference:
+        raise UnsupportedModelError(
+            f"the C export does not support commands relative to a signal yet (action.reference "
+            f"'{contract.action.reference}'); export a policy with absolute commands"
+        )
     graph = from_model(model)
     sources = generate(graph, contract).files
     report = FirmwareReport(target, str(out), graph.parameters, graph.macs)

@@ -7,6 +7,8 @@ receives commands in SI units (N m, rad, RPM, ...)::
     obs [B, obs_dim] ─► normalise ─► actor MLP ─► clip(-1, 1) ─► offset + scale * a ─► clip(low, high)
                                                                               ─► command [B, A]
 
+With ``action.reference`` (relative commands) the reference signal's slice of ``obs`` is added before the clip.
+
 The contract is stored as JSON in the file's ``metadata_props`` under
 :data:`~policies.runtime.contract.METADATA_KEY` and mirrored as ``contract.yaml`` beside it. Both files
 are written atomically.
@@ -55,11 +57,22 @@ class DeployedActor(nn.Module):
         a = contract.action
         for name in ("offset", "scale", "low", "high"):
             self.register_buffer(name, torch.tensor(getattr(a, name), dtype=torch.float32))
+        self.reference: tuple[int, int, float] | None = None
+        if a.reference:
+            start, size, scale = contract.reference_slice()
+            self.reference = (start, size, scale)
+        self.num_commands = a.size
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """Commands ``[B, A]`` (contract units, in ``[low, high]``) for raw observations ``[B, obs_dim]``."""
         a = self.policy.action_mean(obs).clamp(-1.0, 1.0)
         command = self.offset + self.scale * a
+        if self.reference is not None:  # relative commands: add the reference signal's newest sample, unscaled
+            start, size, scale = self.reference
+            ref = obs[:, start : start + size] / scale
+            if size < self.num_commands:
+                ref = torch.cat((ref, torch.zeros_like(command[:, size:])), 1)
+            command = command + ref
         return torch.minimum(torch.maximum(command, self.low), self.high)
 
 

@@ -65,7 +65,11 @@ class ActionSpec:
     """How the policy output maps to robot commands.
 
     The network's raw output ``a`` is clipped to ``[-1, 1]``; the exported graph then emits
-    ``command = clip(offset + scale * a, low, high)`` in the unit of ``kind`` (N m, rad, RPM, ...).
+    ``command = clip(offset + scale * a, low, high)`` in the unit of ``kind`` (N m, rad, RPM, ...). With a
+    ``reference`` signal the command is relative to that signal's current value (for example joint targets relative
+    to the measured joint positions): ``command = clip(offset + reference + scale * a, low, high)``, where
+    ``reference`` is the newest sample of the observation term reading that signal, unscaled, added to the first
+    ``k`` commands (``k`` = the signal's size; later commands, e.g. a gripper, stay absolute).
 
     Attributes:
         size: Number of commands.
@@ -76,6 +80,7 @@ class ActionSpec:
         low: Per-command lower limit.
         high: Per-command upper limit.
         unit: SI unit of the command, for humans.
+        reference: Source signal the command is relative to (``""``: absolute commands).
     """
 
     size: int
@@ -86,6 +91,7 @@ class ActionSpec:
     low: list[float]
     high: list[float]
     unit: str = ""
+    reference: str = ""
 
 
 @dataclass
@@ -128,6 +134,26 @@ class Contract:
         """Length of the flat policy input."""
         return sum(t.dim for t in self.observation)
 
+    def reference_slice(self) -> tuple[int, int, float]:
+        """Where the action's reference signal sits in the policy input: ``(start, size, term scale)``; its newest
+        sample is ``obs[:, start:start + size] / scale``, added to the first ``size`` commands.
+
+        Raises:
+            ContractError: No observation term reads the reference signal, or it has more values than commands.
+        """
+        start = 0
+        for t in self.observation:
+            if t.source == self.action.reference:
+                if t.size > self.action.size:
+                    raise ContractError(
+                        f"action.reference '{t.source}' has {t.size} values per sample, more than action.size "
+                        f"{self.action.size}"
+                    )
+                return start, t.size, float(t.scale)
+            start += t.dim
+        sources = ", ".join(t.source for t in self.observation)
+        raise ContractError(f"action.reference '{self.action.reference}' is not an observation signal ({sources})")
+
     def validate(self) -> None:
         """Check every field; raise :class:`ContractError` naming the first problem.
 
@@ -150,6 +176,8 @@ class Contract:
         if len(set(names)) != len(names):
             raise ContractError(f"observation term names must be unique, got {names}")
         _validate_action(self.action)
+        if self.action.reference:
+            self.reference_slice()
         _names(self.joint_names, "joint_names", allow_empty=True)
         pose = _numbers(self.default_pose, "default_pose")
         if pose and len(pose) != len(self.joint_names):
@@ -301,12 +329,14 @@ def _validate_action(a: ActionSpec) -> None:
             raise ContractError(f"action.scale of '{name}' must be positive, got {scale[i]}")
         if low[i] > high[i]:
             raise ContractError(f"action.low of '{name}' ({low[i]}) exceeds action.high ({high[i]})")
-        if not low[i] <= offset[i] <= high[i]:
+        if not a.reference and not low[i] <= offset[i] <= high[i]:
             raise ContractError(
                 f"action.offset of '{name}' ({offset[i]}) lies outside [low, high] = [{low[i]}, {high[i]}]"
             )
     if not isinstance(a.unit, str):
         raise ContractError(f"action.unit must be a string, got {a.unit!r}")
+    if not isinstance(a.reference, str):
+        raise ContractError(f"action.reference must be a string (a signal name or empty), got {a.reference!r}")
 
 
 def _finite_tree(value: Any, where: str) -> None:

@@ -29,17 +29,22 @@ def describe(c: Contract) -> str:
         lines.append(f"  {span:<10} {t.name:<20} {t.size}{hist}  <- signal '{t.source}' {t.unit}{scale}".rstrip())
         start += t.dim
     a = c.action
+    ref = f" + {a.reference}" if a.reference else ""
     lines += [
         "",
         f"action '{c.output_name}' [B, {a.size}], kind {a.kind} ({a.unit}): "
-        "command = clip(offset + scale * clip(a, -1, 1), low, high)",
+        f"command = clip(offset{ref} + scale * clip(a, -1, 1), low, high)",
     ]
+    if a.reference:
+        k = c.reference_slice()[1]
+        lines.append(f"  relative: the newest '{a.reference}' sample is added to commands 0..{k - 1}")
     for i, name in enumerate(a.names):
         lines.append(
             f"  {i}  {name:<20} offset {a.offset[i]:<10.6g} scale {a.scale[i]:<10.6g} "
             f"range [{a.low[i]:.6g}, {a.high[i]:.6g}]"
         )
-    lines.append("  start with last_action = 0 (the command at a = 0 is the offset)")
+    start_cmd = f"the offset + {a.reference}" if a.reference else "the offset"
+    lines.append(f"  start with last_action = 0 (the command at a = 0 is {start_cmd})")
     if c.joint_names and c.joint_names != list(a.names):
         lines += ["", f"joints: {', '.join(c.joint_names)}"]
     if c.default_pose:

@@ -107,6 +107,10 @@ class OnnxPolicy:
         self._scale = np.asarray(a.scale, dtype=np.float32)
         self._low = np.asarray(a.low, dtype=np.float32)
         self._high = np.asarray(a.high, dtype=np.float32)
+        self._ref: tuple[int, int, float] | None = None
+        if a.reference:
+            self._ref = self.contract.reference_slice()
+        self._last_reference = np.zeros((num_envs, a.size), dtype=np.float32)
         self._verify_action_mapping()
 
     def reset(self, mask: np.ndarray | None = None) -> None:
@@ -184,7 +188,18 @@ class OnnxPolicy:
         if x.ndim != 2 or x.shape[1] != self.obs_dim:
             raise ContractError(f"policy input must have shape [B, {self.obs_dim}] (obs_dim), got {tuple(x.shape)}")
         _require_finite(x, "policy input")
-        return self._check_command(self._run(x))
+        command = self._check_command(self._run(x))
+        if self._ref is not None:
+            self._last_reference = self.reference(x)
+        return command
+
+    def reference(self, obs: np.ndarray) -> np.ndarray:
+        """The action reference ``[B, A]`` in a policy input (zeros for absolute commands)."""
+        ref = np.zeros((obs.shape[0], self.num_actions), dtype=np.float32)
+        if self._ref is not None:
+            start, size, scale = self._ref
+            ref[:, :size] = obs[:, start : start + size] / scale
+        return ref
 
     def _run(self, x: np.ndarray) -> np.ndarray:
         (command,) = self._session.run([self.contract.output_name], {self.contract.input_name: x})
@@ -210,14 +225,16 @@ class OnnxPolicy:
             )
         return command
 
-    def normalized_action(self, command: np.ndarray) -> np.ndarray:
+    def normalized_action(self, command: np.ndarray, reference: np.ndarray | None = None) -> np.ndarray:
         """Map commands back to normalised actions (the ``last_action`` signal of the next step).
 
         Args:
             command: ``[..., A]`` commands in contract units.
+            reference: For relative commands (``action.reference``), the reference they were computed from
+                ``[..., A]``; default: the one of the last :meth:`run_obs` call (the command it returned).
 
         Returns:
-            ``[..., A]`` float32 ``clip((command - offset) / scale, -1, 1)`` (scales are positive by contract).
+            ``[..., A]`` float32 ``clip((command - offset - reference) / scale, -1, 1)`` (scales are positive).
 
         Raises:
             ContractError: ``command`` is not a finite real array ``[..., A]``.
@@ -226,6 +243,9 @@ class OnnxPolicy:
         if c.ndim < 1 or c.shape[-1] != self.num_actions:
             raise ContractError(f"command must have shape [..., {self.num_actions}], got {c.shape}")
         _require_finite(c, "command")
+        if self._ref is not None:
+            ref = self._last_reference if reference is None else _real_array(reference, "reference")
+            c = c - (ref[: c.shape[0]] if ref.ndim == 2 and c.ndim == 2 else ref)
         return np.clip((c - self._offset) / self._scale, -1.0, 1.0).astype(np.float32, copy=False)
 
     def self_test(self) -> np.ndarray:
@@ -277,8 +297,10 @@ class OnnxPolicy:
                 self._check_command(command)
             except UnsafeCommandError as exc:
                 raise ContractError(f"the graph does not honour the contract's action limits: {exc}") from None
-            again = np.clip(self._offset + self._scale * self.normalized_action(command), self._low, self._high)
-            err = np.abs(again - command) - tol
+            ref = self.reference(x)
+            again = self._offset + ref + self._scale * self.normalized_action(command, ref)
+            again = np.clip(again, self._low, self._high)
+            err = np.abs(again - command) - (tol + 1e-6 * np.abs(ref))  # float32 rounding of large references
             if (err > 0).any():
                 row, j = (int(v[0]) for v in np.nonzero(err > 0))
                 offset, scale = float(self._offset[j]), float(self._scale[j])

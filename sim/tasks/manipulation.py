@@ -7,7 +7,11 @@ Backends: ``env.backend: mujoco`` (CPU, :mod:`sim.backends.mujoco_batch`) or ``m
 
 Action ``a`` ``[N, 7 (+1)]`` in ``[-1, 1]``; the exported contract maps it exactly as here:
 
-- ``impedance``: joint targets ``q_d = clip(home + action_scale * a, q_min, q_max)``, rad;
+- ``impedance``: joint targets ``q_d = clip(q + action_scale * a, q_min, q_max)``, rad, relative to the measured
+  joint positions ``q`` (contract ``action.reference: joint_pos``), or with ``targets: absolute``
+  ``q_d = clip(home + action_scale * a, q_min, q_max)``. The simulator adds the true ``q`` at the moment the
+  command is applied; a robot adds its measured ``q`` when the command is computed (encoder noise and the
+  latency the training randomises apart, the same);
 - ``torque``: joint torques ``tau = clip(action_scale * tau_max * a, -tau_max, tau_max)``, N m (added to the
   robot's gravity compensation);
 - tasks with a gripper command append finger opening ``w = 0.02 + 0.02 a``, m (per finger, 0 closed .. 0.04 open).
@@ -78,12 +82,16 @@ class PandaConfig:
         dt: Control period, s.
         physics_dt: MuJoCo timestep, s (``dt`` must be a whole multiple).
         episode_length_s: Episode time limit, s.
-        action_scale: Impedance: rad of target per unit action about the home pose; torque: fraction of the rated
-            torque per unit action.
+        action_scale: Impedance: rad of target per unit action (about the measured joint positions, or about the
+            home pose with absolute targets); torque: fraction of the rated torque per unit action.
+        targets: Impedance targets ``relative`` to the measured joint positions (``q_d = q + s a``: the policy
+            commands corrections, so holding still is ``a = 0``) or ``absolute`` about the home pose.
         stiffness: Joint impedance stiffness ``[7]``, N m/rad.
         damping: Joint impedance damping ``[7]``, N m s/rad.
         init_joint_range: Initial joint positions: home pose + uniform in ``±`` this, rad (within limits).
-        action_history: Past actions in the onboard observation.
+        action_history: Past actions in the onboard observation (0: none; with relative targets the measured joint
+            positions already carry the last command's effect, and leaving it out measured faster: see
+            docs/benchmarks.md).
         reward_scales: Scale of each named reward term, per second.
         randomization: Domain randomisation terms.
         noise: Onboard sensor noise.
@@ -94,11 +102,12 @@ class PandaConfig:
     dt: float = 0.04
     physics_dt: float = 0.004
     episode_length_s: float = 3.0
-    action_scale: float = 1.0
+    action_scale: float = 0.25
+    targets: str = "relative"
     stiffness: tuple[float, ...] = panda.IMPEDANCE_STIFFNESS
     damping: tuple[float, ...] = panda.IMPEDANCE_DAMPING
     init_joint_range: float = 0.1
-    action_history: int = 1
+    action_history: int = 0
     reward_scales: dict[str, float] = field(default_factory=dict)
     randomization: list[RandomizationTerm] = field(default_factory=default_arm_randomization)
     noise: SensorNoise = field(default_factory=default_arm_noise)
@@ -106,10 +115,14 @@ class PandaConfig:
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
             raise TaskConfigError(f"env.backend must be one of {', '.join(BACKENDS)}, got '{self.backend}'")
+        if self.targets not in ("relative", "absolute"):
+            raise TaskConfigError(f"env.targets must be 'relative' or 'absolute', got '{self.targets}'")
         if self.control_mode not in ("impedance", "torque"):
             raise TaskConfigError(f"env.control_mode must be 'impedance' or 'torque', got '{self.control_mode}'")
-        check_fields(self, ("dt", "physics_dt", "episode_length_s", "action_scale", "action_history"), "env.")
-        check_fields(self, ("stiffness", "damping", "init_joint_range"), "env.", positive=False)
+        check_fields(self, ("dt", "physics_dt", "episode_length_s", "action_scale"), "env.")
+        check_fields(self, ("stiffness", "damping", "init_joint_range", "action_history"), "env.", positive=False)
+        if self.action_history < 0:
+            raise TaskConfigError(f"env.action_history must be >= 0 (0: no last action), got {self.action_history}")
         for name in ("stiffness", "damping"):
             gains = getattr(self, name)
             if len(gains) != 7 or min(gains) < 0:
@@ -176,8 +189,9 @@ class PandaTask(BatchedTask):
             ObservationTerm("tcp_position", 3, "tcp_pos", unit="m"),
             ObservationTerm("tcp_orientation", 6, "tcp_rot6"),
             *task_terms,
-            ObservationTerm("last_action", num_actions, "last_action", history=cfg.action_history),
         ]
+        if cfg.action_history > 0:
+            terms.append(ObservationTerm("last_action", num_actions, "last_action", history=cfg.action_history))
         self._param_size = sum(s.size for s in specs.values())
         super().__init__(
             num_envs=num_envs,
@@ -249,7 +263,8 @@ class PandaTask(BatchedTask):
         """Actuator controls ``[N, 8]`` for normalised actions ``[N, A]`` (see the module docstring)."""
         arm = action[:, :7]
         if self.cfg.control_mode == "impedance":
-            arm_ctrl = torch.maximum(torch.minimum(self.home + self.cfg.action_scale * arm, self.q_max), self.q_min)
+            base = self._q if self.cfg.targets == "relative" else self.home
+            arm_ctrl = torch.maximum(torch.minimum(base + self.cfg.action_scale * arm, self.q_max), self.q_min)
         else:
             arm_ctrl = (self.cfg.action_scale * self.tau_max * arm).clamp(-self.tau_max, self.tau_max)
         if self.uses_gripper:
@@ -375,8 +390,12 @@ class PandaTask(BatchedTask):
         """Normalised action -> joint targets (rad) or torques (N m), plus the finger opening (m) if commanded."""
         s = self.cfg.action_scale
         names = list(panda.ARM_JOINTS)
+        reference = ""
         if self.cfg.control_mode == "impedance":
-            spec = {"kind": "position", "scale": [s] * 7, "offset": list(panda.HOME), "low": list(panda.Q_MIN),
+            relative = self.cfg.targets == "relative"
+            reference = "joint_pos" if relative else ""
+            offset = [0.0] * 7 if relative else list(panda.HOME)
+            spec = {"kind": "position", "scale": [s] * 7, "offset": offset, "low": list(panda.Q_MIN),
                     "high": list(panda.Q_MAX), "unit": "rad"}  # fmt: skip
         else:
             tau = list(panda.TAU_MAX)
@@ -387,7 +406,7 @@ class PandaTask(BatchedTask):
             names.append(panda.FINGER_JOINTS[0])
             for key, value in (("scale", half), ("offset", half), ("low", 0.0), ("high", panda.FINGER_STROKE)):
                 spec[key] = [*spec[key], value]
-        return ActionSpec(size=len(names), names=names, **spec)  # type: ignore[arg-type]
+        return ActionSpec(size=len(names), names=names, reference=reference, **spec)  # type: ignore[arg-type]
 
     def default_pose(self) -> list[float]:
         """Home pose the policy starts from (rad), and the open gripper (m) if commanded."""

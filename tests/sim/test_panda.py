@@ -7,6 +7,8 @@ MuJoCo Warp runs on Warp's CPU device here; its kernels compile once (about a mi
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import mujoco
 import numpy as np
 import pytest
@@ -224,11 +226,19 @@ def test_command_mapping_matches_the_contract() -> None:
     env = sim.make("panda-reach", 3)
     spec = env.contract(["policy"]).action  # type: ignore[attr-defined]
     a = torch.tensor([[1.0] * 7, [-1.0] * 7, [0.3] * 7])
-    ctrl = env.command(a)[:, :7]  # type: ignore[attr-defined]
     offset, scale = torch.tensor(spec.offset), torch.tensor(spec.scale)
-    expected = (offset + scale * a).clamp(torch.tensor(spec.low), torch.tensor(spec.high))
-    torch.testing.assert_close(ctrl, expected)
+    assert spec.reference == "joint_pos"  # relative targets: q_d = q + s a
+    env.reset(seed=0)
+    q = env._q  # type: ignore[attr-defined]
+    expected = (offset + q + scale * a).clamp(torch.tensor(spec.low), torch.tensor(spec.high))
+    torch.testing.assert_close(env.command(a)[:, :7], expected)  # type: ignore[attr-defined]
+    absolute = sim.make("panda-reach", 3, cfg=PandaReachConfig(targets="absolute"))
+    spec = absolute.contract(["policy"]).action  # type: ignore[attr-defined]
+    assert spec.reference == "" and spec.offset == list(panda.HOME)
+    expected = (torch.tensor(spec.offset) + scale * a).clamp(torch.tensor(spec.low), torch.tensor(spec.high))
+    torch.testing.assert_close(absolute.command(a)[:, :7], expected)  # type: ignore[attr-defined]
     env.close()
+    absolute.close()
 
 
 def test_exact_resume_from_state_dict() -> None:
@@ -297,4 +307,33 @@ def test_cube_tasks_contract_and_randomised_object(task: str) -> None:
     assert float(masses.min()) >= 0.05 - 1e-6 and float(masses.max()) <= 0.3 + 1e-6
     cube = env._cube_body  # type: ignore[attr-defined]
     np.testing.assert_allclose(env.physics.batch.field("body_mass")[:, cube], masses[:, 0].numpy(), rtol=1e-6)  # type: ignore[attr-defined]
+    env.close()
+
+
+@pytest.mark.parametrize("task", ["panda-reach", "panda-lift"])
+def test_exported_relative_targets_match_the_simulator(task: str, tmp_path: Path) -> None:
+    """The ONNX graph adds the measured joint positions (``action.reference``) exactly as the task does; the
+    runtime inverts it into the same normalised action, and the gripper command (lift) stays absolute."""
+    from policies.nets import ActorCritic
+    from policies.nets.export import export_onnx
+    from policies.runtime.onnx_policy import OnnxPolicy
+
+    env = sim.make(task, 8)
+    obs = env.reset(seed=4)
+    model = ActorCritic(env.obs_sizes["policy"], env.obs_sizes["critic"], env.num_actions)  # type: ignore[attr-defined]
+    with torch.no_grad():
+        model.actor[-1].weight.mul_(100.0)  # actions of order 1, some saturated
+    path = export_onnx(model, env.contract(["policy"]), tmp_path)  # type: ignore[attr-defined]
+    policy = OnnxPolicy(path, num_envs=8)
+    command = policy.run_obs(obs["policy"].numpy())
+    a = model.action_mean(obs["policy"]).clamp(-1, 1).detach()
+    reference = obs["policy"][:, :7]  # joint_positions is the first term (noisy, as the robot measures it)
+    expected = env.command(a).numpy()  # type: ignore[attr-defined]
+    expected[:, :7] = np.clip(reference.numpy() + 1.0 * a[:, :7].numpy(), panda.Q_MIN, panda.Q_MAX)
+    np.testing.assert_allclose(command, expected[:, : env.num_actions], atol=1e-5)
+    inside = (command > np.asarray(policy.contract.action.low) + 1e-6) & (
+        command < np.asarray(policy.contract.action.high) - 1e-6
+    )
+    assert inside.mean() > 0.5
+    np.testing.assert_allclose(policy.normalized_action(command)[inside], a.numpy()[inside], atol=1e-4)
     env.close()
