@@ -1,6 +1,12 @@
 """``panda-reach`` in PyBullet, on ``pybullet_data``'s own ``franka_panda/panda.urdf``: a different engine and a
 different robot model (its link masses and inertias differ from the identified ones the policy trained with: e.g.
-link 1 2.7 kg vs 4.97 kg, link 7 0.2 kg vs 0.74 kg; every inertia 0.1 kg m²; wider joint limits; no friction).
+link 1 2.7 kg vs 4.97 kg, link 7 0.2 kg vs 0.74 kg; every inertia 0.1 kg m²; wider joint limits; no friction, no
+rotor inertia).
+
+The URDF's inertia tensors are used as written (``URDF_USE_INERTIA_FROM_FILE``). PyBullet's default recomputes them
+from the collision meshes, which leaves the wrist joint about 0.002 kg m² — two orders below the real joint, whose
+reflected rotor inertia alone is 0.2 kg m² — and makes the 1 kHz impedance controller's damping term numerically
+unstable (``D dt / I`` = 5); the file's 0.1 kg m² is the closer stand-in for the real joint.
 
 The robot is driven the way the real Panda is: the contract's command is a joint target ``q_d`` (impedance mode) or a
 torque (torque mode), and a 1 kHz joint controller — the role of Franka's controller — applies
@@ -57,7 +63,12 @@ class PandaReachBullet:
         pb.setAdditionalSearchPath(pybullet_data.getDataPath(), physicsClientId=self.client)
         pb.setTimeStep(1.0 / PHYSICS_HZ, physicsClientId=self.client)
         pb.setGravity(0, 0, -9.81, physicsClientId=self.client)
-        self.robot = pb.loadURDF("franka_panda/panda.urdf", useFixedBase=True, physicsClientId=self.client)
+        self.robot = pb.loadURDF(
+            "franka_panda/panda.urdf",
+            useFixedBase=True,
+            flags=pb.URDF_USE_INERTIA_FROM_FILE,
+            physicsClientId=self.client,
+        )
         names = {pb.getJointInfo(self.robot, j, physicsClientId=self.client)[1].decode(): j for j in range(12)}
         self.arm = [names[n] for n in contract.joint_names[:7]]
         self.fingers = [names["panda_finger_joint1"], names["panda_finger_joint2"]]
