@@ -329,7 +329,8 @@ def test_exported_relative_targets_match_the_simulator(task: str, tmp_path: Path
     a = model.action_mean(obs["policy"]).clamp(-1, 1).detach()
     reference = obs["policy"][:, :7]  # joint_positions is the first term (noisy, as the robot measures it)
     expected = env.command(a).numpy()  # type: ignore[attr-defined]
-    expected[:, :7] = np.clip(reference.numpy() + 1.0 * a[:, :7].numpy(), panda.Q_MIN, panda.Q_MAX)
+    scale = env.cfg.action_scale  # type: ignore[attr-defined]
+    expected[:, :7] = np.clip(reference.numpy() + scale * a[:, :7].numpy(), panda.Q_MIN, panda.Q_MAX)
     np.testing.assert_allclose(command, expected[:, : env.num_actions], atol=1e-5)
     inside = (command > np.asarray(policy.contract.action.low) + 1e-6) & (
         command < np.asarray(policy.contract.action.high) - 1e-6
