@@ -36,8 +36,8 @@ def describe(c: Contract) -> str:
         f"command = clip(offset{ref} + scale * clip(a, -1, 1), low, high)",
     ]
     if a.reference:
-        k = c.reference_slice()[1]
-        lines.append(f"  relative: the newest '{a.reference}' sample is added to commands 0..{k - 1}")
+        count = c.reference_slice()[1]
+        lines.append(f"  relative: the newest '{a.reference}' sample is added to commands 0..{count - 1}")
     for i, name in enumerate(a.names):
         lines.append(
             f"  {i}  {name:<20} offset {a.offset[i]:<10.6g} scale {a.scale[i]:<10.6g} "

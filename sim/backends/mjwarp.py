@@ -15,6 +15,7 @@ kernel cache — ``~/.cache/warp`` — for later runs); :attr:`MjwarpPhysics.com
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import Any
 
@@ -24,6 +25,8 @@ import torch
 import warp as wp
 
 from sim.backends.physics import RANDOMIZABLE_FIELDS, check_field
+
+wp.config.quiet = True  # type: ignore[attr-defined]  # one summary line of compile time (below) instead of one line per Warp module
 
 NCONMAX_PER_WORLD = 16
 """Contacts reserved per world (the Panda tasks touch at most a cube and a table)."""
@@ -75,6 +78,8 @@ class MjwarpPhysics:
         self._ctrl = wp.to_torch(d.ctrl)
         self._site_xpos = wp.to_torch(d.site_xpos)
         self._site_xmat = wp.to_torch(d.site_xmat)
+        self._sensordata = wp.to_torch(d.sensordata)
+        self._xfrc = wp.to_torch(d.xfrc_applied)
 
     # -------------------------------------------------------------------------------------------- stepping
     def _substeps(self) -> None:
@@ -91,6 +96,12 @@ class MjwarpPhysics:
                 self._substeps()
                 wp.synchronize_device(self.wp_device)
                 self.compile_s = time.perf_counter() - start
+                print(
+                    f"MuJoCo Warp on {self.wp_device}: kernels compiled or loaded in {self.compile_s:.1f} s "
+                    f"(first step; cached in Warp's kernel cache for later runs)",
+                    file=sys.stderr,
+                    flush=True,
+                )
             elif self.wp_device.startswith("cuda"):
                 if self._graph is None:
                     with wp.ScopedCapture() as capture:
@@ -133,6 +144,15 @@ class MjwarpPhysics:
     def site_xmat(self) -> torch.Tensor:
         """Site orientations ``[N, nsite, 9]`` (row-major)."""
         return self._site_xmat.reshape(self.num_worlds, -1, 9)
+
+    @property
+    def sensordata(self) -> torch.Tensor:
+        """Sensor readings ``[N, nsensordata]`` (live view)."""
+        return self._sensordata
+
+    def set_external_force(self, body: int, force: torch.Tensor) -> None:
+        """Force ``[N, 3]`` (N, world frame) at ``body``'s centre of mass, held until changed."""
+        self._xfrc[:, body, :3] = force.to(self.device, torch.float32)
 
     # ------------------------------------------------------------------------------- per-world parameters
     def _field(self, name: str) -> tuple[Any, str]:
@@ -200,5 +220,5 @@ class MjwarpPhysics:
     def close(self) -> None:
         """Drop the Warp arrays (freed when no view is left)."""
         self._graph = None
-        for name in ("_qpos", "_qvel", "_ctrl", "_site_xpos", "_site_xmat"):
+        for name in ("_qpos", "_qvel", "_ctrl", "_site_xpos", "_site_xmat", "_sensordata", "_xfrc"):
             self.__dict__.pop(name, None)

@@ -222,6 +222,8 @@ class MujocoPhysics:
         self._qvel = torch.from_numpy(self.batch.qvel)
         self._site_xpos = self.batch._batch.bind("site_xpos")
         self._site_xmat = self.batch._batch.bind("site_xmat")
+        self._sensordata = self.batch._batch.bind("sensordata")
+        self._xfrc = torch.from_numpy(self.batch._batch.bind("xfrc_applied"))
         self.batch._batch.forward(stage=mujoco.mjtStage.mjSTAGE_POS)
 
     def step(self, ctrl: torch.Tensor) -> None:
@@ -254,6 +256,15 @@ class MujocoPhysics:
     def site_xmat(self) -> torch.Tensor:
         """Site orientations ``[N, nsite, 9]``."""
         return torch.from_numpy(np.array(self._site_xmat))
+
+    @property
+    def sensordata(self) -> torch.Tensor:
+        """Sensor readings ``[N, nsensordata]``."""
+        return torch.from_numpy(np.array(self._sensordata))
+
+    def set_external_force(self, body: int, force: torch.Tensor) -> None:
+        """Force ``[N, 3]`` (N, world frame) at ``body``'s centre of mass, held until changed."""
+        self._xfrc[:, body, :3] = force.to("cpu", torch.float64)
 
     def set_field(
         self, name: str, ids: torch.Tensor, values: torch.Tensor, index: tuple[int | slice, ...] = ()

@@ -7,6 +7,7 @@ moves state in and out; task logic (observations, rewards, resets) is written on
 Tensors (``N`` worlds, on the physics' ``device``; ``float64`` on ``mujoco``, ``float32`` on ``mjwarp``)::
 
     qpos [N, nq]   qvel [N, nv]   site_xpos [N, nsite, 3] m (world)   site_xmat [N, nsite, 9] (row-major)
+    sensordata [N, nsensordata]   (written) xfrc_applied of one body [N, 3] N
 
 Site poses are those MuJoCo computed in the last physics substep, i.e. of the state one substep before the
 returned ``qpos`` (both engines' ``mj_step`` convention); after :meth:`Physics.reset` they are recomputed for the
@@ -82,6 +83,16 @@ class Physics(Protocol):
     @property
     def site_xmat(self) -> torch.Tensor:
         """Site orientations ``[N, nsite, 9]`` (row-major rotation matrices, site to world)."""
+        ...
+
+    @property
+    def sensordata(self) -> torch.Tensor:
+        """Sensor readings ``[N, nsensordata]`` of the last substep (e.g. touch sensors, N)."""
+        ...
+
+    def set_external_force(self, body: int, force: torch.Tensor) -> None:
+        """Apply ``force [N, 3]`` (N, world frame) at the centre of mass of ``body`` in every world until changed
+        (``xfrc_applied``; a reset clears it)."""
         ...
 
     def set_field(

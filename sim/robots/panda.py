@@ -168,6 +168,16 @@ def build_model(
             rgba=[0.6, 0.5, 0.4, 1.0],
         )
     if scene.cube_size > 0:
+        # Touch sensors on the finger pads: the normal contact force each pad feels, N (privileged observation).
+        for finger, side in (("panda_leftfinger", "left"), ("panda_rightfinger", "right")):
+            y = 0.008 if side == "left" else -0.008
+            spec.body(finger).add_site(
+                name=f"{side}_pad", type=mujoco.mjtGeom.mjGEOM_BOX, pos=[0, y, 0.035], size=[0.01, 0.009, 0.019]
+            )
+            spec.add_sensor(
+                name=f"{side}_touch", type=mujoco.mjtSensor.mjSENS_TOUCH, objtype=mujoco.mjtObj.mjOBJ_SITE,
+                objname=f"{side}_pad",
+            )  # fmt: skip
         cube = world.add_body(name="cube", pos=[0.5, 0.0, TABLE_HEIGHT + scene.cube_size / 2])
         cube.add_freejoint(name="cube")
         half = scene.cube_size / 2

@@ -23,7 +23,9 @@ refused when the env is built)::
     com_offset [3] m        added to the centre of mass of every arm body (body_ipos)
     joint_damping [7]       dof_damping, N m s/rad      joint_armature [7]  dof_armature, kg m²
     joint_friction [7]      dof_frictionloss, N m       actuator_gain [7]   impedance K and D (or torque gain), ratio
-    gravity [3] m/s²        opt.gravity                 (+ the task's object parameters, + action_latency)
+    gravity [3] m/s²        opt.gravity                 external_force [3] N   a push on the hand (xfrc_applied),
+                                                        e.g. redrawn every second (timing: interval)
+    (+ the task's object parameters, + action_latency)
 """
 
 from __future__ import annotations
@@ -150,6 +152,7 @@ def arm_param_specs(model: mujoco.MjModel) -> dict[str, ParamSpec]:
         "joint_friction": ParamSpec(tuple(float(model.dof_frictionloss[d]) for d in dofs), lower=-1e-12, unit="N m"),
         "actuator_gain": ParamSpec((1.0,) * 7, lower=0.0, unit="(ratio)"),
         "gravity": ParamSpec(tuple(float(g) for g in model.opt.gravity), unit="m/s^2"),
+        "external_force": ParamSpec((0.0, 0.0, 0.0), unit="N"),
     }
 
 
@@ -215,6 +218,8 @@ class PandaTask(BatchedTask):
         self._arm_qpos = torch.tensor([int(model.joint(j).qposadr[0]) for j in panda.ARM_JOINTS])
         self._finger_qpos = torch.tensor([int(model.joint(j).qposadr[0]) for j in panda.FINGER_JOINTS])
         self._tcp = model.site("tcp").id
+        self._hand = model.body("panda_hand").id
+        self._pushed = any(t.param == "external_force" for t in cfg.randomization)
         f32: dict[str, Any] = {"device": device, "dtype": torch.float32}
         self.home = torch.tensor(panda.HOME, **f32)
         self.q_min = torch.tensor(panda.Q_MIN, **f32)
@@ -254,6 +259,7 @@ class PandaTask(BatchedTask):
             "joint_friction": ["dof_frictionloss"],
             "actuator_gain": ["actuator_gainprm", "actuator_biasprm"],
             "gravity": ["opt.gravity"],
+            "external_force": [],
         }
         randomized = {t.param for t in self.cfg.randomization}
         out = [f for p, fs in fields.items() if p in randomized for f in fs]
@@ -275,6 +281,8 @@ class PandaTask(BatchedTask):
 
     def _simulate(self, action: torch.Tensor) -> None:
         self._sync_model()
+        if self._pushed:
+            self.physics.set_external_force(self._hand, self.params["external_force"].to(self.physics.device))
         self.physics.step(self.command(action).to(self.physics.device))
         self._read_state()
         self._after_step()
@@ -440,8 +448,9 @@ class CubeTask(PandaTask):
     cube position as the robot would see it — a camera tracker's estimate, ``object_delay`` control periods old, with
     noise (``noise.std.object_pos``) and a per-episode bias (``noise.bias_std.object_pos``).
 
-    Object parameters: ``object_mass`` [1] kg (``body_mass`` + inertia alike), ``object_friction`` [1] (sliding
-    friction of the cube's geom, ``geom_friction``).
+    Object parameters: ``object_mass`` [1] kg, ``object_size`` [1] m (edge length: ``geom_size``; the inertia
+    follows mass and size, ``m a² / 6``), ``object_friction`` [1] (sliding friction of the cube's geom).
+    Privileged extras: exact cube pose and velocity, and the normal force each finger pad feels (touch sensors, N).
     """
 
     object_delay = 1
@@ -454,8 +463,6 @@ class CubeTask(PandaTask):
         self._cube_qpos = torch.arange(adr, adr + 7)
         vadr = int(model.joint("cube").dofadr[0])
         self._cube_qvel = torch.arange(vadr, vadr + 6)
-        self.cube_half = float(model.geom_size[self._cube_geom][0])
-        self._cube_inertia = torch.tensor(model.body_inertia[self._cube_body], dtype=torch.float64)
         n = self.num_envs
         self.cube_pos = torch.zeros(n, 3, device=self.device)
         self.cube_quat = torch.zeros(n, 4, device=self.device)
@@ -468,20 +475,27 @@ class CubeTask(PandaTask):
         body, geom = model.body("cube").id, model.geom("cube").id
         return {
             "object_mass": ParamSpec((float(model.body_mass[body]),), lower=0.0, unit="kg"),
+            "object_size": ParamSpec((2 * float(model.geom_size[geom][0]),), lower=0.0, unit="m"),
             "object_friction": ParamSpec((float(model.geom_friction[geom][0]),), lower=0.0),
         }
 
     def _task_fields(self) -> list[str]:
-        return ["body_mass", "body_inertia", "geom_friction"]
+        return ["body_mass", "body_inertia", "geom_size", "geom_friction"]
+
+    def cube_half(self, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """Half edge of each world's cube, m ``[N]`` (or ``[n]`` for ``rows``)."""
+        size = self.params["object_size"][:, 0]
+        return (size if rows is None else size[rows]) / 2
 
     def _task_model_params(self, rows: torch.Tensor, changed: dict[str, torch.Tensor]) -> None:
         ids = rows.to(self.physics.device)
         randomized = {t.param for t in self.cfg.randomization}
-        if "object_mass" in randomized:
-            mass = changed["object_mass"][:, 0]
-            ratio = mass / self.randomizer.specs["object_mass"].nominal[0]
+        if randomized & {"object_mass", "object_size"}:
+            mass, edge = changed["object_mass"][:, 0], changed["object_size"][:, 0]
+            inertia = (mass * edge.square() / 6.0)[:, None].expand(-1, 3)
             self.physics.set_field("body_mass", ids, mass, (self._cube_body,))
-            self.physics.set_field("body_inertia", ids, ratio[:, None] * self._cube_inertia, (self._cube_body,))
+            self.physics.set_field("body_inertia", ids, inertia, (self._cube_body,))
+            self.physics.set_field("geom_size", ids, (edge / 2)[:, None].expand(-1, 3), (self._cube_geom,))
         if "object_friction" in randomized:
             self.physics.set_field("geom_friction", ids, changed["object_friction"][:, 0], (self._cube_geom, 0))
 
@@ -489,7 +503,7 @@ class CubeTask(PandaTask):
         """Put the cube of worlds ``rows`` flat on the table at ``xy [n, 2]`` (in ``qpos [n, nq]``)."""
         adr = self._cube_qpos.to(self.device)
         qpos[:, adr[:2]] = xy
-        qpos[:, adr[2]] = panda.TABLE_HEIGHT + self.cube_half
+        qpos[:, adr[2]] = panda.TABLE_HEIGHT + self.cube_half(rows)
         qpos[:, adr[3:]] = torch.tensor([1.0, 0.0, 0.0, 0.0], device=self.device)
         self._cube_seen[rows] = qpos[:, adr[:3]].unsqueeze(1)
 
@@ -507,8 +521,9 @@ class CubeTask(PandaTask):
         return {"object_pos": self._cube_seen[:, -1]}
 
     def _cube_privileged(self) -> torch.Tensor:
-        """Exact cube position, orientation and velocity ``[N, 13]``."""
-        return torch.cat((self.cube_pos, self.cube_quat, self.cube_vel), 1)
+        """Exact cube position, orientation and velocity, and the finger pads' touch forces ``[N, 15]``."""
+        touch = self.physics.sensordata.to(self.device, torch.float32)[:, :2]
+        return torch.cat((self.cube_pos, self.cube_quat, self.cube_vel, touch), 1)
 
     def _cube_lost(self) -> torch.Tensor:
         """The cube left the table (fell off or was thrown), ``[N]``."""

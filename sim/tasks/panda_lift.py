@@ -81,7 +81,7 @@ class PandaLift(CubeTask):
             ObservationTerm("finger_position", 1, "finger_pos", unit="m"),
             ObservationTerm("object_position", 3, "object_pos", unit="m"),
         ]
-        self._setup(cfg, scene, num_envs, device, seed, terms, 13, CubeTask.cube_param_specs(model))
+        self._setup(cfg, scene, num_envs, device, seed, terms, 15, CubeTask.cube_param_specs(model))
         self._setup_cube(self._model)
         self.cfg: PandaLiftConfig = cfg
 
@@ -92,7 +92,7 @@ class PandaLift(CubeTask):
 
     def _height(self) -> torch.Tensor:
         """Cube centre above its resting height, m ``[N]``."""
-        return self.cube_pos[:, 2] - (panda.TABLE_HEIGHT + self.cube_half)
+        return self.cube_pos[:, 2] - (panda.TABLE_HEIGHT + self.cube_half())
 
     def _finger(self) -> torch.Tensor:
         return self.physics.qpos.to(self.device, torch.float32)[:, self._finger_qpos[:1].to(self.device)]

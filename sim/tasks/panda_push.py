@@ -38,10 +38,12 @@ CUBE_MASS = 0.1
 
 
 def default_cube_randomization() -> list[RandomizationTerm]:
-    """Arm randomisation plus the cube: mass 0.05–0.3 kg, friction coefficient 0.5–1.2 (wood / plastic on wood)."""
+    """Arm randomisation plus the cube: mass 0.05–0.3 kg, edge 4.5–5.5 cm, friction coefficient 0.5–1.2 (wood /
+    plastic on wood)."""
     return [
         *default_arm_randomization(),
         RandomizationTerm("object_mass", "uniform", (0.5, 3.0), "scale"),
+        RandomizationTerm("object_size", "uniform", (0.9, 1.1), "scale"),
         RandomizationTerm("object_friction", "uniform", (0.6, 1.5), "scale"),
     ]
 
@@ -110,7 +112,7 @@ class PandaPush(CubeTask):
             ObservationTerm("goal_position", 2, "goal_xy", unit="m"),
         ]
         self.goal = torch.zeros(num_envs, 2, device=device)
-        self._setup(cfg, scene, num_envs, device, seed, terms, 13 + 2, CubeTask.cube_param_specs(model))
+        self._setup(cfg, scene, num_envs, device, seed, terms, 15 + 2, CubeTask.cube_param_specs(model))
         self._setup_cube(self._model)
         self.cfg: PandaPushConfig = cfg
 
@@ -143,7 +145,8 @@ class PandaPush(CubeTask):
         # The pushing point: behind the cube, on the far side from the goal, at the cube's centre height.
         away = self.cube_pos[:, :2] - self.goal
         away = away / away.norm(dim=-1, keepdim=True).clamp_min(1e-6)
-        push_point = torch.cat((self.cube_pos[:, :2] + (self.cube_half + 0.02) * away, self.cube_pos[:, 2:]), 1)
+        reach = (self.cube_half() + 0.02)[:, None]
+        push_point = torch.cat((self.cube_pos[:, :2] + reach * away, self.cube_pos[:, 2:]), 1)
         dist = self._goal_distance()
         return {
             "reach_object": rewards.exp_kernel((self._tcp_pos - push_point).square().sum(-1), 0.1),

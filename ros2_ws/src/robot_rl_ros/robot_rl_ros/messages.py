@@ -1,5 +1,7 @@
 """ROS 2 messages <-> the named robot signals of a deployment contract (numpy only besides the message types).
 
+Manipulators: see the section below (``sensor_msgs/JointState``, ``geometry_msgs/PoseStamped``).
+
 Multirotor (``nav_msgs/Odometry``, REP 105 / nav_msgs conventions): ``pose`` is in ``header.frame_id`` (the world,
 z up), ``twist`` in ``child_frame_id`` (the body). The quadrotor contract reads the position relative to its target
 (``extra.target_position_m``), the body->world rotation matrix (row-major), the *world-frame* linear velocity (so
@@ -11,7 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from geometry_msgs.msg import PoseStamped
 from nav_msgs.msg import Odometry
+from sensor_msgs.msg import JointState
 
 
 class MessageError(ValueError):
@@ -64,3 +68,83 @@ def fill_odometry(msg: Odometry, pos: np.ndarray, quat: np.ndarray, vel_w: np.nd
     t = msg.twist.twist
     t.linear.x, t.linear.y, t.linear.z = (float(v) for v in v_b)
     t.angular.x, t.angular.y, t.angular.z = (float(v) for v in omega_b)
+
+
+# ------------------------------------------------------------------------------------------------ manipulators
+# sensor_msgs/JointState (ros2_control's joint_state_broadcaster): joints by name, any order, radians and rad/s.
+# geometry_msgs/PoseStamped for the tool pose the robot reports (libfranka's O_T_EE via franka_ros2) and for the goal,
+# both in the robot's base frame. Orientations become the contract's 6-value form: the rotation's first two columns.
+
+
+def joint_state_signals(msg: JointState, joints: Sequence[str]) -> dict[str, np.ndarray]:
+    """``joint_pos`` and ``joint_vel`` (``[1, J]`` float32, the contract's joint order) from a joint state message.
+
+    Raises:
+        MessageError: Lengths disagree, a contract joint is missing (the message's joints are listed), or a value is
+            not finite.
+    """
+    names = list(msg.name)
+    if len(msg.position) != len(names) or len(msg.velocity) != len(names):
+        raise MessageError(
+            f"joint_states has {len(names)} names, {len(msg.position)} positions and {len(msg.velocity)} velocities"
+        )
+    missing = [j for j in joints if j not in names]
+    if missing:
+        raise MessageError(f"joint_states lacks joint(s) {missing}; it names {names}")
+    idx = [names.index(j) for j in joints]
+    q = np.asarray(msg.position, dtype=np.float64)[idx]
+    dq = np.asarray(msg.velocity, dtype=np.float64)[idx]
+    if not (np.isfinite(q).all() and np.isfinite(dq).all()):
+        raise MessageError(f"joint_states holds non-finite values: {q.tolist()} {dq.tolist()}")
+    return {"joint_pos": q[None].astype(np.float32), "joint_vel": dq[None].astype(np.float32)}
+
+
+def pose_signals(msg: PoseStamped, prefix: str) -> dict[str, np.ndarray]:
+    """``<prefix>_pos`` ``[1, 3]`` (m) and ``<prefix>_rot6`` ``[1, 6]`` (first two rotation columns) from a pose.
+
+    Raises:
+        MessageError: A value is not finite or the orientation is not a rotation.
+    """
+    p, o = msg.pose.position, msg.pose.orientation
+    pos = np.array([p.x, p.y, p.z], dtype=np.float64)
+    if not np.isfinite(pos).all():
+        raise MessageError(f"{prefix} pose holds non-finite values: {pos.tolist()}")
+    rot = quat_to_matrix(o.w, o.x, o.y, o.z)
+    return {
+        f"{prefix}_pos": pos[None].astype(np.float32),
+        f"{prefix}_rot6": rot[:, :2].T.reshape(1, 6).astype(np.float32),
+    }
+
+
+def matrix_to_quat(rot: np.ndarray) -> tuple[float, float, float, float]:
+    """Unit quaternion ``(w, x, y, z)`` of a rotation matrix ``[3, 3]`` (Shepperd's method, numerically safe)."""
+    m = np.asarray(rot, dtype=np.float64)
+    t = float(np.trace(m))
+    if t > 0:
+        s = 2.0 * np.sqrt(t + 1.0)
+        q = (0.25 * s, (m[2, 1] - m[1, 2]) / s, (m[0, 2] - m[2, 0]) / s, (m[1, 0] - m[0, 1]) / s)
+    else:
+        i = int(np.argmax(np.diag(m)))
+        j, k = (i + 1) % 3, (i + 2) % 3
+        s = 2.0 * np.sqrt(1.0 + m[i, i] - m[j, j] - m[k, k])
+        v = [0.0, 0.0, 0.0]
+        v[i] = 0.25 * s
+        v[j] = (m[j, i] + m[i, j]) / s
+        v[k] = (m[k, i] + m[i, k]) / s
+        q = ((m[k, j] - m[j, k]) / s, v[0], v[1], v[2])
+    n = float(np.linalg.norm(q))
+    return (q[0] / n, q[1] / n, q[2] / n, q[3] / n)
+
+
+def fill_pose(msg: PoseStamped, pos: np.ndarray, rot: np.ndarray) -> None:
+    """Write a position ``[3]`` and rotation matrix ``[3, 3]`` into ``msg.pose``."""
+    p, o = msg.pose.position, msg.pose.orientation
+    p.x, p.y, p.z = (float(v) for v in pos)
+    o.w, o.x, o.y, o.z = matrix_to_quat(rot)
+
+
+def fill_joint_state(msg: JointState, names: Sequence[str], q: np.ndarray, dq: np.ndarray) -> None:
+    """Write joint names, positions and velocities (efforts left empty)."""
+    msg.name = list(names)
+    msg.position = [float(v) for v in q]
+    msg.velocity = [float(v) for v in dq]
