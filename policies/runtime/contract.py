@@ -120,7 +120,7 @@ class Contract:
     joint_names: list[str] = field(default_factory=list)
     default_pose: list[float] = field(default_factory=list)
     normalization: str = "in_graph"
-    filter: dict[str, float] = field(default_factory=dict)
+    filter: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
     input_name: str = "obs"
     output_name: str = "action"

@@ -257,6 +257,10 @@ class BatchedTask(VecEnv):
         """Joint positions the robot starts from, in command order (empty for robots without joints)."""
         return []
 
+    def filter_defaults(self) -> dict[str, Any]:
+        """Defaults for the passivity filter and safety layer, written into the contract's ``filter`` section."""
+        return {}
+
     # ---------------------------------------------------------------------------------------- VecEnv API
     @property
     def randomization_enabled(self) -> bool:
@@ -410,6 +414,7 @@ class BatchedTask(VecEnv):
             action=self.action_spec(),
             joint_names=list(self.action_spec().names),
             default_pose=self.default_pose(),
+            filter=self.filter_defaults(),
             extra=self.contract_extra(),
         )
 

@@ -126,7 +126,10 @@ def run_graph(
                 "rejected": simulated.rejected,
                 "position_errors_m": list(simulated.position_errors),
                 "control_period_s": simulated.contract.control_period_s,
+                "episodes_succeeded": list(simulated.episodes),
             }
+        if policy.tank_state is not None:
+            result.sim["tank_j"] = policy.tank_state[0]
         if policy._state_machine.current_state[0] == StateMsg.PRIMARY_STATE_ACTIVE:
             policy.trigger_deactivate()
         return result

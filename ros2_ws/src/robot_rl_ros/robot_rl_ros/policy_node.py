@@ -9,15 +9,29 @@ Lifecycle (``ros2 lifecycle set /policy_node configure`` ...):
   contract's control period.
 - **deactivate** stops the timer; **cleanup** releases the policy and the communication objects.
 
-Every period: the newest odometry -> signals -> ``OnnxPolicy`` -> ``SafetyLayer`` (watchdog, latched e-stop and
-faults, fade-in, limits) -> ``std_msgs/Float64MultiArray`` (rotor speeds in the contract's unit, motor order of the
-contract). A message with NaN, a wrong length or an unknown frame is rejected with a logged error and counted; the
-node keeps running. Diagnostics (``diagnostic_msgs/DiagnosticArray`` on ``/diagnostics``, 2 Hz): loop period, inference
-time, fault, rejected messages.
+Every period: the newest inputs -> signals -> ``OnnxPolicy`` -> ``SafetyLayer`` (watchdog, latched e-stop and
+faults, fade-in, limits) -> for manipulators the passivity filter (energy tank) -> ``std_msgs/Float64MultiArray``.
 
-QoS: odometry and commands are *sensor data* (best effort, keep last 1): a late sample is worth nothing, the newest
-one is what counts, and the watchdog catches a silent link. The e-stop is reliable and transient-local, so a
-latched ``true`` published before the node started still reaches it.
+Which inputs, from the contract's action kind:
+
+- multirotor (``rpm``): ``nav_msgs/Odometry`` on ``odom_topic``; rotor speeds out (contract unit and motor order);
+- manipulator (``position`` or ``torque``): ``sensor_msgs/JointState`` on ``joint_states_topic`` (joints by name),
+  the tool pose the robot reports as ``geometry_msgs/PoseStamped`` on ``tcp_pose_topic`` and the goal pose on
+  ``goal_topic`` where the contract reads them; joint targets (rad, for ros2_control's forward position controller)
+  or efforts (N m, forward effort controller) out, in the contract's joint order. The energy tank
+  (``policies.runtime.passivity``) scales set-point jumps (position) or torques so the energy the policy injects
+  never exceeds what the tank holds; its parameters come from the contract's ``filter`` section, each overridable by
+  a ``tank_*`` parameter (``-1``: keep the contract's). A signal of the contract that no topic provides is refused at
+  configure, naming it.
+
+A message with NaN, a wrong length, a missing joint or an unknown frame is rejected with a logged error and counted;
+the node keeps running. Diagnostics (``diagnostic_msgs/DiagnosticArray`` on ``/diagnostics``, 2 Hz): loop period,
+inference time, fault, rejected messages, and for manipulators the tank's energy, ``alpha`` and injected energy.
+
+QoS: odometry, joint states, the tool pose and commands are *sensor data* (best effort, keep last 1): a late sample
+is worth nothing, the newest one is what counts, and the watchdog catches a silent link. The e-stop and the goal are
+reliable and transient-local, so a latched ``true`` or the last goal published before the node started still reach
+it.
 """
 
 from __future__ import annotations
@@ -27,17 +41,30 @@ from typing import Any
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from geometry_msgs.msg import PoseStamped
 from nav_msgs.msg import Odometry
 from rclpy.lifecycle import Node, State, TransitionCallbackReturn
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
-from robot_rl_ros.messages import MessageError, odometry_signals
+from robot_rl_ros.messages import MessageError, joint_state_signals, odometry_signals, pose_signals
 from robot_rl_ros.spin import spin_node
+from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, Float64MultiArray, String
 
 from policies.runtime import ContractError, OnnxPolicy
+from policies.runtime.passivity import EnergyTank, TankParams
 from policies.runtime.safety import SafetyConfig, SafetyLayer
 
 ESTOP_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+MANIPULATOR_SIGNALS = {
+    "joint_pos": "joint_states_topic",
+    "joint_vel": "joint_states_topic",
+    "tcp_pos": "tcp_pose_topic",
+    "tcp_rot6": "tcp_pose_topic",
+    "target_pos": "goal_topic",
+    "target_rot6": "goal_topic",
+    "last_action": "",
+}
+"""Contract signals a manipulator policy may read, and the parameter naming the topic that provides each."""
 PARAMETERS: dict[str, Any] = {
     "model_path": "",
     "expected_task": "",
@@ -51,6 +78,14 @@ PARAMETERS: dict[str, Any] = {
     "safe_mode": "zero",
     "safe_command": [0.0],
     "control_rate_hz": 0.0,
+    "joint_states_topic": "joint_states",
+    "tcp_pose_topic": "tcp_pose",
+    "goal_topic": "goal_pose",
+    "passivity": True,
+    "tank_init_j": -1.0,
+    "tank_min_j": -1.0,
+    "tank_max_j": -1.0,
+    "tank_margin_j": -1.0,
 }
 """Declared parameters and their defaults (the YAML files in ``config/`` set them under ``ros__parameters``)."""
 
@@ -79,6 +114,11 @@ class PolicyNode(Node):
         self.input_age_s: list[float] = []  # per tick: newest odometry's age when the command went out
         self.received = 0
         self.recorder: Any = None  # robot_rl_ros.recording.Recorder, set by robot-rl deploy --record
+        self.manipulator = False
+        self.tank: Any = None
+        self.tank_state: tuple[float, float, float, float] | None = None
+        self._inputs: dict[str, dict[str, np.ndarray]] = {}
+        self._needed: set[str] = set()
 
     def p(self, key: str) -> Any:
         """A parameter's value."""
@@ -97,10 +137,17 @@ class PolicyNode(Node):
             expected = [a for a in self.p("expected_actuators") if a]
             if expected and expected != list(c.action.names):
                 raise ContractError(f"the model commands {list(c.action.names)}, the parameters expect {expected}")
-            if c.action.kind != "rpm":
+            self.manipulator = c.action.kind in ("position", "torque")
+            if c.action.kind != "rpm" and not self.manipulator:
                 raise ContractError(
-                    f"action kind '{c.action.kind}': this node drives multirotors (rpm commands) so far"
+                    f"action kind '{c.action.kind}': this node drives multirotors (rpm) and manipulators "
+                    "(position, torque)"
                 )
+            if self.manipulator:
+                unknown = [t.source for t in c.observation if t.source not in MANIPULATOR_SIGNALS]
+                if unknown:
+                    raise ContractError(f"no topic provides the contract's signal(s) {unknown} to this node")
+                self.tank = self._make_tank(c) if self.p("passivity") else None
             policy.self_test()
             policy.run_obs(np.zeros((1, policy.obs_dim), dtype=np.float32))  # warm-up
             a = c.action
@@ -119,10 +166,36 @@ class PolicyNode(Node):
         self._pub = self.create_lifecycle_publisher(Float64MultiArray, self.p("command_topic"), qos_profile_sensor_data)
         self._diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self._diag_timer = self.create_timer(0.5, self._diagnostics)
-        self._subs = [
-            self.create_subscription(Odometry, self.p("odom_topic"), self._on_odom, qos_profile_sensor_data),
-            self.create_subscription(Bool, self.p("estop_topic"), self._on_estop, ESTOP_QOS),
-        ]
+        self._subs = [self.create_subscription(Bool, self.p("estop_topic"), self._on_estop, ESTOP_QOS)]
+        if not self.manipulator:
+            self._subs.append(
+                self.create_subscription(Odometry, self.p("odom_topic"), self._on_odom, qos_profile_sensor_data)
+            )
+        else:
+            sources = {t.source for t in c.observation}
+            self._inputs = {}
+            self._needed = {"joints"} | ({"tcp"} if "tcp_pos" in sources else set())
+            self._needed |= {"goal"} if "target_pos" in sources else set()
+            self._subs.append(
+                self.create_subscription(
+                    JointState, self.p("joint_states_topic"), self._on_joints, qos_profile_sensor_data
+                )
+            )
+            if "tcp" in self._needed:
+                self._subs.append(
+                    self.create_subscription(
+                        PoseStamped,
+                        self.p("tcp_pose_topic"),
+                        lambda m: self._on_pose(m, "tcp"),
+                        qos_profile_sensor_data,
+                    )
+                )
+            if "goal" in self._needed:  # the goal is an operator input: reliable, the last one latched
+                self._subs.append(
+                    self.create_subscription(
+                        PoseStamped, self.p("goal_topic"), lambda m: self._on_pose(m, "goal"), ESTOP_QOS
+                    )
+                )
         self.fault = "inactive"
         self.get_logger().info(f"configured: task '{c.task}', {c.obs_dim} inputs, {a.size} {a.kind} commands")
         return TransitionCallbackReturn.SUCCESS
@@ -134,6 +207,9 @@ class PolicyNode(Node):
         self._signals = None
         self.safety.activate(self._now())
         self._last_action = np.asarray(self.policy.contract.action.offset, dtype=np.float32)[None]
+        self._setpoint: np.ndarray | None = None  # manipulators: the command in force (position kind)
+        if self.tank is not None:
+            self.tank.reset()
         rate = float(self.p("control_rate_hz"))
         period = 1.0 / rate if rate > 0 else self.policy.contract.control_period_s  # 0: the contract's period
         self._timer = self.create_timer(period, self._tick)
@@ -175,6 +251,53 @@ class PolicyNode(Node):
             self.safety.input_received(self._odom_at)
         self._record("odom", msg)
 
+    def _make_tank(self, c: Any) -> EnergyTank:
+        """The energy tank from the contract's ``filter`` section, ``tank_*`` parameters overriding."""
+        section = dict(c.filter)
+        for key in ("tank_init_j", "tank_min_j", "tank_max_j", "tank_margin_j"):
+            if float(self.p(key)) >= 0:
+                section[key] = float(self.p(key))
+        n = int(c.reference_slice()[1]) if c.action.reference else c.action.size
+        return EnergyTank(TankParams.from_contract(section), n)
+
+    def _on_joints(self, msg: JointState) -> None:
+        assert self.policy is not None
+        c = self.policy.contract
+        n = next(t.size for t in c.observation if t.source == "joint_pos")
+        joints = c.joint_names[:n]
+        try:
+            self._inputs["joints"] = joint_state_signals(msg, joints)
+        except MessageError as exc:
+            self.rejected += 1
+            self.get_logger().error(f"joint_states rejected: {exc}", throttle_duration_sec=1.0)
+            return
+        self._record("joint_states", msg)
+        self._input_arrived()
+
+    def _on_pose(self, msg: PoseStamped, which: str) -> None:
+        try:
+            self._inputs[which] = pose_signals(msg, "tcp" if which == "tcp" else "target")
+        except MessageError as exc:
+            self.rejected += 1
+            self.get_logger().error(f"{which} pose rejected: {exc}", throttle_duration_sec=1.0)
+            return
+        self._record(which, msg)
+        if which == "tcp":
+            self._input_arrived()
+
+    def _input_arrived(self) -> None:
+        """Every required manipulator input is in: merge them into the signals and feed the watchdog."""
+        if not self._needed <= set(self._inputs):
+            return
+        merged: dict[str, np.ndarray] = {}
+        for part in self._inputs.values():
+            merged.update(part)
+        self._signals = merged
+        self._odom_at = self._now()
+        self.received += 1
+        if self.safety is not None:
+            self.safety.input_received(self._odom_at)
+
     def _record(self, kind: str, msg: Any) -> None:
         if self.recorder is not None:
             self.recorder.write(kind, msg, time.monotonic_ns())
@@ -206,15 +329,44 @@ class PolicyNode(Node):
         if step.fault != self.fault:
             self._record("fault", String(data=step.fault))
         self.fault = step.fault
-        self._last_action = step.command[None]
+        out = step.command
+        if (
+            self.manipulator
+            and getattr(self, "tank", None) is not None
+            and self._signals is not None
+            and not step.fault
+        ):
+            out = self._passivity(out)
+        self._last_action = out[None]
         msg = Float64MultiArray()
-        msg.data = [float(v) for v in step.command]
+        msg.data = [float(v) for v in out]
         if self._pub is not None:
             self._pub.publish(msg)
             self.published += 1
             if self._odom_at >= 0:
                 self.input_age_s.append(self._now() - self._odom_at)
             self._record("command", msg)
+
+    def _passivity(self, command: np.ndarray) -> np.ndarray:
+        """Scale the command through the energy tank (set-point jumps for position, torques for torque)."""
+        assert self._signals is not None and self.policy is not None
+        c = self.policy.contract
+        q = self._signals["joint_pos"][0].astype(np.float64)
+        dq = self._signals["joint_vel"][0].astype(np.float64)
+        n = len(q)
+        out = command.astype(np.float64).copy()
+        if c.action.kind == "position":
+            previous = self._setpoint if self._setpoint is not None else q
+            k = np.asarray(c.extra.get("impedance", {}).get("stiffness_nm_per_rad", [0.0] * n), dtype=np.float64)
+            tank_step = self.tank.setpoint(out[:n], previous, q, dq, k, c.control_period_s)
+            out[:n] = tank_step.command
+            self._setpoint = out[:n].copy()
+        else:
+            tank_step = self.tank.torque(out[:n], q, dq, c.control_period_s)
+            out[:n] = tank_step.command
+        self.tank_state = (tank_step.tank, tank_step.alpha, tank_step.injected, tank_step.harvested)
+        self._record("tank", Float64MultiArray(data=[float(v) for v in self.tank_state]))
+        return out.astype(np.float32)
 
     def _diagnostics(self) -> None:
         if self._diag is None:
@@ -228,6 +380,9 @@ class PolicyNode(Node):
             "rejected_messages": str(self.rejected),
             "published_commands": str(self.published),
         }
+        if self.tank_state is not None:
+            tank, alpha, injected, _ = self.tank_state
+            values.update({"tank_j": f"{tank:.4f}", "tank_alpha": f"{alpha:.3f}", "tank_injected_j": f"{injected:.5f}"})
         status = DiagnosticStatus(
             level=DiagnosticStatus.OK if not self.fault else DiagnosticStatus.ERROR,
             name=self.get_fully_qualified_name(),

@@ -1,8 +1,16 @@
-"""``sim_robot_node``: robot-rl's quadrotor simulation standing in for a Crazyflie and its driver.
+"""``sim_robot_node``: a robot-rl simulation standing in for the robot and its drivers.
 
-It publishes ``nav_msgs/Odometry`` (world pose, body twist: what a motion-capture or state-estimator driver
-publishes) every control period and applies the newest rotor-speed command it received
-(``std_msgs/Float64MultiArray``, RPM, contract motor order). Physics: ``sim.tasks.quadrotor_hover`` with one world,
+**Multirotor** (``quadrotor-hover``): it publishes ``nav_msgs/Odometry`` (world pose, body twist: what a
+motion-capture or state-estimator driver publishes) every control period and applies the newest rotor-speed command
+it received (``std_msgs/Float64MultiArray``, RPM, contract motor order).
+
+**Manipulator** (``panda-reach``): it publishes what ros2_control's ``joint_state_broadcaster`` and the Franka
+driver publish — ``sensor_msgs/JointState`` (arm and finger joints) and the tool pose (``geometry_msgs/PoseStamped``,
+base frame) — plus the episode's goal pose (latched, as an operator would send it), and applies the newest joint
+target command (``Float64MultiArray``, rad, contract joint order) as a forward position controller would. Each
+episode (the task's length) draws a new goal; the node counts episodes that met the task's success test.
+
+Common to both: Physics: ``sim.tasks.quadrotor_hover`` with one world,
 randomisation as configured; a crash or the end of an episode starts a new episode. Commands outside the rotor
 limits are clamped, malformed ones are rejected and counted, and with no command at all the rotors hold their
 last speed (as real ESCs do; the policy node's watchdog is what must catch silence).
@@ -14,11 +22,13 @@ from typing import Any
 
 import numpy as np
 import torch
+from geometry_msgs.msg import PoseStamped
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
-from rclpy.qos import qos_profile_sensor_data
-from robot_rl_ros.messages import fill_odometry
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from robot_rl_ros.messages import fill_joint_state, fill_odometry, fill_pose
 from robot_rl_ros.spin import spin_node
+from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
 import sim
@@ -30,7 +40,11 @@ PARAMETERS: dict[str, Any] = {
     "randomize": False,
     "seed": 0,
     "episode_length_s": 3600.0,
+    "joint_states_topic": "joint_states",
+    "tcp_pose_topic": "tcp_pose",
+    "goal_topic": "goal_pose",
 }
+LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
 
 class SimRobotNode(Node):
@@ -43,7 +57,9 @@ class SimRobotNode(Node):
         task = self.get_parameter("task").value
         from robot_rl.config import load_config
 
-        cfg = load_config(task, None, [f"env.episode_length_s={self.get_parameter('episode_length_s').value}"])
+        self.manipulator = task.startswith("panda-")
+        length = [] if self.manipulator else [f"env.episode_length_s={self.get_parameter('episode_length_s').value}"]
+        cfg = load_config(task, None, length)
         self.env = sim.make(task, 1, "cpu", cfg.env, seed=int(self.get_parameter("seed").value))
         self.env.set_randomization(bool(self.get_parameter("randomize").value))
         self.contract = self.env.contract(["policy"])
@@ -56,6 +72,18 @@ class SimRobotNode(Node):
         self.steps = 0
         self.crashes = 0
         self.position_errors: list[float] = []
+        self.episodes: list[bool] = []  # manipulator: success of every finished episode
+        self._goal_sent = -1
+        if self.manipulator:
+            param = self.get_parameter
+            self._joints = self.create_publisher(JointState, param("joint_states_topic").value, qos_profile_sensor_data)
+            self._tcp = self.create_publisher(PoseStamped, param("tcp_pose_topic").value, qos_profile_sensor_data)
+            self._goal = self.create_publisher(PoseStamped, param("goal_topic").value, LATCHED)
+            self._model_joints = [
+                self.env._model.joint(j).name  # type: ignore[attr-defined]
+                for j in range(self.env._model.njnt)  # type: ignore[attr-defined]
+                if self.env._model.joint(j).name.startswith("panda_")  # type: ignore[attr-defined]
+            ]
         self._odom = self.create_publisher(Odometry, self.get_parameter("odom_topic").value, qos_profile_sensor_data)
         self.create_subscription(
             Float64MultiArray, self.get_parameter("command_topic").value, self._on_command, qos_profile_sensor_data
@@ -69,9 +97,16 @@ class SimRobotNode(Node):
             self.get_logger().error(f"command rejected: {c.tolist()}", throttle_duration_sec=1.0)
             return
         c = np.clip(c, self._low, self._high)
+        if self.contract.action.reference:  # relative commands: what the robot measured is added back in the sim
+            ref = self.env._q[0].numpy()  # type: ignore[attr-defined]
+            c = c.copy()
+            c[: ref.size] -= ref
         self._action = torch.from_numpy(((c - self._offset) / self._scale)[None].astype(np.float32))
 
     def _tick(self) -> None:
+        if self.manipulator:
+            self._tick_arm()
+            return
         _, _, terminated, _, _ = self.env.step(self._action)
         self.steps += 1
         self.crashes += int(bool(terminated.any()))
@@ -82,6 +117,35 @@ class SimRobotNode(Node):
         msg.header.frame_id, msg.child_frame_id = "world", "base_link"
         fill_odometry(msg, s.pos[0].numpy(), s.quat[0].numpy(), s.vel[0].numpy(), s.omega[0].numpy())
         self._odom.publish(msg)
+
+    def _tick_arm(self) -> None:
+        env: Any = self.env
+        if self._goal_sent != len(self.episodes):  # a new episode: publish its goal (latched)
+            goal = PoseStamped()
+            goal.header.frame_id = "panda_link0"
+            goal.header.stamp = self.get_clock().now().to_msg()
+            fill_pose(goal, env.target_pos[0].numpy(), env.target_rot[0].numpy())
+            self._goal.publish(goal)
+            self._goal_sent = len(self.episodes)
+        _, _, terminated, truncated, info = env.step(self._action)
+        self.steps += 1
+        if bool((terminated | truncated).any()):
+            self.episodes.append(bool(info.success[0]))
+            self._action = torch.zeros_like(self._action)  # the next episode starts from rest
+        stamp = self.get_clock().now().to_msg()
+        js = JointState()
+        js.header.stamp = stamp
+        qpos = env.physics.qpos[0].numpy()
+        qvel = env.physics.qvel[0].numpy()
+        ids = [env._model.joint(n) for n in self._model_joints]
+        q = np.array([qpos[j.qposadr[0]] for j in ids])
+        dq = np.array([qvel[j.dofadr[0]] for j in ids])
+        fill_joint_state(js, self._model_joints, q, dq)
+        self._joints.publish(js)
+        tcp = PoseStamped()
+        tcp.header.stamp, tcp.header.frame_id = stamp, "panda_link0"
+        fill_pose(tcp, env._tcp_pos[0].numpy(), env._tcp_rot[0].numpy())
+        self._tcp.publish(tcp)
 
 
 def main(args: list[str] | None = None) -> None:
