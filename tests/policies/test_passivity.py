@@ -139,3 +139,32 @@ def test_a_non_finite_input_is_refused_and_leaves_the_tank_unchanged() -> None:
     with pytest.raises(ContractError, match="dt must be finite and > 0"):
         tank.torque(np.ones(2), np.zeros(2), np.ones(2), float("nan"))
     assert tank.tank == before
+
+
+@given(
+    params=params_strategy(),
+    seed=st.integers(0, 2**16),
+    hold=st.integers(1, 5),
+    dt=st.sampled_from([0.001, 0.004, 0.02]),
+)
+@settings(max_examples=40, deadline=None)
+def test_the_filter_does_not_depend_on_the_policy_rate(params: TankParams, seed: int, hold: int, dt: float) -> None:
+    """The filter runs at the control rate: a policy queried every ``hold`` control periods (its command held in
+    between) gives exactly the result of the same command stream produced at the control rate."""
+    rng = np.random.default_rng(seed)
+    slow = rng.normal(0.0, 2.0, (60 // hold + 1, 3))
+    expanded = np.repeat(slow, hold, axis=0)[:60]
+
+    def held_policy() -> dict[str, np.ndarray]:
+        tank = EnergyTank(params, 3)
+        q, qd = np.zeros(3), np.zeros(3)
+        tanks, command = [], np.zeros(3)
+        for k in range(60):
+            if k % hold == 0:  # the policy answers only now; in between the control loop re-sends its command
+                command = slow[k // hold]
+            r = tank.torque(command, q, qd, dt)
+            tanks.append(r.tank)
+            q, qd = q + qd * dt, qd + (r.command - 0.1 * qd) * dt
+        return {"tank": np.asarray(tanks)}
+
+    np.testing.assert_array_equal(held_policy()["tank"], run_torque(params, expanded, dt)["tank"])
