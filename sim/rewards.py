@@ -20,6 +20,12 @@ def exp_kernel(err_sq: torch.Tensor, sigma: float) -> torch.Tensor:
     return torch.exp(-err_sq / (sigma * sigma))
 
 
+def tanh_kernel(dist: torch.Tensor, scale: float) -> torch.Tensor:
+    """``1 - tanh(dist / scale)`` in ``(0, 1]``, ``[N] -> [N]``; unlike :func:`exp_kernel` its slope reaches far out
+    (still 0.08 at ``dist = 1.6 scale``), so it guides from a distant start."""
+    return 1.0 - torch.tanh(dist / scale)
+
+
 def event(flag: torch.Tensor, dt: float) -> torch.Tensor:
     """A one-off event (crash, goal reached) as a rate: ``flag / dt``, ``[N] bool -> [N]``.
 

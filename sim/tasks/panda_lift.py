@@ -108,10 +108,10 @@ class PandaLift(CubeTask):
         return ["reach_object", "lift", "object_lost", "action_rate", "joint_velocity"]
 
     def _reward_terms(self, action: torch.Tensor, terminated: torch.Tensor) -> dict[str, torch.Tensor]:
-        reach = (self._tcp_pos - self.cube_pos).square().sum(-1)
+        reach = (self._tcp_pos - self.cube_pos).norm(dim=-1)
         lifted = (self._height() / self.cfg.lift_height).clamp(0.0, 1.0)
         return {
-            "reach_object": rewards.exp_kernel(reach, 0.1),
+            "reach_object": rewards.tanh_kernel(reach, 0.2),
             "lift": lifted,
             "object_lost": rewards.event(self._cube_lost(), self.dt),
             "action_rate": rewards.squared_norm(action - self.last_action),

@@ -149,7 +149,7 @@ class PandaPush(CubeTask):
         push_point = torch.cat((self.cube_pos[:, :2] + reach * away, self.cube_pos[:, 2:]), 1)
         dist = self._goal_distance()
         return {
-            "reach_object": rewards.exp_kernel((self._tcp_pos - push_point).square().sum(-1), 0.1),
+            "reach_object": rewards.tanh_kernel((self._tcp_pos - push_point).norm(dim=-1), 0.2),
             "object_to_goal": dist,
             "object_goal_fine": rewards.exp_kernel(dist.square(), 0.05),
             "action_rate": rewards.squared_norm(action - self.last_action),
