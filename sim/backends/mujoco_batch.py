@@ -31,6 +31,8 @@ import numpy as np
 import torch
 from mujoco import batch as mjbatch
 
+from sim.backends.physics import RANDOMIZABLE_FIELDS, check_field
+
 ASSETS_DIR = Path(__file__).resolve().parents[1] / "robots" / "assets"
 """Directory of the MJCF files shipped with the package (``sim/robots/assets``)."""
 
@@ -196,21 +198,7 @@ class MujocoPhysics:
     """
 
     name = "mujoco"
-    supported_fields = frozenset(
-        {
-            "body_mass",
-            "body_inertia",
-            "body_ipos",
-            "geom_friction",
-            "geom_size",
-            "dof_damping",
-            "dof_armature",
-            "dof_frictionloss",
-            "actuator_gainprm",
-            "actuator_biasprm",
-            "opt.gravity",
-        }
-    )
+    supported_fields = RANDOMIZABLE_FIELDS
 
     def __init__(self, model: mujoco.MjModel, num_worlds: int, frame_skip: int, device: torch.device) -> None:
         self.batch = MujocoBatch(model, num_worlds, frame_skip)
@@ -270,10 +258,7 @@ class MujocoPhysics:
         self, name: str, ids: torch.Tensor, values: torch.Tensor, index: tuple[int | slice, ...] = ()
     ) -> None:
         """Write model field ``name[ids, *index]`` (``opt.gravity`` included)."""
-        if name not in self.supported_fields:
-            from sim.backends.physics import check_field
-
-            check_field(self, name)
+        check_field(self, name)
         self.batch.set_field(name, ids.to("cpu").numpy(), values.to("cpu", torch.float64).numpy(), index)
 
     def state(self) -> dict[str, torch.Tensor]:

@@ -540,6 +540,17 @@ class CubeTask(PandaTask):
         touch = self.physics.sensordata.to(self.device, torch.float32)[:, :2]
         return torch.cat((self.cube_pos, self.cube_quat, self.cube_vel, touch), 1)
 
+    def _terminated(self) -> torch.Tensor:
+        return self._cube_lost() | ~self._state_finite()
+
+    def cube_facts(self) -> dict[str, object]:
+        """Contract facts about the cube every cube task shares."""
+        size = self.randomizer.specs["object_size"].nominal[0]
+        return {
+            "object": f"{size:g} m cube; object_position: its centre in the base frame from a camera tracker, "
+            f"{self.object_delay} control period(s) old",
+        }
+
     def _cube_lost(self) -> torch.Tensor:
         """The cube left the table (fell off or was thrown), ``[N]``."""
         return (self.cube_pos[:, 2] < panda.TABLE_HEIGHT - 0.05) | ~torch.isfinite(self.cube_pos).all(-1)

@@ -118,9 +118,6 @@ class PandaLift(CubeTask):
             "joint_velocity": rewards.squared_norm(self._dq),
         }
 
-    def _terminated(self) -> torch.Tensor:
-        return self._cube_lost() | ~self._state_finite()
-
     def _success(self) -> torch.Tensor:
         return (self._height() >= self.cfg.lift_height) & ~self._terminated()
 
@@ -136,8 +133,7 @@ class PandaLift(CubeTask):
         return {
             **self.arm_contract_extra(),
             "gripper": "last command: finger opening per finger, m (0 closed .. 0.04 open); Franka Hand, 70 N",
-            "object": f"{CUBE_SIZE} m cube; object_position: its centre in the base frame from a camera tracker, "
-            f"{self.object_delay} control period(s) old",
+            **self.cube_facts(),
             "training_envelope": {
                 "cube_low_m": list(c.cube_low),
                 "cube_high_m": list(c.cube_high),

@@ -157,9 +157,6 @@ class PandaPush(CubeTask):
             "object_lost": rewards.event(self._cube_lost(), self.dt),
         }
 
-    def _terminated(self) -> torch.Tensor:
-        return self._cube_lost() | ~self._state_finite()
-
     def _success(self) -> torch.Tensor:
         return (self._goal_distance() < self.cfg.success_distance) & ~self._terminated()
 
@@ -175,8 +172,7 @@ class PandaPush(CubeTask):
         return {
             **self.arm_contract_extra(),
             "gripper": "held closed (0 m)",
-            "object": f"{CUBE_SIZE} m cube; object_position: its centre in the base frame from a camera tracker, "
-            f"{self.object_delay} control period(s) old",
+            **self.cube_facts(),
             "goal": "goal_position: target of the cube's centre on the table (x, y), base frame, m",
             "training_envelope": {
                 "cube_low_m": list(c.cube_low),
