@@ -45,6 +45,12 @@ def params(model: Path, **policy: Any) -> dict[str, dict[str, Any]]:
 
 
 # -------------------------------------------------------------------------------------------------- end to end
+# The two closed loops over DDS run on one xdist worker, one after the other: run side by side on a 2-core machine
+# (each spinning its nodes flat out) the hover loop lost control periods and crashed in 2 of 3 full runs.
+E2E = pytest.mark.xdist_group("ros2-closed-loop")
+
+
+@E2E
 def test_the_trained_hover_policy_flies_the_simulated_crazyflie_over_dds(trained_hover: Any, ros: str) -> None:
     # A generous watchdog: on a loaded CI machine the other test worker may stall this process for a moment.
     result = run_graph(params(trained_hover.onnx, watchdog_s=0.5), sim=True, duration_s=5.0, namespace=ros)
@@ -233,6 +239,7 @@ def test_a_recorded_run_replays_to_the_same_commands(trained_hover: Any, ros: st
 
 
 # ------------------------------------------------------------------------------------------------ manipulator
+@E2E
 def test_the_trained_reach_policy_drives_the_simulated_panda_over_dds_behind_the_tank(
     trained_reach: Any, ros: str
 ) -> None:
