@@ -245,7 +245,10 @@ class OnnxPolicy:
         _require_finite(c, "command")
         if self._ref is not None:
             ref = self._last_reference if reference is None else _real_array(reference, "reference")
-            c = c - (ref[: c.shape[0]] if ref.ndim == 2 and c.ndim == 2 else ref)
+            if ref.shape != c.shape:
+                raise ContractError(f"reference has shape {ref.shape}, the command {c.shape}; they must match")
+            _require_finite(ref, "reference")
+            c = c - ref
         return np.clip((c - self._offset) / self._scale, -1.0, 1.0).astype(np.float32, copy=False)
 
     def self_test(self) -> np.ndarray:

@@ -80,6 +80,11 @@ def run_sweep(run: LoadedRun, sweep: Sweep, episodes: int) -> list[dict[str, flo
     if sweep.param not in specs or sweep.param == "action_latency":
         have = ", ".join(sorted(k for k in specs if k != "action_latency"))
         raise SweepError(f"task '{cfg.task}' has no physical parameter '{sweep.param}'; sweepable: {have}")
+    if not any(specs[sweep.param].nominal):
+        raise SweepError(
+            f"'{sweep.param}' is zero at nominal ({list(specs[sweep.param].nominal)} {specs[sweep.param].unit}); "
+            "a sweep scales the nominal value, so it would not change anything"
+        )
     policy = deterministic_policy(run.model, cfg.policy.actor_obs)
     rows: list[dict[str, float]] = []
     for value in sweep.values():

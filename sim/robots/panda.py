@@ -71,6 +71,9 @@ FINGER_STROKE = 0.04
 """Travel of each finger, m (franka_description hand: 0–0.04 m, 0.08 m opening)."""
 GRIPPER_FORCE = 70.0
 """Continuous grasp force of the Franka Hand, N (Franka Hand datasheet: 70 N continuous, 140 N max)."""
+GRIPPER_STIFFNESS = 2000.0
+"""Position-servo stiffness of the simulated gripper, N/m: a modelling choice (the real Franka Hand is driven by
+grasp force and width through franka_gripper, not by a published stiffness)."""
 TABLE_HEIGHT = 0.0
 """Height of the table top, m: the robot stands on the table (its base at z = 0)."""
 
@@ -151,8 +154,10 @@ def build_model(
     grip.forcerange = [-GRIPPER_FORCE, GRIPPER_FORCE]
     grip.gaintype = mujoco.mjtGain.mjGAIN_FIXED
     grip.biastype = mujoco.mjtBias.mjBIAS_AFFINE
-    grip.gainprm[0] = 2000.0
-    grip.biasprm[:3] = [0.0, -2000.0, -60.0]
+    # The gripper servo's gains are chosen, not published: 2000 N/m closes on a 5 cm cube with ~50 N (under the
+    # 70 N limit); 60 N s/m and the finger damping damp it, and the finger armature keeps it stable at 4 ms.
+    grip.gainprm[0] = GRIPPER_STIFFNESS
+    grip.biasprm[:3] = [0.0, -GRIPPER_STIFFNESS, -60.0]
     for name in FINGER_JOINTS:
         spec.joint(name).damping[0] = 2.0
         spec.joint(name).armature = 0.1

@@ -214,9 +214,10 @@ class PandaTask(BatchedTask):
         for name in self._fields_needed():
             check_field(self.physics, name)
         self._bodies = torch.tensor([model.body(b).id for b in ARM_BODIES])
-        self._dofs = torch.tensor([int(model.joint(j).dofadr[0]) for j in panda.ARM_JOINTS])
-        self._arm_qpos = torch.tensor([int(model.joint(j).qposadr[0]) for j in panda.ARM_JOINTS])
-        self._finger_qpos = torch.tensor([int(model.joint(j).qposadr[0]) for j in panda.FINGER_JOINTS])
+        # Index tensors live on the task's device once (no host-to-device copy per step on CUDA).
+        self._dofs = torch.tensor([int(model.joint(j).dofadr[0]) for j in panda.ARM_JOINTS], device=device)
+        self._arm_qpos = torch.tensor([int(model.joint(j).qposadr[0]) for j in panda.ARM_JOINTS], device=device)
+        self._finger_qpos = torch.tensor([int(model.joint(j).qposadr[0]) for j in panda.FINGER_JOINTS], device=device)
         self._tcp = model.site("tcp").id
         self._hand = model.body("panda_hand").id
         self._pushed = any(t.param == "external_force" for t in cfg.randomization)
@@ -293,8 +294,8 @@ class PandaTask(BatchedTask):
     def _read_state(self) -> None:
         p = self.physics
         qpos = p.qpos.to(self.device, torch.float32)
-        self._q = qpos[:, self._arm_qpos.to(self.device)]
-        self._dq = p.qvel.to(self.device, torch.float32)[:, self._dofs.to(self.device)]
+        self._q = qpos[:, self._arm_qpos]
+        self._dq = p.qvel.to(self.device, torch.float32)[:, self._dofs]
         self._tcp_pos = p.site_xpos[:, self._tcp].to(self.device, torch.float32)
         self._tcp_rot = p.site_xmat[:, self._tcp].to(self.device, torch.float32).reshape(-1, 3, 3)
         self._read_task_state()
@@ -306,10 +307,8 @@ class PandaTask(BatchedTask):
         qpos = torch.tensor(self._model.qpos0, dtype=torch.float32, device=self.device).repeat(n, 1)
         noise = self.cfg.init_joint_range * (2 * torch.rand(n, 7, generator=self.gen, device=self.device) - 1)
         q = torch.maximum(torch.minimum(self.home + noise, self.q_max), self.q_min)
-        qpos[:, self._arm_qpos.to(self.device)] = q
-        qpos[:, self._finger_qpos.to(self.device)] = (
-            self.finger_opening if not self.uses_gripper else panda.FINGER_STROKE
-        )
+        qpos[:, self._arm_qpos] = q
+        qpos[:, self._finger_qpos] = self.finger_opening if not self.uses_gripper else panda.FINGER_STROKE
         qvel = torch.zeros(n, self._model.nv, device=self.device)
         self._reset_task(rows, qpos, qvel)
         self.physics.reset(rows.to(self.physics.device), qpos, qvel)
@@ -475,9 +474,9 @@ class CubeTask(PandaTask):
         self._cube_body = model.body("cube").id
         self._cube_geom = model.geom("cube").id
         adr = int(model.joint("cube").qposadr[0])
-        self._cube_qpos = torch.arange(adr, adr + 7)
+        self._cube_qpos = torch.arange(adr, adr + 7, device=self.device)
         vadr = int(model.joint("cube").dofadr[0])
-        self._cube_qvel = torch.arange(vadr, vadr + 6)
+        self._cube_qvel = torch.arange(vadr, vadr + 6, device=self.device)
         n = self.num_envs
         self.cube_pos = torch.zeros(n, 3, device=self.device)
         self.cube_quat = torch.zeros(n, 4, device=self.device)
@@ -516,7 +515,7 @@ class CubeTask(PandaTask):
 
     def _place_cube(self, rows: torch.Tensor, qpos: torch.Tensor, xy: torch.Tensor) -> None:
         """Put the cube of worlds ``rows`` flat on the table at ``xy [n, 2]`` (in ``qpos [n, nq]``)."""
-        adr = self._cube_qpos.to(self.device)
+        adr = self._cube_qpos
         qpos[:, adr[:2]] = xy
         qpos[:, adr[2]] = panda.TABLE_HEIGHT + self.cube_half(rows)
         qpos[:, adr[3:]] = torch.tensor([1.0, 0.0, 0.0, 0.0], device=self.device)
@@ -524,10 +523,10 @@ class CubeTask(PandaTask):
 
     def _read_task_state(self) -> None:
         qpos = self.physics.qpos.to(self.device, torch.float32)
-        adr = self._cube_qpos.to(self.device)
+        adr = self._cube_qpos
         self.cube_pos = qpos[:, adr[:3]]
         self.cube_quat = qpos[:, adr[3:]]
-        self.cube_vel = self.physics.qvel.to(self.device, torch.float32)[:, self._cube_qvel.to(self.device)]
+        self.cube_vel = self.physics.qvel.to(self.device, torch.float32)[:, self._cube_qvel]
 
     def _after_step(self) -> None:
         self._cube_seen = torch.cat((self.cube_pos.unsqueeze(1), self._cube_seen[:, :-1]), 1)

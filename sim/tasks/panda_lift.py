@@ -95,7 +95,7 @@ class PandaLift(CubeTask):
         return self.cube_pos[:, 2] - (panda.TABLE_HEIGHT + self.cube_half())
 
     def _finger(self) -> torch.Tensor:
-        return self.physics.qpos.to(self.device, torch.float32)[:, self._finger_qpos[:1].to(self.device)]
+        return self.physics.qpos.to(self.device, torch.float32)[:, self._finger_qpos[:1]]
 
     def _signals(self) -> dict[str, torch.Tensor]:
         return {**self._arm_signals(), **self._cube_signals(), "finger_pos": self._finger()}

@@ -54,6 +54,9 @@ def test_cli_sim_to_sim_and_sweep_on_a_trained_run(trained_reach: Any) -> None:
     assert {"success_rate", "final_position_error_m", "criterion_met"} <= set(rows[0])
     assert (trained_reach.run_dir / "sweep_link_mass.png").stat().st_size > 10_000
 
+    out = robot_rl("eval", trained_reach.run_dir, "--sweep", "external_force=0.5:1.5", "--episodes", "2")
+    assert out.returncode == 2 and "'external_force' is zero at nominal" in out.stderr, out.stderr
+
 
 @pytest.mark.parametrize(
     ("args", "message"),

@@ -254,3 +254,24 @@ def test_the_trained_reach_policy_drives_the_simulated_panda_over_dds_behind_the
     assert len(episodes) >= 10, episodes  # 3 s episodes at 25 Hz kept their rate
     assert sum(episodes) >= 0.75 * len(episodes), episodes
     assert 0.1 <= result.sim["tank_j"] <= 20.0
+
+
+def test_a_position_policy_without_impedance_stiffness_is_refused_when_the_tank_is_on(ros: str, tmp_path: Path) -> None:
+    """The tank prices a set-point jump with the impedance stiffness; a contract without it must not pass unfiltered."""
+    import dataclasses
+
+    import sim
+    from policies.nets import ActorCritic
+    from policies.nets.export import export_onnx
+
+    env = sim.make("panda-reach", 1)
+    contract = env.contract(["policy"])  # type: ignore[attr-defined]
+    extra = {k: v for k, v in contract.extra.items() if k != "impedance"}
+    model = ActorCritic(env.obs_sizes["policy"], env.obs_sizes["critic"], env.num_actions)  # type: ignore[attr-defined]
+    path = export_onnx(model, dataclasses.replace(contract, extra=extra), tmp_path)
+    data = read_params(PKG / "config" / "panda_reach_sim.yaml")
+    data["policy_node"].update(model_path=str(path))
+    with pytest.raises(DeployError, match="refused to configure"):
+        run_graph(data, sim=False, duration_s=0.1, namespace=ros)
+    data["policy_node"].update(passivity=False)  # without the tank the same model configures
+    assert run_graph(data, sim=False, duration_s=0.1, namespace=ros).fault != "unconfigured"

@@ -323,6 +323,7 @@ def test_exported_relative_targets_match_the_simulator(task: str, tmp_path: Path
     runtime inverts it into the same normalised action, and the gripper command (lift) stays absolute."""
     from policies.nets import ActorCritic
     from policies.nets.export import export_onnx
+    from policies.runtime import ContractError
     from policies.runtime.onnx_policy import OnnxPolicy
 
     env = sim.make(task, 8)
@@ -344,6 +345,10 @@ def test_exported_relative_targets_match_the_simulator(task: str, tmp_path: Path
     )
     assert inside.mean() > 0.5
     np.testing.assert_allclose(policy.normalized_action(command)[inside], a.numpy()[inside], atol=1e-4)
+    with pytest.raises(ContractError, match="reference has shape"):
+        policy.normalized_action(command, np.zeros((1, env.num_actions)))
+    with pytest.raises(ContractError, match="reference holds a non-finite value"):
+        policy.normalized_action(command, np.full(command.shape, np.nan))
     env.close()
 
 

@@ -119,6 +119,8 @@ class PolicyNode(Node):
         self.tank_state: tuple[float, float, float, float] | None = None
         self._inputs: dict[str, dict[str, np.ndarray]] = {}
         self._needed: set[str] = set()
+        self._arm_joints = 0
+        self._stiffness = np.zeros(0)
 
     def p(self, key: str) -> Any:
         """A parameter's value."""
@@ -147,6 +149,7 @@ class PolicyNode(Node):
                 unknown = [t.source for t in c.observation if t.source not in MANIPULATOR_SIGNALS]
                 if unknown:
                     raise ContractError(f"no topic provides the contract's signal(s) {unknown} to this node")
+                self._arm_joints = self._joint_count(c)
                 self.tank = self._make_tank(c) if self.p("passivity") else None
             policy.self_test()
             policy.run_obs(np.zeros((1, policy.obs_dim), dtype=np.float32))  # warm-up
@@ -251,20 +254,42 @@ class PolicyNode(Node):
             self.safety.input_received(self._odom_at)
         self._record("odom", msg)
 
+    @staticmethod
+    def _joint_count(c: Any) -> int:
+        """Joints the manipulator contract measures (``joint_pos`` and ``joint_vel``, the first commands)."""
+        sizes = {t.source: t.size for t in c.observation}
+        missing = [s for s in ("joint_pos", "joint_vel") if s not in sizes]
+        if missing:
+            raise ContractError(f"a manipulator policy must read {missing}: the safety layer and the tank need them")
+        n = sizes["joint_pos"]
+        if sizes["joint_vel"] != n or n > c.action.size:
+            raise ContractError(
+                f"joint_pos ({n}) and joint_vel ({sizes['joint_vel']}) must name the same joints, at most "
+                f"action.size ({c.action.size})"
+            )
+        return int(n)
+
     def _make_tank(self, c: Any) -> EnergyTank:
-        """The energy tank from the contract's ``filter`` section, ``tank_*`` parameters overriding."""
+        """The energy tank from the contract's ``filter`` section, ``tank_*`` parameters overriding; position
+        commands also need the impedance stiffness (``extra.impedance.stiffness_nm_per_rad``) to price a jump."""
         section = dict(c.filter)
         for key in ("tank_init_j", "tank_min_j", "tank_max_j", "tank_margin_j"):
             if float(self.p(key)) >= 0:
                 section[key] = float(self.p(key))
-        n = int(c.reference_slice()[1]) if c.action.reference else c.action.size
+        n = self._arm_joints
+        if c.action.kind == "position":
+            k = np.asarray(c.extra.get("impedance", {}).get("stiffness_nm_per_rad", []), dtype=np.float64)
+            if k.shape != (n,) or not (np.isfinite(k).all() and (k >= 0).all()):
+                raise ContractError(
+                    f"the passivity filter needs extra.impedance.stiffness_nm_per_rad with {n} finite values >= 0 "
+                    f"for position commands, got {k.tolist()}"
+                )
+            self._stiffness = k
         return EnergyTank(TankParams.from_contract(section), n)
 
     def _on_joints(self, msg: JointState) -> None:
         assert self.policy is not None
-        c = self.policy.contract
-        n = next(t.size for t in c.observation if t.source == "joint_pos")
-        joints = c.joint_names[:n]
+        joints = self.policy.contract.joint_names[: self._arm_joints]
         try:
             self._inputs["joints"] = joint_state_signals(msg, joints)
         except MessageError as exc:
@@ -357,8 +382,7 @@ class PolicyNode(Node):
         out = command.astype(np.float64).copy()
         if c.action.kind == "position":
             previous = self._setpoint if self._setpoint is not None else q
-            k = np.asarray(c.extra.get("impedance", {}).get("stiffness_nm_per_rad", [0.0] * n), dtype=np.float64)
-            tank_step = self.tank.setpoint(out[:n], previous, q, dq, k, c.control_period_s)
+            tank_step = self.tank.setpoint(out[:n], previous, q, dq, self._stiffness, c.control_period_s)
             out[:n] = tank_step.command
             self._setpoint = out[:n].copy()
         else:

@@ -84,6 +84,11 @@ class SimRobotNode(Node):
                 for j in range(self.env._model.njnt)  # type: ignore[attr-defined]
                 if self.env._model.joint(j).name.startswith("panda_")  # type: ignore[attr-defined]
             ]
+            joints = [self.env._model.joint(n) for n in self._model_joints]  # type: ignore[attr-defined]
+            self._joint_adr = (
+                np.array([int(j.qposadr[0]) for j in joints]),
+                np.array([int(j.dofadr[0]) for j in joints]),
+            )
         self._odom = self.create_publisher(Odometry, self.get_parameter("odom_topic").value, qos_profile_sensor_data)
         self.create_subscription(
             Float64MultiArray, self.get_parameter("command_topic").value, self._on_command, qos_profile_sensor_data
@@ -135,12 +140,10 @@ class SimRobotNode(Node):
         stamp = self.get_clock().now().to_msg()
         js = JointState()
         js.header.stamp = stamp
-        qpos = env.physics.qpos[0].numpy()
-        qvel = env.physics.qvel[0].numpy()
-        ids = [env._model.joint(n) for n in self._model_joints]
-        q = np.array([qpos[j.qposadr[0]] for j in ids])
-        dq = np.array([qvel[j.dofadr[0]] for j in ids])
-        fill_joint_state(js, self._model_joints, q, dq)
+        qpos_adr, dof_adr = self._joint_adr
+        fill_joint_state(
+            js, self._model_joints, env.physics.qpos[0].numpy()[qpos_adr], env.physics.qvel[0].numpy()[dof_adr]
+        )
         self._joints.publish(js)
         tcp = PoseStamped()
         tcp.header.stamp, tcp.header.frame_id = stamp, "panda_link0"
