@@ -53,11 +53,15 @@ def save_checkpoint(path: Path, state: dict[str, Any]) -> Path:
     return path
 
 
-def read_checkpoint(path: Path, device: torch.device | str = "cpu") -> dict[str, Any]:
-    """Load a checkpoint's contents, with errors that name the file and what is wrong.
+BC_FORMAT = "robot-rl-bc-checkpoint-v1"
+"""Format of behaviour-cloning checkpoints (``robot_rl.imitation.train_bc``)."""
+
+
+def read_any_checkpoint(path: Path, device: torch.device | str = "cpu") -> dict[str, Any]:
+    """Load a PPO or behaviour-cloning checkpoint's contents (the ``format`` key says which).
 
     Raises:
-        CheckpointError: Missing, not a file, unreadable, not a robot-rl checkpoint, or missing a section.
+        CheckpointError: Missing, not a file, unreadable, or not a robot-rl checkpoint.
     """
     if not path.exists():
         raise CheckpointError(f"checkpoint '{path}' does not exist")
@@ -67,8 +71,20 @@ def read_checkpoint(path: Path, device: torch.device | str = "cpu") -> dict[str,
         state = torch.load(path, map_location=device, weights_only=True)
     except Exception as exc:  # torch raises many types for corrupt files
         raise CheckpointError(f"checkpoint '{path}' could not be read ({type(exc).__name__}: {exc})") from None
-    if not isinstance(state, dict) or state.get("format") not in READABLE_FORMATS:
+    if not isinstance(state, dict) or state.get("format") not in (*READABLE_FORMATS, BC_FORMAT):
         raise CheckpointError(f"'{path}' is not a robot-rl checkpoint")
+    return state
+
+
+def read_checkpoint(path: Path, device: torch.device | str = "cpu") -> dict[str, Any]:
+    """Load a PPO checkpoint's contents, with errors that name the file and what is wrong.
+
+    Raises:
+        CheckpointError: Missing, not a file, unreadable, not a robot-rl PPO checkpoint, or missing a section.
+    """
+    state = read_any_checkpoint(path, device)
+    if state["format"] == BC_FORMAT:
+        raise CheckpointError(f"'{path}' holds a behaviour-cloning policy (train-bc), not a PPO one")
     for key, kind in REQUIRED.items():
         if not isinstance(state.get(key), kind) or isinstance(state.get(key), bool):
             raise CheckpointError(f"checkpoint '{path}' is damaged: '{key}' is missing or not a {kind.__name__}")

@@ -3,6 +3,8 @@
     robot-rl train quadrotor-hover [--num-envs N] [--device cpu|cuda] [--seed S] [--max-time SEC]
                                    [--config FILE] [--set key=value ...] [--resume RUN]
     robot-rl eval RUN [--episodes N]
+    robot-rl collect TASK --teacher RUN --episodes N --out DIR
+    robot-rl train-bc --policy diffusion|mlp --dataset DIR [--set key=value ...] [--resume RUN]
     robot-rl export onnx RUN [--out DIR]
     robot-rl bench [--task T] [--num-envs 1 64 1024 ...] [--device D]
     robot-rl tasks
@@ -36,6 +38,7 @@ from robot_rl.algorithms.ppo import TrainingDivergedError
 from robot_rl.checkpoint import CheckpointError, read_checkpoint
 from robot_rl.config import MAX_NUM_ENVS, TrainConfig, check_device
 from robot_rl.distributed import DistributedConfigError, from_environment, launched_by_torchrun
+from robot_rl.imitation.dataset import DatasetError
 from robot_rl.transfer.harness import SIMULATORS
 from robot_rl.typed_config import ConfigError
 from sim.registry import UnknownTaskError
@@ -45,6 +48,7 @@ if TYPE_CHECKING:
     from robot_rl.runner import TrainResult
 
 USER_ERRORS = (
+    DatasetError,
     ConfigError,
     PolicyFileError,
     TaskConfigError,
@@ -118,6 +122,44 @@ def build_parser() -> argparse.ArgumentParser:
         help="instead: success and errors with one parameter scaled from LO to HI x nominal (e.g. link_mass=0.5:1.5)",
     )
     ev.add_argument("--points", type=int, default=11, help="values of a --sweep (default: 11)")
+    ev.add_argument("--seeds", type=int, default=3, help="train-bc runs: evaluation seeds, pooled (default: 3)")
+    ev.add_argument("--steps", type=int, help="train-bc diffusion runs: DDIM steps per chunk (default: the run's)")
+
+    col = sub.add_parser(
+        "collect", help="record demonstrations of a trained PPO teacher into a LeRobot-style dataset (docs/datasets.md)"
+    )
+    col.add_argument("task", help="task to collect in (must be the teacher's)")
+    col.add_argument("--teacher", type=Path, required=True, metavar="RUN", help="trained PPO run folder")
+    col.add_argument("--episodes", type=int, required=True, help="episodes to keep")
+    col.add_argument("--out", type=Path, required=True, metavar="DIR", help="new dataset folder (must not exist)")
+    col.add_argument("--num-envs", type=int, default=256, help="parallel worlds (default: 256)")
+    col.add_argument("--seed", type=int, default=0, help="seed of starts and randomisation (default: 0)")
+    col.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+    col.add_argument("--keep-failed", action="store_true", help="also keep episodes the teacher failed")
+    col.add_argument(
+        "--action-noise",
+        type=float,
+        default=0.0,
+        metavar="STD",
+        help="DART: add Gaussian noise to executed actions, record the clean ones (default: 0)",
+    )
+    col.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    bc = sub.add_parser("train-bc", help="train an action-chunk policy (diffusion or MLP) from demonstrations")
+    bc.add_argument("--policy", choices=("diffusion", "mlp"), help="student kind (default: diffusion)")
+    bc.add_argument("--dataset", type=Path, help="dataset folder (robot-rl collect or docs/datasets.md layout)")
+    bc.add_argument("--config", type=Path, help="YAML config (default: configs/bc-<policy>.yaml)")
+    bc.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override, e.g. train.batch_size=128"
+    )
+    bc.add_argument("--seed", type=int, help="seed (default: from the config)")
+    bc.add_argument("--device", help="torch device (default: from the config)")
+    bc.add_argument("--max-steps", type=int, help="gradient-step budget")
+    bc.add_argument("--max-time", type=float, metavar="SEC", help="wall-clock training budget in seconds")
+    bc.add_argument("--resume", type=Path, metavar="RUN", help="continue a train-bc run folder")
+    bc.add_argument("--run-root", help="parent folder of run folders (default: runs)")
+    bc.add_argument("--no-export", action="store_true", help="skip the ONNX export at the end")
+    bc.add_argument("--quiet", action="store_true", help="no progress bar")
 
     ex = sub.add_parser("export", help="export a trained policy for deployment")
     ex_sub = ex.add_subparsers(dest="format", required=True, metavar="FORMAT", parser_class=OneLineParser)
@@ -369,6 +411,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         from robot_rl.transfer.sweep import Sweep
 
         sweep = Sweep.parse(args.sweep, args.points)  # malformed specs fail before any loading
+    if _is_bc_run(args.run):
+        if args.sim or args.sweep:
+            raise ConfigError("--sim and --sweep are not available for train-bc runs yet")
+        return _eval_bc(args)
     run = load_run(args.run, args.device)
     check_folder_writable(args.run, "run folder")
     if args.sim:
@@ -381,6 +427,109 @@ def cmd_eval(args: argparse.Namespace) -> int:
             + "  ".join(f"{k}={v:.4g}" for k, v in r.summary().items() if isinstance(v, float))
         )
     print(f"wrote {args.run / 'eval.yaml'} and {args.run / 'eval.png'}")
+    return 0
+
+
+def _is_bc_run(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds a behaviour-cloning checkpoint (errors are left to the loader that follows)."""
+    from robot_rl.checkpoint import BC_FORMAT, read_any_checkpoint
+
+    try:
+        return read_any_checkpoint(run_dir / "checkpoint.pt").get("format") == BC_FORMAT
+    except CheckpointError:
+        return False
+
+
+def _eval_bc(args: argparse.Namespace) -> int:
+    """``robot-rl eval RUN`` of a train-bc run: success with a 95 % interval over ``--seeds`` seeds."""
+    import dataclasses
+
+    from robot_rl.imitation.train_bc import evaluate_bc_run, load_bc_run
+
+    _in_range("--seeds", args.seeds, 1, 100)
+    run = load_bc_run(args.run, args.device)
+    check_folder_writable(args.run, "run folder")
+    if args.steps is not None:
+        if run.cfg.policy.kind != "diffusion":
+            raise ConfigError("--steps applies to diffusion students only")
+        _in_range("--steps", args.steps, 1, run.cfg.policy.train_steps)
+        run.cfg.policy = dataclasses.replace(run.cfg.policy, inference_steps=args.steps)
+        from policies.nets.diffusion import DiffusionPolicy
+
+        if isinstance(run.policy, DiffusionPolicy):
+            run.policy.sampler = dataclasses.replace(run.policy.sampler, inference_steps=args.steps)
+    result = evaluate_bc_run(run, args.episodes, tuple(range(args.seeds)))
+    print(f"{run.cfg.task}, {run.cfg.policy.kind} student: {result.line()}")
+    print(f"wrote {args.run / 'eval.yaml'} and {args.run / 'eval.png'}")
+    return 0
+
+
+def cmd_collect(args: argparse.Namespace) -> int:
+    """``robot-rl collect TASK --teacher RUN --episodes N --out DIR``."""
+    from robot_rl.imitation.collect import collect
+    from robot_rl.run import load_run
+
+    _in_range("--episodes", args.episodes, 1, MAX_EPISODES)
+    _in_range("--num-envs", args.num_envs, 1, MAX_EPISODES)
+    _in_range("--action-noise", args.action_noise, 0.0, 1.0)
+    check_device(args.device)
+    if args.out.exists():
+        raise ConfigError(f"--out '{args.out}' already exists; datasets are never overwritten")
+    check_folder_writable(args.out.parent, "output folder")
+    teacher = load_run(args.teacher, args.device)
+    if teacher.cfg.task != args.task:
+        raise ConfigError(f"teacher '{args.teacher}' was trained on '{teacher.cfg.task}', not '{args.task}'")
+    summary = collect(
+        teacher,
+        args.episodes,
+        args.out,
+        num_envs=min(args.num_envs, args.episodes),
+        seed=args.seed,
+        keep_failed=args.keep_failed,
+        action_noise=args.action_noise,
+        quiet=args.quiet,
+    )
+    print("\n".join(summary.lines()))
+    return 0
+
+
+def cmd_train_bc(args: argparse.Namespace) -> int:
+    """``robot-rl train-bc``: train a student on a dataset, evaluate it, export it, print the artifacts."""
+    from robot_rl.imitation.config import load_bc_config
+    from robot_rl.imitation.train_bc import read_bc_checkpoint, train_bc
+
+    shorthands = {
+        "dataset": None if args.dataset is None else str(args.dataset),
+        "seed": args.seed,
+        "device": args.device,
+        "run_root": args.run_root,
+        "train.max_steps": args.max_steps,
+        "train.max_time_s": args.max_time,
+    }
+    if args.resume is not None:
+        from robot_rl.typed_config import apply_override, from_dict
+
+        saved = read_bc_checkpoint(args.resume / "checkpoint.pt")["config"]
+        for key, value in shorthands.items():
+            if value is not None:
+                apply_override(saved, f"{key}={value}")
+        for item in args.set:
+            apply_override(saved, item)
+        from robot_rl.imitation.config import BCConfig
+
+        cfg = from_dict(BCConfig, saved)
+    else:
+        cfg = load_bc_config(args.policy or "diffusion", args.config, args.set, **shorthands)
+    check_folder_writable(Path(cfg.run_root), "run root")
+    print(f"training a {cfg.policy.kind} student on {cfg.dataset} ({cfg.device})")
+    result = train_bc(cfg, resume=args.resume, quiet=args.quiet, export=not args.no_export)
+    print(f"\n{result.steps} gradient steps in {result.elapsed_s:.0f} s, final loss {result.final_loss:.4g}")
+    if result.evaluation is not None:
+        print(f"evaluation: {result.evaluation.line()}")
+    print(f"artifacts in {result.run_dir}:")
+    for name in ("checkpoint.pt", "metrics.csv", "learning_curve.png", "eval.yaml", "eval.png", "policy.onnx"):
+        if (result.run_dir / name).exists():
+            print(f"  {result.run_dir / name}")
     return 0
 
 
@@ -432,6 +581,14 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     if args.out is not None:
         check_folder_writable(args.out, "output folder")
+    if _is_bc_run(args.run):
+        from robot_rl.imitation.train_bc import export_bc_run, load_bc_run
+
+        bc_run = load_bc_run(args.run)
+        check_folder_writable(args.out or args.run, "output folder")
+        path = export_bc_run(bc_run, args.out)
+        print(f"wrote {path} and {path.parent / 'contract.yaml'}")
+        return 0
     run = load_run(args.run)
     check_folder_writable(args.out or args.run, "output folder")
     path = export_run(run, args.out)
@@ -545,7 +702,11 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     from policies.runtime.inspect import describe
 
     src: Path = args.source
-    if src.is_dir():
+    if src.is_dir() and _is_bc_run(src):
+        from robot_rl.imitation.train_bc import load_bc_run
+
+        contract = load_bc_run(src).deployment_contract()
+    elif src.is_dir():
         from robot_rl.run import load_run
 
         run = load_run(src)
@@ -571,6 +732,8 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 COMMANDS = {
     "train": cmd_train,
     "eval": cmd_eval,
+    "collect": cmd_collect,
+    "train-bc": cmd_train_bc,
     "export": cmd_export,
     "bench": cmd_bench,
     "deploy": cmd_deploy,

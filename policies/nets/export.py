@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from policies.nets.actor_critic import ActorCritic
+from policies.nets.chunk import ChunkPolicy
 from policies.runtime.contract import METADATA_KEY, Contract, ContractError
 from policies.runtime.files import atomic_path
 
@@ -115,28 +116,98 @@ def to_onnx_model(model: ActorCritic, contract: Contract) -> onnx.ModelProto:
     if (bad := model.first_non_finite()) is not None:
         raise ContractError(f"the model's '{bad}' holds non-finite values; refusing to export it")
     actor = DeployedActor(copy.deepcopy(model).cpu().float(), contract).eval().requires_grad_(False)
-    example = torch.zeros(2, contract.obs_dim)
+    dynamic = {contract.input_name: {0: "batch"}, contract.output_name: {0: "batch"}}
+    proto = _trace(actor, {contract.input_name: torch.zeros(2, contract.obs_dim)}, contract.output_name, dynamic)
+    return _finish(proto, contract, "policy")
+
+
+def _trace(
+    module: nn.Module, inputs: dict[str, torch.Tensor], output: str, dynamic: dict[str, dict[int, str]]
+) -> onnx.ModelProto:
     with tempfile.TemporaryDirectory(prefix="robot-rl-export-") as tmp, warnings.catch_warnings():
         # The TorchScript exporter announces its successor; it is still the fast, dependency-free path.
         warnings.filterwarnings("ignore", "You are using the legacy TorchScript", DeprecationWarning)
         warnings.filterwarnings("ignore", "The feature will be removed", DeprecationWarning, "torch.onnx")
+        # Shape checks and the unrolled sampler's loops are constants of the traced graph, on purpose.
+        warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
         torch.onnx.export(
-            actor,
-            (example,),
-            Path(tmp) / "actor.onnx",
+            module,
+            tuple(inputs.values()),
+            Path(tmp) / "policy.onnx",
             dynamo=False,
             opset_version=OPSET_VERSION,
-            input_names=[contract.input_name],
-            output_names=[contract.output_name],
-            dynamic_axes={contract.input_name: {0: "batch"}, contract.output_name: {0: "batch"}},
+            input_names=list(inputs),
+            output_names=[output],
+            dynamic_axes=dynamic,
         )
-        proto = onnx.load(Path(tmp) / "actor.onnx")
+        return onnx.load(Path(tmp) / "policy.onnx")
+
+
+def _finish(proto: onnx.ModelProto, contract: Contract, what: str) -> onnx.ModelProto:
     proto.producer_name = PRODUCER_NAME
     proto.producer_version = ""
-    proto.doc_string = f"robot-rl policy for task '{contract.task}' ({contract.action.kind} commands)"
+    proto.doc_string = f"robot-rl {what} for task '{contract.task}' ({contract.action.kind} commands)"
     onnx.helper.set_model_props(proto, {METADATA_KEY: contract.to_json()})
     onnx.checker.check_model(proto, full_check=True)
     return proto
+
+
+def chunk_to_onnx_model(policy: ChunkPolicy, contract: Contract) -> onnx.ModelProto:
+    """Trace an action-chunk policy's whole sampler into a checked ONNX model carrying the contract.
+
+    The graph is ``obs [B, To, obs_dim]`` (+ ``noise [B, Tp, A]`` for diffusion) -> ``contract.output_name``
+    ``[B, Tp, A]`` in normalised units: normalisation, every denoising step (``contract.chunk.sampler["steps"]``,
+    unrolled) and the final clip are inside. See ``policies.runtime.chunking`` for how a robot runs it.
+
+    Raises:
+        ContractError: The contract has no ``chunk`` section or does not fit the policy.
+    """
+    contract.validate()
+    c = contract.chunk
+    if c is None:
+        raise ContractError("an action-chunk policy needs a contract with a 'chunk' section")
+    h = policy.horizons
+    if (c.obs_horizon, c.pred_horizon, c.action_horizon) != (h.obs, h.pred, h.action):
+        raise ContractError(
+            f"contract chunk horizons {c.obs_horizon}/{c.pred_horizon}/{c.action_horizon} differ "
+            f"from the policy's {h.obs}/{h.pred}/{h.action}"
+        )
+    if contract.obs_dim != policy.obs_dim or contract.action.size != policy.action_dim:
+        raise ContractError(
+            f"contract obs_dim {contract.obs_dim} / action.size {contract.action.size} differ from "
+            f"the policy's {policy.obs_dim} / {policy.action_dim}"
+        )
+    if (bad := _first_non_finite(policy)) is not None:
+        raise ContractError(f"the policy's '{bad}' holds non-finite values; refusing to export it")
+    copy_ = copy.deepcopy(policy).cpu().float().eval().requires_grad_(False)
+    steps = c.sampler.get("inference_steps")
+    module = copy_.export_module(steps) if steps else copy_.export_module()  # type: ignore[call-arg]
+    inputs = copy_.export_inputs(2)
+    names = [contract.input_name, *([c.noise_input] if c.noise_input else [])]
+    if len(names) != len(inputs):
+        raise ContractError(f"the policy takes inputs {list(inputs)}, the contract names {names}")
+    inputs = dict(zip(names, inputs.values(), strict=True))
+    dynamic = {n: {0: "batch"} for n in [*names, contract.output_name]}
+    return _finish(_trace(module, inputs, contract.output_name, dynamic), contract, f"{policy.kind} chunk policy")
+
+
+def _first_non_finite(module: nn.Module) -> str | None:
+    for name, t in [*module.named_parameters(), *module.named_buffers()]:
+        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            return name
+    return None
+
+
+def write_onnx(proto: onnx.ModelProto, contract: Contract, out_dir: str | Path, name: str = "policy.onnx") -> Path:
+    """Write ``proto`` and ``contract.yaml`` into ``out_dir`` atomically (both or neither)."""
+    out = Path(out_dir)
+    data = proto.SerializeToString()
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / name
+    with atomic_path(out / CONTRACT_YAML) as yaml_tmp, atomic_path(path) as onnx_tmp:
+        contract.save_yaml(yaml_tmp)
+        onnx_tmp.write_bytes(data)
+    return path
 
 
 def export_onnx(model: ActorCritic, contract: Contract, out_dir: str | Path, name: str = "policy.onnx") -> Path:
@@ -158,11 +229,4 @@ def export_onnx(model: ActorCritic, contract: Contract, out_dir: str | Path, nam
     Raises:
         ContractError: The contract does not fit the model.
     """
-    out = Path(out_dir)
-    data = to_onnx_model(model, contract).SerializeToString()  # fails before anything is written
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / name
-    with atomic_path(out / CONTRACT_YAML) as yaml_tmp, atomic_path(path) as onnx_tmp:
-        contract.save_yaml(yaml_tmp)
-        onnx_tmp.write_bytes(data)
-    return path
+    return write_onnx(to_onnx_model(model, contract), contract, out_dir, name)  # traced before anything is written

@@ -1,9 +1,11 @@
 """Robot-side runtime: numpy + onnxruntime only (importable without torch, simulators or ROS)."""
 
+from policies.runtime.chunking import ChunkedOnnxPolicy, ChunkExecutor
 from policies.runtime.contract import (
     CONTRACT_VERSION,
     METADATA_KEY,
     ActionSpec,
+    ChunkSpec,
     Contract,
     ContractError,
     ObservationTerm,
@@ -15,6 +17,9 @@ __all__ = [
     "CONTRACT_VERSION",
     "METADATA_KEY",
     "ActionSpec",
+    "ChunkExecutor",
+    "ChunkSpec",
+    "ChunkedOnnxPolicy",
     "Contract",
     "ContractError",
     "ObservationBuilder",

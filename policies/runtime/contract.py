@@ -94,6 +94,36 @@ class ActionSpec:
     reference: str = ""
 
 
+@dataclass(frozen=True)
+class ChunkSpec:
+    """How an action-chunk policy (diffusion, chunked behaviour cloning) is queried and executed.
+
+    The graph takes the last ``obs_horizon`` observation vectors (each laid out by ``Contract.observation``), oldest
+    first, as ``obs [B, obs_horizon, obs_dim]`` and, for stochastic samplers, an initial standard-normal sample
+    ``noise [B, pred_horizon, action.size]``; it returns ``pred_horizon`` actions ``[B, pred_horizon, action.size]``
+    in normalised units ``[-1, 1]``. The first ``action_horizon`` are executed, one per control period, each mapped
+    to a command by ``action`` at the step it is applied (a ``reference`` is read then, not at planning time); then
+    the policy plans again. With ``ensemble_decay`` set, the policy plans every step and each command averages every
+    plan made for that step, older plans weighted ``exp(ensemble_decay)`` times more than the next newer (Zhao et
+    al., ACT temporal ensembling).
+
+    Attributes:
+        obs_horizon: Observations per query ``To``.
+        pred_horizon: Actions per query ``Tp``.
+        action_horizon: Actions executed per query ``Ta`` (``<= Tp``).
+        noise_input: Name of the graph's noise input (``""``: deterministic graph, no noise input).
+        sampler: Sampler facts (name, steps, schedule), for humans and checks.
+        ensemble_decay: Temporal-ensembling weight ``m`` (``None``: receding horizon without ensembling).
+    """
+
+    obs_horizon: int
+    pred_horizon: int
+    action_horizon: int
+    noise_input: str = ""
+    sampler: dict[str, Any] = field(default_factory=dict)
+    ensemble_decay: float | None = None
+
+
 @dataclass
 class Contract:
     """Deployment contract of one exported policy.
@@ -111,6 +141,7 @@ class Contract:
         input_name: ONNX input tensor name.
         output_name: ONNX output tensor name.
         version: Contract schema version.
+        chunk: For action-chunk policies, their horizons and sampler (``None``: one command per query).
     """
 
     task: str
@@ -125,6 +156,7 @@ class Contract:
     input_name: str = "obs"
     output_name: str = "action"
     version: int = CONTRACT_VERSION
+    chunk: ChunkSpec | None = None
 
     def __post_init__(self) -> None:
         self.validate()
@@ -190,6 +222,8 @@ class Contract:
         if not isinstance(self.extra, dict):
             raise ContractError(f"extra must be a mapping, got {type(self.extra).__name__}")
         _finite_tree(self.extra, "extra")
+        if self.chunk is not None:
+            _validate_chunk(self.chunk)
 
     # ----------------------------------------------------------------------------------------- serialisation
     def to_dict(self) -> dict[str, Any]:
@@ -212,6 +246,8 @@ class Contract:
                 ObservationTerm(**_checked("observation term", t, ObservationTerm)) for t in data["observation"]
             ]
             data["action"] = ActionSpec(**_checked("action", data["action"], ActionSpec))
+            if data.get("chunk") is not None:
+                data["chunk"] = ChunkSpec(**_checked("chunk", data["chunk"], ChunkSpec))
             return cls(**data)
         except KeyError as exc:  # missing section
             raise ContractError(f"malformed contract: missing key {exc}") from None
@@ -337,6 +373,21 @@ def _validate_action(a: ActionSpec) -> None:
         raise ContractError(f"action.unit must be a string, got {a.unit!r}")
     if not isinstance(a.reference, str):
         raise ContractError(f"action.reference must be a string (a signal name or empty), got {a.reference!r}")
+
+
+def _validate_chunk(c: ChunkSpec) -> None:
+    to = _count(c.obs_horizon, "chunk.obs_horizon", MAX_HISTORY)
+    tp = _count(c.pred_horizon, "chunk.pred_horizon", MAX_HISTORY)
+    ta = _count(c.action_horizon, "chunk.action_horizon", MAX_HISTORY)
+    if min(to, tp, ta) < 1 or ta > tp:
+        raise ContractError(f"chunk needs 1 <= action_horizon <= pred_horizon and obs_horizon >= 1, got {to}/{tp}/{ta}")
+    if not isinstance(c.noise_input, str):
+        raise ContractError(f"chunk.noise_input must be a string, got {c.noise_input!r}")
+    if not isinstance(c.sampler, dict):
+        raise ContractError(f"chunk.sampler must be a mapping, got {type(c.sampler).__name__}")
+    _finite_tree(c.sampler, "chunk.sampler")
+    if c.ensemble_decay is not None and _number(c.ensemble_decay, "chunk.ensemble_decay") < 0:
+        raise ContractError(f"chunk.ensemble_decay must be >= 0, got {c.ensemble_decay}")
 
 
 def _finite_tree(value: Any, where: str) -> None:

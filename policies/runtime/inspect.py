@@ -30,6 +30,19 @@ def describe(c: Contract) -> str:
         start += t.dim
     a = c.action
     ref = f" + {a.reference}" if a.reference else ""
+    if c.chunk is not None:
+        k = c.chunk
+        noise = f" and '{k.noise_input}' [B, {k.pred_horizon}, {a.size}] (standard normal)" if k.noise_input else ""
+        ens = f"temporal ensembling, decay {k.ensemble_decay:g}" if k.ensemble_decay is not None else "no ensembling"
+        lines += [
+            "",
+            f"chunk: the graph takes the last {k.obs_horizon} observations '{c.input_name}' [B, {k.obs_horizon}, "
+            f"{c.obs_dim}] (oldest first){noise}",
+            f"  and returns '{c.output_name}' [B, {k.pred_horizon}, {a.size}] normalised actions; execute "
+            f"{k.action_horizon}, one per control period, then plan again ({ens})",
+            f"  sampler: {_fmt(k.sampler) if k.sampler else '(deterministic)'}",
+            "  each executed action maps to a command by the action section below, at the step it is applied",
+        ]
     lines += [
         "",
         f"action '{c.output_name}' [B, {a.size}], kind {a.kind} ({a.unit}): "

@@ -97,7 +97,7 @@ class OnnxPolicy:
         self.num_envs = num_envs
         self._session = _open_session(self.path, providers, intra_op_threads)
         self.contract = _read_contract(self._session, self.path)
-        _verify_graph(self._session, self.contract, num_envs)
+        self._verify_graph()
         self.obs_dim = self.contract.obs_dim
         self.num_actions = self.contract.action.size
         self._builder = ObservationBuilder(self.contract.observation, num_envs, xp=np)
@@ -112,6 +112,15 @@ class OnnxPolicy:
             self._ref = self.contract.reference_slice()
         self._last_reference = np.zeros((num_envs, a.size), dtype=np.float32)
         self._verify_action_mapping()
+
+    def _verify_graph(self) -> None:
+        """Check the graph's input and output against the contract (one command per query)."""
+        if self.contract.chunk is not None:
+            raise ContractError(
+                f"{self.path} is an action-chunk policy (contract section 'chunk'); "
+                "run it with policies.runtime.chunking.ChunkedOnnxPolicy"
+            )
+        _verify_graph(self._session, self.contract, self.num_envs)
 
     def reset(self, mask: np.ndarray | None = None) -> None:
         """Start new episodes for robots in ``mask`` (bool ``[N]``; all if ``None``).

@@ -1,0 +1,146 @@
+"""Action-chunk policies (imitation learning): one interface for diffusion and plain behaviour-cloning heads.
+
+A chunk policy maps the last ``To`` observations to the next ``Tp`` actions (Chi et al., "Diffusion Policy")::
+
+    obs: [B, To, D_o] raw (contract-scaled) observations, oldest first
+      -> predict_action_chunk -> [B, Tp, D_a] actions in the contract's normalised units, clipped to [-1, 1]
+
+Min-max normalisation to ``[-1, 1]`` of observations and actions lives inside the model (buffers saved with its
+weights and baked into the exported graph), so a deployment cannot pair the weights with other statistics.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+RANGE_FLOOR = 1e-4
+"""Features whose min-max range is narrower than this are shifted, not scaled (constant features)."""
+
+
+class MinMaxNormalizer(nn.Module):
+    """``y = 2 (x - min) / (max - min) - 1`` per feature, ``x`` back from ``y`` by :meth:`unnormalize`.
+
+    Args:
+        low: Per-feature minimum ``[D]``.
+        high: Per-feature maximum ``[D]``.
+
+    Shapes: ``x: [..., D] <-> y: [..., D]``.
+    """
+
+    scale: torch.Tensor
+    offset: torch.Tensor
+
+    def __init__(self, low: np.ndarray | torch.Tensor, high: np.ndarray | torch.Tensor) -> None:
+        super().__init__()
+        lo = torch.as_tensor(np.asarray(low, dtype=np.float32))
+        hi = torch.as_tensor(np.asarray(high, dtype=np.float32))
+        if lo.shape != hi.shape or lo.ndim != 1:
+            raise ValueError(f"low and high must be [D] of one size, got {list(lo.shape)} and {list(hi.shape)}")
+        span = hi - lo
+        scale = torch.where(span > RANGE_FLOOR, 2.0 / span.clamp_min(RANGE_FLOOR), torch.ones_like(span))
+        self.register_buffer("scale", scale)
+        self.register_buffer("offset", -1.0 - lo * scale)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Normalise ``x``."""
+        return x * self.scale + self.offset
+
+    def unnormalize(self, y: torch.Tensor) -> torch.Tensor:
+        """Map normalised ``y`` back to data units."""
+        return (y - self.offset) / self.scale
+
+
+@dataclass(frozen=True)
+class Horizons:
+    """Timing of a chunk policy, in control steps.
+
+    Attributes:
+        obs: Observation horizon ``To`` (observations the policy sees, newest last).
+        pred: Prediction horizon ``Tp`` (actions one query predicts, from the current step on).
+        action: Executed steps ``Ta`` <= ``Tp`` before re-planning (receding horizon).
+    """
+
+    obs: int = 2
+    pred: int = 16
+    action: int = 8
+
+    def __post_init__(self) -> None:
+        if min(self.obs, self.pred, self.action) < 1 or self.action > self.pred:
+            raise ValueError(f"horizons need 1 <= action <= pred and obs >= 1, got {self}")
+
+
+class ChunkPolicy(nn.Module, abc.ABC):
+    """Base class of action-chunk policies (see the module docstring).
+
+    Args:
+        obs_dim: ``D_o``.
+        action_dim: ``D_a``.
+        horizons: ``To``, ``Tp``, ``Ta``.
+        obs_low, obs_high: Observation range of the training data ``[D_o]`` (min-max normaliser).
+        action_low, action_high: Action range of the training data ``[D_a]``.
+    """
+
+    kind: str = ""
+
+    def __init__(
+        self,
+        obs_dim: int,
+        action_dim: int,
+        horizons: Horizons,
+        obs_low: np.ndarray,
+        obs_high: np.ndarray,
+        action_low: np.ndarray,
+        action_high: np.ndarray,
+    ) -> None:
+        super().__init__()
+        self.obs_dim = obs_dim
+        self.action_dim = action_dim
+        self.horizons = horizons
+        self.obs_norm = MinMaxNormalizer(obs_low, obs_high)
+        self.action_norm = MinMaxNormalizer(action_low, action_high)
+
+    def check_obs(self, obs: torch.Tensor) -> None:
+        """Raise ``ValueError`` unless ``obs`` is ``[B, To, D_o]``."""
+        want = (self.horizons.obs, self.obs_dim)
+        if obs.ndim != 3 or tuple(obs.shape[1:]) != want:
+            raise ValueError(f"observations must be [B, {want[0]}, {want[1]}], got {list(obs.shape)}")
+
+    @abc.abstractmethod
+    def compute_loss(self, obs: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+        """Training loss of raw windows ``obs [B, To, D_o]``, ``action [B, Tp, D_a]``; returns ``(loss, info)``."""
+
+    @abc.abstractmethod
+    def predict_action_chunk(self, obs: torch.Tensor, noise: torch.Tensor | None = None) -> torch.Tensor:
+        """Actions ``[B, Tp, D_a]`` (normalised units, clipped to ``[-1, 1]``) for raw ``obs [B, To, D_o]``.
+
+        Args:
+            obs: Observation windows, oldest first.
+            noise: Initial sample ``[B, Tp, D_a]`` of stochastic samplers (``None``: drawn from the global
+                generator); ignored by deterministic heads.
+        """
+
+    def export_module(self) -> nn.Module:
+        """A traceable module with the whole deployed computation; its inputs are :meth:`export_inputs`."""
+        return _Deterministic(self)
+
+    def export_inputs(self, batch: int) -> dict[str, torch.Tensor]:
+        """Example inputs of :meth:`export_module` by ONNX input name (zeros)."""
+        return {"obs": torch.zeros(batch, self.horizons.obs, self.obs_dim)}
+
+    def sampler_settings(self) -> dict[str, object]:
+        """Sampler facts for the deployment contract (empty for deterministic heads)."""
+        return {}
+
+
+class _Deterministic(nn.Module):
+    def __init__(self, policy: ChunkPolicy) -> None:
+        super().__init__()
+        self.policy = policy
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.policy.predict_action_chunk(obs)

@@ -1,0 +1,242 @@
+"""Run action-chunk policies (diffusion, chunked behaviour cloning): numpy + onnxruntime only.
+
+A chunk policy plans ``Tp`` actions from the last ``To`` observations; the robot executes ``Ta`` of them, one per
+control period, then plans again (receding horizon)::
+
+    step      0   1   2   3   4   5   6   7   8 ...
+    plan      P0              P1              P2          (Ta = 4)
+    executed  P0[0] P0[1] P0[2] P0[3] P1[0] ...
+
+or, with temporal ensembling (``ensemble_decay`` = ``m``), plans every step and averages, for each step, the
+actions every still-valid plan made for it, weighting each older plan ``exp(m)`` times more than the next newer
+(Zhao et al. 2023, ACT). Every action is mapped to a command *at the step it is applied*, so a relative command
+(``action.reference``) uses the measurement of that step.
+
+:class:`ChunkExecutor` is the scheduling alone (any sampler: the simulator's torch policy in evaluation, the
+ONNX graph on the robot); :class:`ChunkedOnnxPolicy` is the exported file behind the same call interface as
+:class:`~policies.runtime.onnx_policy.OnnxPolicy`::
+
+    policy = ChunkedOnnxPolicy("runs/panda-reach/.../policy.onnx")
+    policy.self_test()
+    while running:
+        command = policy({"joint_pos": q, "joint_vel": dq, ...})   # [1, A], one control period
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from policies.runtime.contract import ChunkSpec, ContractError
+from policies.runtime.observation import ObservationBuilder
+from policies.runtime.onnx_policy import PROBE_SCALES, PROBE_SEED, OnnxPolicy, UnsafeCommandError
+
+Sampler = Callable[[np.ndarray], np.ndarray]
+"""``obs window [N, To, D_o] -> actions [N, Tp, D_a]`` in normalised units."""
+
+
+class ChunkExecutor:
+    """Receding-horizon (or temporally ensembled) execution of action chunks for ``N`` robots.
+
+    Args:
+        num_envs: Robots ``N`` (each keeps its own history and plan).
+        spec: Horizons and ensembling (the contract's ``chunk`` section).
+        action_dim: ``D_a``.
+        sample: The planner (see :data:`Sampler`); called with all ``N`` windows when any robot needs a plan.
+
+    Shapes: ``obs [N, D_o] -> action [N, D_a]`` per control period.
+    """
+
+    def __init__(self, num_envs: int, spec: ChunkSpec, action_dim: int, sample: Sampler) -> None:
+        self.num_envs = num_envs
+        self.spec = spec
+        self.action_dim = action_dim
+        self.sample = sample
+        self.plans = 0
+        n, tp = num_envs, spec.pred_horizon
+        self._hist: np.ndarray | None = None
+        self._fresh = np.ones(n, dtype=bool)
+        self._rows = np.arange(n)
+        self._plan = np.zeros((n, tp, action_dim), dtype=np.float32)
+        self._age = np.zeros(n, dtype=np.int64)
+        self._step = np.zeros(n, dtype=np.int64)
+        self._ring = np.zeros((n, tp, tp, action_dim), dtype=np.float32)  # [robot, plan slot, k, action]
+        self._made = np.full((n, tp), -(1 << 40), dtype=np.int64)  # step at which each slot's plan was made
+
+    def reset(self, mask: np.ndarray | None = None) -> None:
+        """Start new episodes for robots in ``mask`` (all if ``None``): history refilled, plans dropped."""
+        self._fresh[slice(None) if mask is None else np.asarray(mask, dtype=bool)] = True
+
+    def _push(self, obs: np.ndarray) -> np.ndarray:
+        if self._hist is None or self._hist.shape[2] != obs.shape[1]:
+            self._hist = np.repeat(obs[:, None], self.spec.obs_horizon, axis=1).astype(np.float32)
+        self._hist[:, :-1] = self._hist[:, 1:].copy()
+        self._hist[:, -1] = obs
+        fresh = self._fresh
+        self._hist[fresh] = obs[fresh, None]
+        return self._hist
+
+    def _plan_all(self, window: np.ndarray) -> np.ndarray:
+        plan = np.asarray(self.sample(window), dtype=np.float32)
+        want = (self.num_envs, self.spec.pred_horizon, self.action_dim)
+        if plan.shape != want:
+            raise UnsafeCommandError(f"the planner returned {list(plan.shape)}, expected {list(want)}")
+        self.plans += 1
+        return plan
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        """The action ``[N, D_a]`` of this control period for the newest observations ``[N, D_o]``."""
+        window = self._push(np.asarray(obs, dtype=np.float32))
+        fresh = self._fresh.copy()
+        self._fresh[:] = False
+        self._step[fresh] = 0
+        if self.spec.ensemble_decay is None:
+            need = fresh | (self._age >= self.spec.action_horizon)
+            if need.any():
+                plan = self._plan_all(window)
+                self._plan[need] = plan[need]
+                self._age[need] = 0
+            action = self._plan[self._rows, self._age]
+            self._age += 1
+            return action
+        tp = self.spec.pred_horizon
+        self._made[fresh] = -(1 << 40)
+        slot = self._step % tp
+        self._ring[self._rows, slot] = self._plan_all(window)
+        self._made[self._rows, slot] = self._step
+        offset = self._step[:, None] - self._made  # [N, slots]: how many steps ago each plan was made
+        valid = (offset >= 0) & (offset < tp)
+        k = np.clip(offset, 0, tp - 1)
+        actions = self._ring[self._rows[:, None], np.arange(tp)[None, :], k]  # [N, slots, D_a]
+        weight = np.where(valid, np.exp(self.spec.ensemble_decay * np.clip(offset, 0, tp)), 0.0)
+        self._step += 1
+        return (np.einsum("ns,nsa->na", weight, actions) / weight.sum(1, keepdims=True)).astype(np.float32)
+
+
+class ChunkedOnnxPolicy(OnnxPolicy):
+    """An exported action-chunk policy, verified against its contract, mapping robot signals to commands.
+
+    Same interface as :class:`~policies.runtime.onnx_policy.OnnxPolicy` (``reset``, ``__call__``,
+    ``check_signals``, ``normalized_action``, ``self_test``); one call is one control period.
+
+    Args:
+        path: ONNX file written by ``robot-rl export onnx`` for a chunk policy.
+        num_envs: Robots ``N``.
+        seed: Seed of the sampler's noise (numpy ``default_rng``).
+        providers, intra_op_threads: As for :class:`OnnxPolicy`.
+        ensemble_decay: Override of the contract's temporal ensembling (``None``: the contract's).
+
+    Raises:
+        FileNotFoundError, PolicyFileError, ContractError: As for :class:`OnnxPolicy`; also a contract without
+            a ``chunk`` section or a graph whose inputs and output do not match it.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        num_envs: int = 1,
+        seed: int = 0,
+        providers: Sequence[str] | None = None,
+        intra_op_threads: int = 1,
+        ensemble_decay: float | None = None,
+    ) -> None:
+        self._rng = np.random.default_rng(seed)
+        super().__init__(path, num_envs, providers, intra_op_threads)
+        spec = self.chunk
+        if ensemble_decay is not None:
+            spec = ChunkSpec(**{**spec.__dict__, "ensemble_decay": ensemble_decay})
+        self.executor = ChunkExecutor(num_envs, spec, self.num_actions, self.sample)
+
+    @property
+    def chunk(self) -> ChunkSpec:
+        """The contract's chunk section."""
+        assert self.contract.chunk is not None
+        return self.contract.chunk
+
+    def _verify_graph(self) -> None:
+        c = self.contract.chunk
+        if c is None:
+            raise ContractError(f"{self.path} is not an action-chunk policy (no contract section 'chunk')")
+        want_in = {self.contract.input_name: [c.obs_horizon, self.contract.obs_dim]}
+        if c.noise_input:
+            want_in[c.noise_input] = [c.pred_horizon, self.contract.action.size]
+        ports = {p.name: p for p in self._session.get_inputs()}
+        if set(ports) != set(want_in):
+            raise ContractError(f"model inputs are {sorted(ports)}, the contract expects {sorted(want_in)}")
+        outputs = self._session.get_outputs()
+        if [p.name for p in outputs] != [self.contract.output_name]:
+            raise ContractError(
+                f"model outputs are {[p.name for p in outputs]}, the contract expects '{self.contract.output_name}'"
+            )
+        want = {**want_in, self.contract.output_name: [c.pred_horizon, self.contract.action.size]}
+        for port in [*ports.values(), outputs[0]]:
+            shape = list(port.shape)
+            if (
+                port.type != "tensor(float)"
+                or len(shape) != 3
+                or any(isinstance(d, int) and d != w for d, w in zip(shape[1:], want[port.name], strict=True))
+            ):
+                raise ContractError(
+                    f"model port '{port.name}' is {port.type} {shape}, the contract expects float [batch, "
+                    f"{', '.join(map(str, want[port.name]))}]"
+                )
+
+    def sample(self, window: np.ndarray) -> np.ndarray:
+        """One plan per row: ``window [B, To, obs_dim]`` -> normalised actions ``[B, Tp, A]`` (checked).
+
+        Raises:
+            UnsafeCommandError: The graph returned non-finite actions or actions outside ``[-1, 1]``.
+        """
+        c = self.chunk
+        feed = {self.contract.input_name: np.ascontiguousarray(window, dtype=np.float32)}
+        if c.noise_input:
+            shape = (window.shape[0], c.pred_horizon, self.num_actions)
+            feed[c.noise_input] = self._rng.standard_normal(shape, dtype=np.float32)
+        (plan,) = self._session.run([self.contract.output_name], feed)
+        plan = np.asarray(plan, dtype=np.float32)
+        if not np.isfinite(plan).all() or np.abs(plan).max(initial=0.0) > 1.0 + 1e-6:
+            raise UnsafeCommandError("the graph returned a non-finite or out-of-range action chunk; nothing was sent")
+        return plan
+
+    def reset(self, mask: np.ndarray | None = None) -> None:
+        """Start new episodes for robots in ``mask``: observation histories and plans are dropped."""
+        super().reset(mask)
+        self.executor.reset(mask)
+
+    def run_obs(self, obs: np.ndarray) -> np.ndarray:
+        """Commands ``[N, A]`` for this control period from the newest policy inputs ``[N, obs_dim]``."""
+        x = np.ascontiguousarray(np.asarray(obs, dtype=np.float32))
+        if x.shape != (self.num_envs, self.obs_dim):
+            raise ContractError(f"policy input must have shape [{self.num_envs}, {self.obs_dim}], got {x.shape}")
+        if not np.isfinite(x).all():
+            raise ContractError("policy input holds a non-finite value; nothing was run")
+        return self.command(self.executor(x), x)
+
+    def command(self, action: np.ndarray, obs: np.ndarray) -> np.ndarray:
+        """Contract mapping of normalised actions ``[N, A]`` with the reference read from ``obs [N, obs_dim]``."""
+        ref = self.reference(obs)
+        command = np.clip(self._offset + ref + self._scale * np.clip(action, -1.0, 1.0), self._low, self._high)
+        self._last_reference = ref
+        return self._check_command(command.astype(np.float32))
+
+    def self_test(self) -> np.ndarray:
+        """Plan once on all-zero signals with a fresh builder and executor (the policy's state is untouched)."""
+        signals = {t.source: np.zeros((self.num_envs, t.size), dtype=np.float32) for t in self.contract.observation}
+        try:
+            obs = np.asarray(ObservationBuilder(self.contract.observation, self.num_envs, xp=np)(signals))
+            action = ChunkExecutor(self.num_envs, self.chunk, self.num_actions, self.sample)(obs)
+            return self.command(action, obs)
+        except ContractError as exc:
+            raise RuntimeError(f"self-test failed: {exc}") from exc
+
+    def _verify_action_mapping(self) -> None:
+        """Probe the sampler with random windows of growing magnitude: every plan finite and in ``[-1, 1]``."""
+        rng = np.random.default_rng(PROBE_SEED)
+        shape = (4, self.chunk.obs_horizon, self.obs_dim)
+        for magnitude in PROBE_SCALES:
+            try:
+                self.sample((magnitude * rng.standard_normal(shape)).astype(np.float32))
+            except UnsafeCommandError as exc:
+                raise ContractError(f"the graph does not honour the contract: {exc}") from None

@@ -1,0 +1,180 @@
+"""Demonstrations from a trained PPO teacher: roll it out in the batched simulator and write a dataset.
+
+The teacher acts on its own observation groups (its actor reads only onboard ``policy`` observations, its
+critic's privileged state is not needed to act); what is *recorded* is what the student will have on the robot:
+the ``policy`` observation group as the deployment contract lays it out, and the teacher's action in normalised
+units. Randomisation stays on, so the demonstrations cover the training distribution of the teacher.
+
+Optionally, DART-style (Laskey et al. 2017), the executed action is the teacher's plus Gaussian noise while the
+recorded label stays the teacher's clean action: the student then sees how the teacher recovers from small
+deviations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+import sim
+from robot_rl.evaluate import pick
+from robot_rl.imitation.dataset import DatasetError, DatasetWriter, Episode
+from robot_rl.run import LoadedRun
+from robot_rl.typed_config import to_dict
+
+MAX_ATTEMPT_FACTOR = 20
+"""Collection gives up after ``MAX_ATTEMPT_FACTOR * episodes`` attempted episodes (a teacher that rarely succeeds)."""
+
+
+@dataclass
+class CollectSummary:
+    """What a collection produced.
+
+    Attributes:
+        out: Dataset folder.
+        kept: Episodes written.
+        attempted: Episodes rolled out.
+        successes: Successful episodes among those attempted.
+        frames: Frames written.
+        bytes: Size of the dataset folder, bytes.
+    """
+
+    out: Path
+    kept: int
+    attempted: int
+    successes: int
+    frames: int
+    bytes: int
+
+    @property
+    def success_rate(self) -> float:
+        """Teacher success over attempted episodes."""
+        return self.successes / max(self.attempted, 1)
+
+    def lines(self) -> list[str]:
+        """Readable summary."""
+        return [
+            f"dataset: {self.out}",
+            f"episodes kept: {self.kept} of {self.attempted} rolled out "
+            f"(teacher success {self.success_rate:.1%}, {self.successes} successful)",
+            f"frames: {self.frames:,}   size: {self.bytes / 1e6:.2f} MB",
+        ]
+
+
+def collect(
+    teacher: LoadedRun,
+    episodes: int,
+    out: Path,
+    num_envs: int = 256,
+    seed: int = 0,
+    keep_failed: bool = False,
+    action_noise: float = 0.0,
+    quiet: bool = False,
+) -> CollectSummary:
+    """Roll out ``teacher`` until ``episodes`` episodes are kept and write them to ``out``.
+
+    Args:
+        teacher: Trained PPO run (its task, env config and deterministic actor).
+        episodes: Episodes to keep.
+        out: New dataset folder (must not exist).
+        num_envs: Parallel worlds.
+        seed: Seed of the starts and randomisation.
+        keep_failed: Also keep unsuccessful episodes.
+        action_noise: Standard deviation of Gaussian noise added to executed actions (normalised units).
+        quiet: No progress bar.
+
+    Raises:
+        DatasetError: ``out`` exists, or the teacher kept no episode in ``MAX_ATTEMPT_FACTOR * episodes`` tries
+            (nothing is written then).
+    """
+    cfg, device = teacher.cfg, torch.device(teacher.cfg.device)
+    env = sim.make(cfg.task, num_envs, device, cfg.env)
+    contract = env.contract(cfg.policy.actor_obs)
+    state_names = [
+        f"{t.name}[{i}]" if t.size > 1 else t.name
+        for t in contract.observation
+        for _ in range(t.history)
+        for i in range(t.size)
+    ]
+    extra = {
+        "task": cfg.task,
+        "teacher": str(teacher.run_dir),
+        "obs_groups": cfg.policy.actor_obs,
+        "env": to_dict(cfg.env),
+        "seed": seed,
+        "action_noise": action_noise,
+        "keep_failed": keep_failed,
+        "contract": contract.to_dict(),
+        "action_units": "normalised [-1, 1]; the contract's action section maps them to robot commands",
+    }
+    robot_fact = contract.extra.get("robot")
+    robot = str(robot_fact.get("name") if isinstance(robot_fact, dict) else robot_fact or cfg.task.split("-")[0])
+    writer = DatasetWriter(out, 1.0 / env.dt, state_names, list(contract.action.names), robot, extra)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    length = env.max_episode_length
+    obs_buf = np.zeros((num_envs, length, contract.obs_dim), np.float32)
+    act_buf = np.zeros((num_envs, length, env.num_actions), np.float32)
+    rew_buf = np.zeros((num_envs, length), np.float32)
+    step = np.zeros(num_envs, np.int64)
+    rows = np.arange(num_envs)
+    kept = attempted = successes = frames = 0
+    bar = tqdm(total=episodes, unit="episode", desc="collect", disable=quiet, dynamic_ncols=True)
+    try:
+        with writer:
+            obs = env.reset(seed=seed)
+            while kept < episodes and attempted < MAX_ATTEMPT_FACTOR * episodes:
+                with torch.inference_mode():
+                    x = pick(obs, cfg.policy.actor_obs)
+                    action = teacher.model.action_mean(x).clamp(-1.0, 1.0)
+                    executed = action
+                    if action_noise > 0:
+                        noise = torch.randn(action.shape, generator=gen, device=device)
+                        executed = (action + action_noise * noise).clamp(-1.0, 1.0)
+                obs_buf[rows, step] = x.cpu().numpy()
+                act_buf[rows, step] = action.cpu().numpy()
+                obs, reward, terminated, truncated, info = env.step(executed)
+                rew_buf[rows, step] = reward.cpu().numpy()
+                step += 1
+                done = (terminated | truncated).cpu().numpy()
+                if not done.any():
+                    continue
+                assert info.success is not None
+                success = info.success.cpu().numpy()
+                for i in np.nonzero(done)[0]:
+                    attempted += 1
+                    successes += int(success[i])
+                    if (success[i] or keep_failed) and kept < episodes:
+                        n = int(step[i])
+                        flags = np.zeros(n, bool)
+                        flags[-1] = bool(success[i])
+                        ep = Episode(
+                            obs_buf[i, :n].copy(), act_buf[i, :n].copy(), rew_buf[i, :n].copy(), flags, cfg.task
+                        )
+                        writer.add_episode(ep)
+                        kept += 1
+                        frames += n
+                        bar.update(1)
+                    step[i] = 0
+                bar.set_postfix({"tried": attempted, "teacher success": f"{successes / attempted:.0%}"}, refresh=False)
+            if kept == 0:
+                raise DatasetError(
+                    f"the teacher succeeded in none of {attempted} episodes; nothing was written "
+                    "(use --keep-failed to record them anyway)"
+                )
+            writer.close()
+    finally:
+        bar.close()
+        env.close()
+    size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+    return CollectSummary(out, kept, attempted, successes, frames, size)
+
+
+def summary_dict(summary: CollectSummary) -> dict[str, object]:
+    """Plain data of a summary (for YAML)."""
+    d = asdict(summary)
+    d["out"] = str(summary.out)
+    d["success_rate"] = summary.success_rate
+    return d

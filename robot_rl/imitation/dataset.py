@@ -1,0 +1,448 @@
+"""Demonstration datasets on disk: LeRobot-style Parquet frames plus JSON metadata (see ``docs/datasets.md``).
+
+Layout of a dataset folder (LeRobot's v2 layout, state-based features)::
+
+    DIR/
+      meta/info.json          format, fps, robot_type, features {name: {dtype, shape, names}}, totals, data_path,
+                              and a "robot_rl" section (task, teacher, the deployment contract of the observation)
+      meta/episodes.jsonl     one line per episode: episode_index, length, tasks, success
+      meta/tasks.jsonl        one line per task instruction: task_index, task
+      meta/stats.json         per numeric feature: min, max, mean, std (lists of the feature's width)
+      data/chunk-000/episode_000000.parquet   one file per episode, chunks of 1000 episodes
+
+Columns of every episode file (one row per control step ``k``)::
+
+    index int64 (global frame) | episode_index int64 | frame_index int64 (k) | timestamp float32 (k / fps, s) |
+    task_index int64 | observation.state fixed_size_list<float32>[D_o] | action fixed_size_list<float32>[D_a] |
+    next.reward float32 | next.done bool | next.success bool
+
+``observation.state`` is what the robot's own sensors give at step ``k`` (the contract's observation terms, in
+order); ``action`` is what the policy commanded at step ``k`` in the contract's normalised units ``[-1, 1]`` (the
+contract's ``action`` section maps it to robot commands). Readable and writable with pyarrow alone.
+
+Writing is all or nothing: :class:`DatasetWriter` stages everything in a hidden folder beside ``DIR`` and renames
+it into place at :meth:`DatasetWriter.close`; an existing ``DIR`` is never touched.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import secrets
+import shutil
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+FORMAT = "robot-rl-lerobot-v2"
+CODEBASE_VERSION = "v2.1"
+CHUNK_SIZE = 1000
+DATA_PATH = "data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet"
+STATE = "observation.state"
+ACTION = "action"
+INDEX_COLUMNS: dict[str, pa.DataType] = {
+    "index": pa.int64(),
+    "episode_index": pa.int64(),
+    "frame_index": pa.int64(),
+    "timestamp": pa.float32(),
+    "task_index": pa.int64(),
+}
+SCALAR_COLUMNS: dict[str, pa.DataType] = {
+    "next.reward": pa.float32(),
+    "next.done": pa.bool_(),
+    "next.success": pa.bool_(),
+}
+TIMESTAMP_TOLERANCE_S = 1e-4
+
+
+class DatasetError(ValueError):
+    """A dataset folder is missing, corrupt or inconsistent; the message names the file, episode and column."""
+
+
+@dataclass
+class Episode:
+    """One demonstration, ``T`` control steps.
+
+    Attributes:
+        state: ``observation.state`` ``[T, D_o]`` float32.
+        action: ``action`` ``[T, D_a]`` float32 (normalised units).
+        reward: ``next.reward`` ``[T]``.
+        success: ``next.success`` ``[T]`` bool (the task's success flag after each step).
+        task: Task instruction (for language-conditioned policies; the task name otherwise).
+    """
+
+    state: np.ndarray
+    action: np.ndarray
+    reward: np.ndarray
+    success: np.ndarray
+    task: str = ""
+
+    @property
+    def length(self) -> int:
+        """Number of frames ``T``."""
+        return int(self.state.shape[0])
+
+
+def _feature(names: list[str]) -> dict[str, Any]:
+    return {"dtype": "float32", "shape": [len(names)], "names": names}
+
+
+class DatasetWriter:
+    """Write episodes into a new dataset folder (atomically: see the module docstring).
+
+    Args:
+        root: Destination folder; must not exist yet (or be an empty folder).
+        fps: Control rate, Hz (``1 / control period``).
+        state_names: One name per ``observation.state`` value.
+        action_names: One name per ``action`` value.
+        robot_type: Robot name (LeRobot's ``robot_type``), e.g. ``franka_panda``.
+        extra: Extra metadata stored under ``info["robot_rl"]`` (task, teacher, contract, ...).
+
+    Raises:
+        DatasetError: ``root`` exists and is not an empty folder, or its parent is not writable.
+    """
+
+    def __init__(
+        self,
+        root: str | Path,
+        fps: float,
+        state_names: list[str],
+        action_names: list[str],
+        robot_type: str = "",
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.root = Path(root)
+        if self.root.exists() and (not self.root.is_dir() or any(self.root.iterdir())):
+            raise DatasetError(f"'{self.root}' already exists and is not an empty folder; choose a new --out")
+        if not (math.isfinite(fps) and fps > 0):
+            raise DatasetError(f"fps must be finite and > 0, got {fps}")
+        parent = self.root.parent
+        parent.mkdir(parents=True, exist_ok=True)
+        if not os.access(parent, os.W_OK):
+            raise DatasetError(f"cannot write into '{parent}'")
+        self._stage = parent / f".{self.root.name}.{secrets.token_hex(4)}.partial"
+        (self._stage / "meta").mkdir(parents=True)
+        self.fps = float(fps)
+        self.features = {STATE: _feature(state_names), ACTION: _feature(action_names)}
+        self.robot_type = robot_type
+        self.extra = dict(extra or {})
+        self._episodes: list[dict[str, Any]] = []
+        self._tasks: dict[str, int] = {}
+        self._frames = 0
+        self._sums: dict[str, list[np.ndarray]] = {STATE: [], ACTION: []}
+
+    def add_episode(self, episode: Episode) -> None:
+        """Append one episode (validated: shapes, finiteness).
+
+        Raises:
+            DatasetError: Wrong shapes or non-finite values (naming the column); nothing is added.
+        """
+        n = episode.length
+        if n < 1:
+            raise DatasetError("an episode needs at least one frame")
+        for name, arr in ((STATE, episode.state), (ACTION, episode.action)):
+            width = self.features[name]["shape"][0]
+            if arr.ndim != 2 or arr.shape != (n, width):
+                raise DatasetError(f"column '{name}' must be [{n}, {width}], got {list(arr.shape)}")
+            if not np.isfinite(arr).all():
+                raise DatasetError(f"column '{name}' holds non-finite values")
+        index = len(self._episodes)
+        task_index = self._tasks.setdefault(episode.task, len(self._tasks))
+        frame = np.arange(n, dtype=np.int64)
+        columns: dict[str, pa.Array] = {
+            "index": pa.array(self._frames + frame),
+            "episode_index": pa.array(np.full(n, index, dtype=np.int64)),
+            "frame_index": pa.array(frame),
+            "timestamp": pa.array((frame / self.fps).astype(np.float32)),
+            "task_index": pa.array(np.full(n, task_index, dtype=np.int64)),
+            STATE: _fixed_list(episode.state),
+            ACTION: _fixed_list(episode.action),
+            "next.reward": pa.array(np.asarray(episode.reward, dtype=np.float32)),
+            "next.done": pa.array(frame == n - 1),
+            "next.success": pa.array(np.asarray(episode.success, dtype=bool)),
+        }
+        path = self._stage / DATA_PATH.format(episode_chunk=index // CHUNK_SIZE, episode_index=index)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.table(columns), path)
+        self._episodes.append(
+            {"episode_index": index, "length": n, "tasks": [episode.task], "success": bool(episode.success[-1])}
+        )
+        self._frames += n
+        self._sums[STATE].append(episode.state.astype(np.float64))
+        self._sums[ACTION].append(episode.action.astype(np.float64))
+
+    def close(self) -> Path:
+        """Write the metadata and move the dataset into place; returns its folder.
+
+        Raises:
+            DatasetError: No episode was added (nothing is written).
+        """
+        if not self._episodes:
+            self.abort()
+            raise DatasetError(f"no episode to write into '{self.root}'")
+        meta = self._stage / "meta"
+        info = {
+            "format": FORMAT,
+            "codebase_version": CODEBASE_VERSION,
+            "robot_type": self.robot_type,
+            "fps": self.fps,
+            "total_episodes": len(self._episodes),
+            "total_frames": self._frames,
+            "total_tasks": len(self._tasks),
+            "chunks_size": CHUNK_SIZE,
+            "data_path": DATA_PATH,
+            "features": {
+                **{k: {"dtype": str(v), "shape": [1], "names": None} for k, v in INDEX_COLUMNS.items()},
+                **self.features,
+                **{k: {"dtype": str(v), "shape": [1], "names": None} for k, v in SCALAR_COLUMNS.items()},
+            },
+            "robot_rl": self.extra,
+        }
+        stats = {}
+        for name, parts in self._sums.items():
+            x = np.concatenate(parts)
+            stats[name] = {
+                "min": x.min(0).tolist(),
+                "max": x.max(0).tolist(),
+                "mean": x.mean(0).tolist(),
+                "std": x.std(0).tolist(),
+            }
+        (meta / "info.json").write_text(json.dumps(info, indent=2))
+        (meta / "stats.json").write_text(json.dumps(stats, indent=2))
+        (meta / "episodes.jsonl").write_text("".join(json.dumps(e) + "\n" for e in self._episodes))
+        tasks = "".join(json.dumps({"task_index": i, "task": t}) + "\n" for t, i in self._tasks.items())
+        (meta / "tasks.jsonl").write_text(tasks)
+        if self.root.exists():  # an empty folder (checked at construction)
+            self.root.rmdir()
+        os.replace(self._stage, self.root)
+        return self.root
+
+    def abort(self) -> None:
+        """Remove the staged files; the destination is left as it was."""
+        shutil.rmtree(self._stage, ignore_errors=True)
+
+    def __enter__(self) -> DatasetWriter:
+        return self
+
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        if exc_type is not None:
+            self.abort()
+
+
+def _fixed_list(x: np.ndarray) -> pa.FixedSizeListArray:
+    flat = pa.array(np.ascontiguousarray(x, dtype=np.float32).reshape(-1))
+    return pa.FixedSizeListArray.from_arrays(flat, int(x.shape[1]))
+
+
+@dataclass
+class Dataset:
+    """A loaded, validated dataset (all frames in memory).
+
+    Attributes:
+        root: Its folder.
+        info: ``meta/info.json``.
+        stats: ``meta/stats.json``.
+        episodes: The episodes in index order.
+    """
+
+    root: Path
+    info: dict[str, Any]
+    stats: dict[str, Any]
+    episodes: list[Episode] = field(default_factory=list)
+
+    @property
+    def fps(self) -> float:
+        """Control rate, Hz."""
+        return float(self.info["fps"])
+
+    @property
+    def num_frames(self) -> int:
+        """Total frames."""
+        return sum(e.length for e in self.episodes)
+
+    @property
+    def state_dim(self) -> int:
+        """Width of ``observation.state``."""
+        return int(self.info["features"][STATE]["shape"][0])
+
+    @property
+    def action_dim(self) -> int:
+        """Width of ``action``."""
+        return int(self.info["features"][ACTION]["shape"][0])
+
+    @property
+    def robot_rl(self) -> dict[str, Any]:
+        """The ``robot_rl`` metadata section (task, contract, ...); empty for datasets made elsewhere."""
+        extra = self.info.get("robot_rl")
+        return extra if isinstance(extra, dict) else {}
+
+
+def _read_json(path: Path) -> Any:
+    if not path.is_file():
+        raise DatasetError(f"'{path}' is missing")
+    try:
+        return json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DatasetError(f"'{path}' is not valid JSON ({exc})") from None
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        raise DatasetError(f"'{path}' is missing")
+    rows = []
+    for k, line in enumerate(path.read_text().splitlines()):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise DatasetError(f"'{path}' line {k + 1} is not valid JSON ({exc})") from None
+    return rows
+
+
+def load_dataset(root: str | Path, fps: float | None = None) -> Dataset:
+    """Read and validate a dataset folder.
+
+    Args:
+        root: Dataset folder.
+        fps: Expected control rate, Hz (``None``: any); a different ``info.json`` rate is refused.
+
+    Raises:
+        DatasetError: Missing files or columns, wrong dtypes or widths, ragged or non-contiguous episodes,
+            non-finite values, timestamps that disagree with ``fps``; the message names the episode and column.
+    """
+    root = Path(root)
+    if not root.is_dir():
+        raise DatasetError(f"dataset folder '{root}' does not exist" if not root.exists() else f"'{root}' is a file")
+    info = _read_json(root / "meta" / "info.json")
+    if not isinstance(info, dict):
+        raise DatasetError(f"'{root / 'meta' / 'info.json'}' must hold a JSON object")
+    for key in ("fps", "features", "total_episodes", "data_path"):
+        if key not in info:
+            raise DatasetError(f"'{root / 'meta' / 'info.json'}' has no '{key}'")
+    rate = info["fps"]
+    if not isinstance(rate, int | float) or not math.isfinite(rate) or rate <= 0:
+        raise DatasetError(f"info.json fps must be a positive number, got {rate!r}")
+    if fps is not None and abs(rate - fps) > 1e-6 * fps:
+        raise DatasetError(f"dataset '{root}' was recorded at {rate} fps, but {fps} fps is expected")
+    widths = {}
+    for name in (STATE, ACTION):
+        feat = info["features"].get(name)
+        if not isinstance(feat, dict) or not isinstance(feat.get("shape"), list) or len(feat["shape"]) != 1:
+            raise DatasetError(f"info.json features has no 1-D feature '{name}'")
+        widths[name] = int(feat["shape"][0])
+    stats = _read_json(root / "meta" / "stats.json")
+    meta_episodes = _read_jsonl(root / "meta" / "episodes.jsonl")
+    tasks = {int(t["task_index"]): str(t["task"]) for t in _read_jsonl(root / "meta" / "tasks.jsonl")}
+    if len(meta_episodes) != info["total_episodes"]:
+        raise DatasetError(
+            f"info.json says {info['total_episodes']} episodes, but episodes.jsonl lists {len(meta_episodes)}"
+        )
+    chunk = int(info.get("chunks_size", CHUNK_SIZE))
+    episodes = [
+        _read_episode(root, str(info["data_path"]), chunk, e, widths, float(rate), tasks) for e in meta_episodes
+    ]
+    return Dataset(root, info, stats if isinstance(stats, dict) else {}, episodes)
+
+
+def _read_episode(
+    root: Path,
+    template: str,
+    chunk: int,
+    meta: dict[str, Any],
+    widths: dict[str, int],
+    fps: float,
+    tasks: dict[int, str],
+) -> Episode:
+    index = int(meta["episode_index"])
+    where = f"episode {index}"
+    path = root / template.format(episode_chunk=index // chunk, episode_index=index)
+    if not path.is_file():
+        raise DatasetError(f"{where}: file '{path}' is missing")
+    try:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise DatasetError(f"{where}: '{path}' is not a readable Parquet file ({exc})") from None
+    n = table.num_rows
+    if n != int(meta.get("length", n)) or n == 0:
+        raise DatasetError(f"{where}: episodes.jsonl says {meta.get('length')} frames, the file holds {n}")
+    for name, kind in {**INDEX_COLUMNS, **SCALAR_COLUMNS}.items():
+        if name not in table.column_names:
+            if name.startswith("next."):
+                continue  # optional: datasets from elsewhere may carry no reward or success
+            raise DatasetError(f"{where}: column '{name}' is missing from '{path}'")
+        col_type = table.schema.field(name).type
+        if not _same_kind(col_type, kind):
+            raise DatasetError(f"{where}: column '{name}' has dtype {col_type}, expected {kind}")
+    arrays = {}
+    for name, width in widths.items():
+        if name not in table.column_names:
+            raise DatasetError(f"{where}: column '{name}' is missing from '{path}'")
+        arrays[name] = _matrix(table.column(name), width, f"{where}: column '{name}'")
+    frame = table.column("frame_index").to_numpy()
+    if not np.array_equal(frame, np.arange(n)):
+        raise DatasetError(f"{where}: column 'frame_index' is not 0..{n - 1} in order")
+    if not (table.column("episode_index").to_numpy() == index).all():
+        raise DatasetError(f"{where}: column 'episode_index' holds other episodes' indices")
+    stamps = table.column("timestamp").to_numpy().astype(np.float64)
+    if not np.allclose(stamps, frame / fps, atol=TIMESTAMP_TOLERANCE_S, rtol=0):
+        k = int(np.argmax(np.abs(stamps - frame / fps) > TIMESTAMP_TOLERANCE_S))
+        raise DatasetError(
+            f"{where}: column 'timestamp' is {stamps[k]:.6f} s at frame {k}, but {fps} fps gives {k / fps:.6f} s "
+            "(fps mismatch or dropped frames)"
+        )
+    reward = (
+        table.column("next.reward").to_numpy().astype(np.float32)
+        if "next.reward" in table.column_names
+        else np.zeros(n, np.float32)
+    )
+    success = (
+        table.column("next.success").to_numpy(zero_copy_only=False).astype(bool)
+        if "next.success" in table.column_names
+        else np.zeros(n, bool)
+    )
+    task = tasks.get(int(table.column("task_index")[0].as_py()), "")
+    return Episode(arrays[STATE], arrays[ACTION], reward, success, task)
+
+
+def _same_kind(actual: pa.DataType, expected: pa.DataType) -> bool:
+    if pa.types.is_floating(expected):
+        return pa.types.is_floating(actual)
+    if pa.types.is_integer(expected):
+        return pa.types.is_integer(actual)
+    return bool(actual == expected)
+
+
+def _matrix(column: pa.ChunkedArray, width: int, where: str) -> np.ndarray:
+    """A list column as ``[T, width]`` float32; refuses ragged rows, non-float values and NaN/inf."""
+    kind = column.type
+    if not (pa.types.is_list(kind) or pa.types.is_fixed_size_list(kind) or pa.types.is_large_list(kind)):
+        raise DatasetError(f"{where} has dtype {kind}, expected a list of float32")
+    if not pa.types.is_floating(kind.value_type):
+        raise DatasetError(f"{where} holds {kind.value_type} values, expected float32")
+    lengths = pc.list_value_length(column).to_numpy(zero_copy_only=False)
+    if (lengths != width).any():
+        k = int(np.argmax(lengths != width))
+        raise DatasetError(f"{where} is ragged: frame {k} has {lengths[k]} values, the feature has {width}")
+    values = pc.list_flatten(column).to_numpy(zero_copy_only=False).astype(np.float32)
+    out = values.reshape(-1, width)
+    if not np.isfinite(out).all():
+        k = int(np.argmax(~np.isfinite(out).all(1)))
+        raise DatasetError(f"{where} holds non-finite values (first at frame {k})")
+    return out
+
+
+def episode_statistics(episodes: Iterable[Episode]) -> dict[str, dict[str, np.ndarray]]:
+    """Per-feature ``min`` and ``max`` over ``episodes`` (float32 arrays), for normalisers."""
+    eps = list(episodes)
+    out = {}
+    for name, get in ((STATE, lambda e: e.state), (ACTION, lambda e: e.action)):
+        x = np.concatenate([get(e) for e in eps])
+        out[name] = {"min": x.min(0).astype(np.float32), "max": x.max(0).astype(np.float32)}
+    return out

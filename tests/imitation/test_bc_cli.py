@@ -1,0 +1,170 @@
+"""``robot-rl collect`` / ``train-bc`` / ``eval`` / ``export`` of students, end to end on a tiny teacher, and every
+user error they refuse (exit status 2, one line naming what is wrong, nothing written)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import torch
+import yaml
+
+from policies.runtime.chunking import ChunkedOnnxPolicy
+from robot_rl.config import load_config
+from robot_rl.runner import OnPolicyRunner
+
+TINY_STUDENT = [
+    "policy.pred_horizon=8",
+    "policy.action_horizon=4",
+    "policy.down_dims=[8,16]",
+    "policy.inference_steps=3",
+    "policy.train_steps=20",
+    "train.batch_size=16",
+    "train.warmup_steps=2",
+    "train.log_interval=5",
+    "train.save_interval=5",
+    "train.eval_episodes=4",
+]
+
+
+def robot_rl(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "robot_rl.cli", *map(str, args)], capture_output=True, text=True, timeout=600
+    )
+
+
+@pytest.fixture(scope="module")
+def teacher(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A panda-reach PPO run after one tiny iteration (it acts; it does not succeed)."""
+    root = tmp_path_factory.mktemp("teacher")
+    overrides = [
+        "num_envs=8",
+        "ppo.num_steps=4",
+        "ppo.num_minibatches=1",
+        "runner.max_iterations=1",
+        "runner.eval_interval=0",
+        "runner.save_interval=1",
+        f"run_root={root}",
+    ]
+    torch.set_num_threads(1)
+    run_dir = root / "run"
+    run_dir.mkdir()
+    OnPolicyRunner(load_config("panda-reach", None, overrides), run_dir, quiet=True).train()
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def dataset(teacher: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("data") / "reach"
+    result = robot_rl(
+        "collect", "panda-reach", "--teacher", teacher, "--episodes", "6", "--num-envs", "3", "--keep-failed",
+        "--action-noise", "0.1", "--out", out, "--quiet",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "episodes kept: 6 of 6 rolled out" in result.stdout and "frames: 450" in result.stdout
+    return out
+
+
+def test_collected_dataset_reads_with_pyarrow_alone_as_documented(dataset: Path) -> None:
+    info = json.loads((dataset / "meta" / "info.json").read_text())
+    assert info["fps"] == 25.0 and info["total_episodes"] == 6 and info["robot_type"] == "franka-emika-panda"
+    contract = info["robot_rl"]["contract"]
+    width = sum(t["size"] * t["history"] for t in contract["observation"])
+    assert info["features"]["observation.state"]["shape"] == [width]
+    assert info["features"]["action"]["names"] == contract["action"]["names"]
+    assert info["robot_rl"]["task"] == "panda-reach" and info["robot_rl"]["action_noise"] == 0.1
+    table = pq.read_table(dataset / info["data_path"].format(episode_chunk=0, episode_index=5))
+    assert table.num_rows == 75
+    state = np.asarray(table.column("observation.state").to_pylist())
+    action = np.asarray(table.column("action").to_pylist())
+    assert state.shape == (75, width) and np.abs(action).max() <= 1.0
+    assert table.column("next.done").to_pylist()[-1] is True
+    episodes = [json.loads(line) for line in (dataset / "meta" / "episodes.jsonl").read_text().splitlines()]
+    assert [e["length"] for e in episodes] == [75] * 6
+
+
+def test_train_bc_evaluates_exports_and_resumes(dataset: Path, tmp_path: Path) -> None:
+    sets = [arg for s in TINY_STUDENT for arg in ("--set", s)]
+    args = ["train-bc", "--policy", "diffusion", "--dataset", dataset, "--run-root", tmp_path, "--quiet", *sets]
+    result = robot_rl(*args, "--max-steps", "10")
+    assert result.returncode == 0, result.stderr
+    assert "10 gradient steps" in result.stdout and "95% CI" in result.stdout
+    (run,) = (tmp_path / "panda-reach").iterdir()
+    for name in ("checkpoint.pt", "metrics.csv", "learning_curve.png", "eval.yaml", "eval.png", "policy.onnx"):
+        assert (run / name).is_file(), name
+    summary = yaml.safe_load((run / "eval.yaml").read_text())
+    assert summary["episodes"] == 12 and len(summary["success_ci95"]) == 2 and summary["seeds"] == [0, 1, 2]
+    policy = ChunkedOnnxPolicy(run / "policy.onnx")
+    assert policy.chunk.pred_horizon == 8 and policy.chunk.sampler["inference_steps"] == 3
+    policy.self_test()
+
+    resumed = robot_rl("train-bc", "--resume", run, "--max-steps", "15", "--quiet", "--no-export")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "15 gradient steps" in resumed.stdout
+    assert torch.load(run / "checkpoint.pt", weights_only=True)["step"] == 15
+
+    evaluated = robot_rl("eval", run, "--episodes", "3", "--seeds", "2", "--steps", "2")
+    assert evaluated.returncode == 0, evaluated.stderr
+    assert "over 6 episodes, 2 seeds" in evaluated.stdout
+    exported = robot_rl("export", "onnx", run, "--out", tmp_path / "deploy")
+    assert exported.returncode == 0, exported.stderr
+    assert ChunkedOnnxPolicy(tmp_path / "deploy" / "policy.onnx").chunk.obs_horizon == 2
+    shown = robot_rl("inspect", tmp_path / "deploy" / "policy.onnx")
+    assert shown.returncode == 0 and "chunk" in shown.stdout and "ddim" in shown.stdout
+
+
+def test_mlp_student_trains_on_the_same_data(dataset: Path, tmp_path: Path) -> None:
+    result = robot_rl(
+        "train-bc", "--policy", "mlp", "--dataset", dataset, "--run-root", tmp_path, "--quiet", "--max-steps", "5",
+        "--set", "train.eval_episodes=2", "--set", "policy.mlp_hidden=[16]", "--set", "train.log_interval=5",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    (run,) = (tmp_path / "panda-reach").iterdir()
+    assert ChunkedOnnxPolicy(run / "policy.onnx").chunk.noise_input == ""
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--teacher", "{missing}", "--episodes", "2", "--out", "{new}"], "run folder '{missing}' does not exist"),
+        (["--teacher", "{teacher}", "--episodes", "2", "--out", "{data}"], "already exists; datasets are never"),
+        (["--teacher", "{teacher}", "--episodes", "0", "--out", "{new}"], "--episodes must be in [1, 65536]"),
+        (["--teacher", "{teacher}", "--episodes", "2", "--out", "{new}"], "succeeded in none of"),
+    ],
+)
+def test_collect_refuses_bad_input_and_writes_nothing(
+    teacher: Path, dataset: Path, tmp_path: Path, args: list[str], message: str
+) -> None:
+    names = {"missing": tmp_path / "nope", "new": tmp_path / "new", "teacher": teacher, "data": dataset}
+    result = robot_rl("collect", "panda-reach", "--quiet", *(a.format(**names) for a in args))
+    assert result.returncode == 2, result.stderr
+    assert message.format(**names) in result.stderr and result.stderr.count("\n") == 1
+    assert not (tmp_path / "new").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging folder left behind
+
+
+def test_collect_refuses_a_teacher_of_another_task(teacher: Path, tmp_path: Path) -> None:
+    result = robot_rl("collect", "panda-push", "--teacher", teacher, "--episodes", "2", "--out", tmp_path / "x")
+    assert result.returncode == 2 and "was trained on 'panda-reach', not 'panda-push'" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--dataset", "{missing}"], "dataset folder '{missing}' does not exist"),
+        (["--dataset", "{data}", "--set", "policy.horizon=3"], "unknown config key 'policy.horizon'"),
+        (["--dataset", "{data}", "--set", "policy.action_horizon=32"], "action_horizon 32 exceeds pred_horizon 16"),
+        ([], "no dataset given"),
+    ],
+)
+def test_train_bc_refuses_bad_input(dataset: Path, tmp_path: Path, args: list[str], message: str) -> None:
+    names = {"missing": tmp_path / "nope", "data": dataset}
+    result = robot_rl("train-bc", "--run-root", tmp_path / "runs", *(a.format(**names) for a in args))
+    assert result.returncode == 2, result.stderr
+    assert message.format(**names) in result.stderr
+    assert not (tmp_path / "runs").exists()
