@@ -129,7 +129,12 @@ def build_parser() -> argparse.ArgumentParser:
         "collect", help="record demonstrations of a trained PPO teacher into a LeRobot-style dataset (docs/datasets.md)"
     )
     col.add_argument("task", help="task to collect in (must be the teacher's)")
-    col.add_argument("--teacher", type=Path, required=True, metavar="RUN", help="trained PPO run folder")
+    col.add_argument(
+        "--teacher",
+        required=True,
+        metavar="RUN|scripted",
+        help="trained PPO run folder, or 'scripted' for the task's scripted expert (panda-push, panda-lift)",
+    )
     col.add_argument("--episodes", type=int, required=True, help="episodes to keep")
     col.add_argument("--out", type=Path, required=True, metavar="DIR", help="new dataset folder (must not exist)")
     col.add_argument("--num-envs", type=int, default=256, help="parallel worlds (default: 256)")
@@ -476,9 +481,18 @@ def cmd_collect(args: argparse.Namespace) -> int:
     if args.out.exists():
         raise ConfigError(f"--out '{args.out}' already exists; datasets are never overwritten")
     check_folder_writable(args.out.parent, "output folder")
-    teacher = load_run(args.teacher, args.device)
-    if teacher.cfg.task != args.task:
-        raise ConfigError(f"teacher '{args.teacher}' was trained on '{teacher.cfg.task}', not '{args.task}'")
+    teacher: Any = args.task
+    if args.teacher == "scripted":
+        from robot_rl.imitation.experts import EXPERTS
+        from sim.registry import get_task
+
+        get_task(args.task)  # an unknown task fails here, naming the registered ones
+        if args.task not in EXPERTS:
+            raise ConfigError(f"'{args.task}' has no scripted expert (tasks with one: {', '.join(EXPERTS)})")
+    else:
+        teacher = load_run(Path(args.teacher), args.device)
+        if teacher.cfg.task != args.task:
+            raise ConfigError(f"teacher '{args.teacher}' was trained on '{teacher.cfg.task}', not '{args.task}'")
     summary = collect(
         teacher,
         args.episodes,
@@ -488,6 +502,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
         keep_failed=args.keep_failed,
         action_noise=args.action_noise,
         quiet=args.quiet,
+        device=args.device,
     )
     print("\n".join(summary.lines()))
     return 0

@@ -31,16 +31,16 @@ def describe(c: Contract) -> str:
     a = c.action
     ref = f" + {a.reference}" if a.reference else ""
     if c.chunk is not None:
-        k = c.chunk
-        noise = f" and '{k.noise_input}' [B, {k.pred_horizon}, {a.size}] (standard normal)" if k.noise_input else ""
-        ens = f"temporal ensembling, decay {k.ensemble_decay:g}" if k.ensemble_decay is not None else "no ensembling"
+        ch = c.chunk
+        noise = f" and '{ch.noise_input}' [B, {ch.pred_horizon}, {a.size}] (standard normal)" if ch.noise_input else ""
+        ens = f"temporal ensembling, decay {ch.ensemble_decay:g}" if ch.ensemble_decay is not None else "no ensembling"
         lines += [
             "",
-            f"chunk: the graph takes the last {k.obs_horizon} observations '{c.input_name}' [B, {k.obs_horizon}, "
+            f"chunk: the graph takes the last {ch.obs_horizon} observations '{c.input_name}' [B, {ch.obs_horizon}, "
             f"{c.obs_dim}] (oldest first){noise}",
-            f"  and returns '{c.output_name}' [B, {k.pred_horizon}, {a.size}] normalised actions; execute "
-            f"{k.action_horizon}, one per control period, then plan again ({ens})",
-            f"  sampler: {_fmt(k.sampler) if k.sampler else '(deterministic)'}",
+            f"  and returns '{c.output_name}' [B, {ch.pred_horizon}, {a.size}] normalised actions; execute "
+            f"{ch.action_horizon}, one per control period, then plan again ({ens})",
+            f"  sampler: {_fmt(ch.sampler) if ch.sampler else '(deterministic)'}",
             "  each executed action maps to a command by the action section below, at the step it is applied",
         ]
     lines += [

@@ -1,6 +1,7 @@
 """Demonstrations from a trained PPO teacher: roll it out in the batched simulator and write a dataset.
 
-The teacher acts on its own observation groups (its actor reads only onboard ``policy`` observations, its
+A scripted expert (``robot_rl.imitation.experts``) can stand in for the PPO teacher where one exists. The teacher
+acts on its own observation groups (its actor reads only onboard ``policy`` observations, its
 critic's privileged state is not needed to act); what is *recorded* is what the student will have on the robot:
 the ``policy`` observation group as the deployment contract lays it out, and the teacher's action in normalised
 units. Randomisation stays on, so the demonstrations cover the training distribution of the teacher.
@@ -65,7 +66,7 @@ class CollectSummary:
 
 
 def collect(
-    teacher: LoadedRun,
+    teacher: LoadedRun | str,
     episodes: int,
     out: Path,
     num_envs: int = 256,
@@ -73,11 +74,13 @@ def collect(
     keep_failed: bool = False,
     action_noise: float = 0.0,
     quiet: bool = False,
+    device: str = "cpu",
 ) -> CollectSummary:
     """Roll out ``teacher`` until ``episodes`` episodes are kept and write them to ``out``.
 
     Args:
-        teacher: Trained PPO run (its task, env config and deterministic actor).
+        teacher: Trained PPO run (its task, env config and deterministic actor), or the name of a task with a
+            scripted expert (:data:`~robot_rl.imitation.experts.EXPERTS`; the task's default config).
         episodes: Episodes to keep.
         out: New dataset folder (must not exist).
         num_envs: Parallel worlds.
@@ -85,13 +88,24 @@ def collect(
         keep_failed: Also keep unsuccessful episodes.
         action_noise: Standard deviation of Gaussian noise added to executed actions (normalised units).
         quiet: No progress bar.
+        device: Torch device of a scripted expert's simulation (a PPO teacher's run says its own).
 
     Raises:
         DatasetError: ``out`` exists, or the teacher kept no episode in ``MAX_ATTEMPT_FACTOR * episodes`` tries
             (nothing is written then).
     """
-    cfg, device = teacher.cfg, torch.device(teacher.cfg.device)
-    env = sim.make(cfg.task, num_envs, device, cfg.env)
+    from robot_rl.config import load_config
+    from robot_rl.imitation.experts import EXPERTS
+
+    if isinstance(teacher, str):
+        cfg = load_config(teacher, None, [f"device={device}"])
+        teacher_name = f"scripted expert ({EXPERTS[teacher].__name__})"
+    else:
+        cfg = teacher.cfg
+        teacher_name = str(teacher.run_dir)
+    device_ = torch.device(cfg.device)
+    env = sim.make(cfg.task, num_envs, device_, cfg.env)
+    expert = EXPERTS[teacher](env) if isinstance(teacher, str) else None
     contract = env.contract(cfg.policy.actor_obs)
     state_names = [
         f"{t.name}[{i}]" if t.size > 1 else t.name
@@ -101,7 +115,7 @@ def collect(
     ]
     extra = {
         "task": cfg.task,
-        "teacher": str(teacher.run_dir),
+        "teacher": teacher_name,
         "obs_groups": cfg.policy.actor_obs,
         "env": to_dict(cfg.env),
         "seed": seed,
@@ -113,7 +127,7 @@ def collect(
     robot_fact = contract.extra.get("robot")
     robot = str(robot_fact.get("name") if isinstance(robot_fact, dict) else robot_fact or cfg.task.split("-")[0])
     writer = DatasetWriter(out, 1.0 / env.dt, state_names, list(contract.action.names), robot, extra)
-    gen = torch.Generator(device=device).manual_seed(seed)
+    gen = torch.Generator(device=device_).manual_seed(seed)
     length = env.max_episode_length
     obs_buf = np.zeros((num_envs, length, contract.obs_dim), np.float32)
     act_buf = np.zeros((num_envs, length, env.num_actions), np.float32)
@@ -128,19 +142,26 @@ def collect(
             while kept < episodes and attempted < MAX_ATTEMPT_FACTOR * episodes:
                 with torch.inference_mode():
                     x = pick(obs, cfg.policy.actor_obs)
-                    action = teacher.model.action_mean(x).clamp(-1.0, 1.0)
+                    if expert is not None:
+                        action = expert.act()
+                    else:
+                        assert not isinstance(teacher, str)
+                        action = teacher.model.action_mean(x).clamp(-1.0, 1.0)
                     executed = action
                     if action_noise > 0:
-                        noise = torch.randn(action.shape, generator=gen, device=device)
+                        noise = torch.randn(action.shape, generator=gen, device=device_)
                         executed = (action + action_noise * noise).clamp(-1.0, 1.0)
                 obs_buf[rows, step] = x.cpu().numpy()
                 act_buf[rows, step] = action.cpu().numpy()
                 obs, reward, terminated, truncated, info = env.step(executed)
                 rew_buf[rows, step] = reward.cpu().numpy()
                 step += 1
-                done = (terminated | truncated).cpu().numpy()
+                finished = terminated | truncated
+                done = finished.cpu().numpy()
                 if not done.any():
                     continue
+                if expert is not None:
+                    expert.reset(finished)
                 assert info.success is not None
                 success = info.success.cpu().numpy()
                 for i in np.nonzero(done)[0]:

@@ -119,6 +119,7 @@ class BCConfig:
 
     Attributes:
         dataset: Dataset folder (``robot-rl collect`` or any dataset in the documented layout).
+        max_episodes: Train on the dataset's first this many episodes only (``null``: all).
         task: Task to evaluate in (default: the dataset's ``robot_rl.task``).
         seed: Seed of the networks, batches and evaluation.
         device: Torch device.
@@ -128,6 +129,7 @@ class BCConfig:
     """
 
     dataset: str = ""
+    max_episodes: int | None = None
     task: str = ""
     seed: int = 0
     device: str = "cpu"
@@ -162,6 +164,8 @@ def load_bc_config(
     cfg = from_dict(BCConfig, data)
     if not cfg.dataset:
         raise ConfigError("no dataset given (--dataset DIR)")
+    if cfg.max_episodes is not None and cfg.max_episodes < 1:
+        raise ConfigError(f"max_episodes must be >= 1, got {cfg.max_episodes}")
     if not 0 <= cfg.seed <= MAX_SEED:
         raise ConfigError(f"seed must be in [0, {MAX_SEED}], got {cfg.seed}")
     check_device(cfg.device)

@@ -239,6 +239,10 @@ def train_bc(cfg: BCConfig, resume: Path | None = None, quiet: bool = False, exp
     """
     device = torch.device(cfg.device)
     dataset = load_dataset(cfg.dataset)
+    if cfg.max_episodes is not None:
+        if cfg.max_episodes > len(dataset.episodes):
+            raise ConfigError(f"max_episodes={cfg.max_episodes}, but '{cfg.dataset}' holds {len(dataset.episodes)}")
+        dataset.episodes = dataset.episodes[: cfg.max_episodes]
     meta = dataset.robot_rl
     task = cfg.task or str(meta.get("task", ""))
     contract = Contract.from_dict(meta["contract"]) if isinstance(meta.get("contract"), dict) else None

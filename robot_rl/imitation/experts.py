@@ -1,0 +1,190 @@
+"""Scripted experts for the cube tasks: privileged state machines that make demonstrations where no RL teacher
+succeeds yet (``robot-rl collect panda-lift --teacher scripted``).
+
+An expert reads the simulator's exact state (cube pose, TCP pose, joints; what a PPO teacher's critic sees) and
+moves the TCP through waypoints with resolved-rate inverse kinematics: damped least squares on the TCP site's
+Jacobian (MuJoCo ``mj_jacSite`` on the task's own model), turned into the task's normalised action
+(``q_target = q + action_scale * a`` for relative joint targets). The demonstrations it writes hold only what the
+student has on the robot (the ``policy`` group), like every teacher's.
+
+Waypoints (per world, a phase counter; heights relative to the cube's centre):
+
+- ``panda-lift``: above the cube (+10 cm, fingers open, yaw aligned with a cube face) -> down to the cube's centre
+  -> close the fingers for 0.3 s -> lift to 16 cm above the table.
+- ``panda-push``: above a point 3 cm behind the cube on the line from the goal -> down to the cube's centre height ->
+  push along the line, re-aiming at the cube every step -> hold when the cube is within 1 cm of the goal; if the
+  cube slips sideways off the finger tips, go back up and start again behind it.
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+
+import mujoco
+import numpy as np
+import torch
+
+from sim.robots import panda
+from sim.tasks.manipulation import GRIPPER_DOWN, CubeTask, yaw_rotation
+from sim.vec_env import VecEnv
+
+DAMPING = 0.05
+"""Damped-least-squares regularisation (m, rad): keeps joint steps bounded near singular poses."""
+MAX_STEP_M = 0.08
+"""Largest TCP position correction asked for in one control period, m (2 m/s at 25 Hz; the impedance lags far
+behind, so this only shapes long moves)."""
+MAX_STEP_RAD = 0.2
+"""Largest TCP orientation correction in one control period, rad."""
+GAIN = 0.6
+"""Joint step per control period as a multiple of the inverse-kinematics step (the impedance lags its target)."""
+POSTURE_GAIN = 0.1
+"""Fraction of the distance to the home posture corrected per control period in the Jacobian's null space."""
+
+
+class ScriptedExpert(abc.ABC):
+    """Base of the cube tasks' experts: Jacobians, the inverse-kinematics step and the phase bookkeeping.
+
+    Args:
+        env: The task (a :class:`~sim.tasks.manipulation.CubeTask` with relative joint-impedance targets).
+
+    Call :meth:`act` once per control period, :meth:`reset` for worlds that start a new episode.
+    """
+
+    def __init__(self, env: VecEnv) -> None:
+        if not isinstance(env, CubeTask) or env.cfg.control_mode != "impedance" or env.cfg.targets != "relative":
+            raise ValueError("scripted experts drive cube tasks with relative joint-impedance targets only")
+        self.env = env
+        self._model = env._model
+        self._data = mujoco.MjData(self._model)
+        self._jacp = np.zeros((3, self._model.nv))
+        self._jacr = np.zeros((3, self._model.nv))
+        self._qadr = env._arm_qpos.cpu().numpy()
+        self._dofs = env._dofs.cpu().numpy()
+        n = env.num_envs
+        self.phase = torch.zeros(n, dtype=torch.long, device=env.device)
+        self.timer = torch.zeros(n, dtype=torch.long, device=env.device)
+        self.anchor = torch.zeros(n, 3, device=env.device)
+
+    def reset(self, mask: torch.Tensor | None = None) -> None:
+        """Restart the script of worlds in ``mask`` (all if ``None``)."""
+        rows = slice(None) if mask is None else mask
+        self.phase[rows] = 0
+        self.timer[rows] = 0
+
+    def jacobians(self) -> torch.Tensor:
+        """TCP Jacobians ``[N, 6, 7]`` (linear rows first) at every world's current arm joints."""
+        q = self.env._q.detach().cpu().double().numpy()
+        out = np.zeros((q.shape[0], 6, 7))
+        m, d = self._model, self._data
+        for i in range(q.shape[0]):
+            d.qpos[self._qadr] = q[i]
+            mujoco.mj_kinematics(m, d)
+            mujoco.mj_comPos(m, d)
+            mujoco.mj_jacSite(m, d, self._jacp, self._jacr, self.env._tcp)
+            out[i, :3] = self._jacp[:, self._dofs]
+            out[i, 3:] = self._jacr[:, self._dofs]
+        return torch.as_tensor(out, dtype=torch.float32, device=self.env.device)
+
+    def arm_action(self, p_des: torch.Tensor, r_des: torch.Tensor) -> torch.Tensor:
+        """Normalised arm actions ``[N, 7]`` moving the TCP towards ``p_des [N, 3]`` (m) and ``r_des [N, 3, 3]``."""
+        env = self.env
+        e_pos = p_des - env._tcp_pos
+        r = env._tcp_rot
+        e_rot = 0.5 * torch.linalg.cross(r, r_des, dim=1).sum(-1)  # sum over columns of r_k x r_des_k
+        e_pos = e_pos * (MAX_STEP_M / e_pos.norm(dim=-1, keepdim=True).clamp_min(MAX_STEP_M))
+        e_rot = e_rot * (MAX_STEP_RAD / e_rot.norm(dim=-1, keepdim=True).clamp_min(MAX_STEP_RAD))
+        j = self.jacobians()
+        v = torch.cat((e_pos, e_rot), -1)
+        jjt = j @ j.transpose(1, 2) + DAMPING**2 * torch.eye(6, device=j.device)
+        j_pinv = j.transpose(1, 2) @ torch.linalg.inv(jjt)  # [N, 7, 6]
+        dq = (j_pinv @ v.unsqueeze(-1)).squeeze(-1)
+        # null space: drift back to the home posture (a 7-joint arm otherwise wanders into its joint limits)
+        posture = POSTURE_GAIN * (env.home - env._q)
+        null = torch.eye(7, device=j.device) - j_pinv @ j
+        dq = dq + (null @ posture.unsqueeze(-1)).squeeze(-1)
+        return (GAIN * dq / env.cfg.action_scale).clamp(-1.0, 1.0)
+
+    def tcp_error(self, p_des: torch.Tensor) -> torch.Tensor:
+        """Distance of the TCP from ``p_des``, m ``[N]``."""
+        return (p_des - self.env._tcp_pos).norm(dim=-1)
+
+    @abc.abstractmethod
+    def act(self) -> torch.Tensor:
+        """Normalised actions ``[N, A]`` for the current state (advances the phases)."""
+
+
+def cube_yaw(quat: torch.Tensor) -> torch.Tensor:
+    """Yaw of a cube about the vertical, folded into ``[-pi/4, pi/4)`` (a cube looks the same every 90 deg)."""
+    w, x, y, z = quat.unbind(-1)
+    yaw = torch.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+    return torch.remainder(yaw + math.pi / 4, math.pi / 2) - math.pi / 4
+
+
+class LiftExpert(ScriptedExpert):
+    """``panda-lift``: approach, descend, grasp, lift (see the module docstring)."""
+
+    grasp_steps = 8
+    hover = 0.10
+    lift_to = 0.16
+
+    def act(self) -> torch.Tensor:
+        env = self.env
+        cube = env.cube_pos
+        r_des = yaw_rotation(cube_yaw(env.cube_quat)) @ GRIPPER_DOWN.to(env.device)
+        above = cube + torch.tensor([0.0, 0.0, self.hover], device=env.device)
+        p = self.phase
+        p[(p == 0) & (self.tcp_error(above) < 0.015)] = 1
+        descended = (p == 1) & (self.tcp_error(cube) < 0.008)
+        self.anchor[descended] = cube[descended]
+        p[descended] = 2
+        self.timer[p == 2] += 1
+        p[(p == 2) & (self.timer > self.grasp_steps)] = 3
+        target = torch.where((p == 0)[:, None], above, cube)
+        lifted = self.anchor.clone()
+        lifted[:, 2] = panda.TABLE_HEIGHT + self.lift_to
+        target = torch.where((p == 3)[:, None], lifted, torch.where((p == 2)[:, None], self.anchor, target))
+        grip = torch.where(p >= 2, -1.0, 1.0)[:, None]
+        return torch.cat((self.arm_action(target, r_des), grip), 1)
+
+
+class PushExpert(ScriptedExpert):
+    """``panda-push``: get behind the cube, push it along the line to the goal (see the module docstring)."""
+
+    behind = 0.03
+    hover = 0.08
+    done_within = 0.02
+    lead = 0.015
+
+    def act(self) -> torch.Tensor:
+        env = self.env
+        cube = env.cube_pos
+        half = env.cube_half()
+        goal: torch.Tensor = env.goal  # type: ignore[attr-defined]  # PandaPush's
+        to_goal = goal - cube[:, :2]
+        dist = to_goal.norm(dim=-1, keepdim=True)
+        d = to_goal / dist.clamp_min(1e-6)
+        z = (cube[:, 2] - 0.2 * half)[:, None]
+        pre_xy = cube[:, :2] - d * (half[:, None] + self.behind)
+        pre = torch.cat((pre_xy, z), 1)
+        above = pre + torch.tensor([0.0, 0.0, self.hover], device=env.device)
+        push = torch.cat((cube[:, :2] + d * self.lead, z), 1)
+        rel = env._tcp_pos[:, :2] - cube[:, :2]
+        lateral = (rel[:, 0] * d[:, 1] - rel[:, 1] * d[:, 0]).abs()
+        along = (rel * d).sum(-1)
+        p = self.phase
+        p[(p == 0) & (self.tcp_error(above)[:] < 0.015)] = 1
+        p[(p == 1) & (self.tcp_error(pre) < 0.01)] = 2
+        lost = (p == 2) & ((lateral > 0.8 * half) | (along > -half * 0.5))
+        p[lost] = 0
+        p[(p == 2) & (dist[:, 0] < self.done_within)] = 3
+        hold = env._tcp_pos.clone()
+        target = torch.where((p == 0)[:, None], above, pre)
+        target = torch.where((p == 2)[:, None], push, target)
+        target = torch.where((p == 3)[:, None], hold, target)
+        r_des = GRIPPER_DOWN.to(env.device).expand(env.num_envs, 3, 3)
+        return self.arm_action(target, r_des)
+
+
+EXPERTS: dict[str, type[ScriptedExpert]] = {"panda-lift": LiftExpert, "panda-push": PushExpert}
+"""Tasks with a scripted expert."""
