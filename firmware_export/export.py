@@ -130,6 +130,11 @@ def export_firmware(
     if target not in TARGETS:
         raise UnsupportedModelError(f"unknown target '{target}'; choose one of {', '.join(TARGETS)}")
     model, contract = read_model(onnx_path)
+    if contract.chunk is not None:
+        raise UnsupportedModelError(
+            f"'{onnx_path}' is an action-chunk policy (contract section 'chunk', sampler "
+            f"{contract.chunk.sampler.get('name', 'none')}); the C export runs one command per query only"
+        )
     if contract.action.reference:
         raise UnsupportedModelError(
             f"the C export does not support commands relative to a signal yet (action.reference "

@@ -17,9 +17,12 @@ good checkpoint is kept); 130 interrupted by Ctrl-C (training saves its checkpoi
 
 from __future__ import annotations
 
+import os
+
+os.environ.setdefault("MUJOCO_GL", "egl")  # offscreen rendering without a display (collect --images); before mujoco
+
 import argparse
 import math
-import os
 import signal
 import sys
 import threading
@@ -148,6 +151,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="STD",
         help="DART: add Gaussian noise to executed actions, record the clean ones (default: 0)",
     )
+    col.add_argument(
+        "--images",
+        nargs="+",
+        default=[],
+        metavar="CAMERA",
+        help="also render these cameras offscreen into observation.images.<camera> (Panda tasks: front)",
+    )
+    col.add_argument("--image-size", type=int, default=96, help="rendered image height and width (default: 96)")
     col.add_argument("--quiet", action="store_true", help="no progress bar")
 
     bc = sub.add_parser("train-bc", help="train an action-chunk policy (diffusion or MLP) from demonstrations")
@@ -477,6 +488,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
     _in_range("--episodes", args.episodes, 1, MAX_EPISODES)
     _in_range("--num-envs", args.num_envs, 1, MAX_EPISODES)
     _in_range("--action-noise", args.action_noise, 0.0, 1.0)
+    _in_range("--image-size", args.image_size, 8, 1024)
     check_device(args.device)
     if args.out.exists():
         raise ConfigError(f"--out '{args.out}' already exists; datasets are never overwritten")
@@ -503,6 +515,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
         action_noise=args.action_noise,
         quiet=args.quiet,
         device=args.device,
+        cameras=tuple(args.images),
+        image_size=args.image_size,
     )
     print("\n".join(summary.lines()))
     return 0

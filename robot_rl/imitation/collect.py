@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -22,7 +23,7 @@ from tqdm import tqdm
 
 import sim
 from robot_rl.evaluate import pick
-from robot_rl.imitation.dataset import DatasetError, DatasetWriter, Episode
+from robot_rl.imitation.dataset import DatasetError, DatasetWriter, Episode, encode_image
 from robot_rl.run import LoadedRun
 from robot_rl.typed_config import to_dict
 
@@ -75,6 +76,8 @@ def collect(
     action_noise: float = 0.0,
     quiet: bool = False,
     device: str = "cpu",
+    cameras: tuple[str, ...] = (),
+    image_size: int = 96,
 ) -> CollectSummary:
     """Roll out ``teacher`` until ``episodes`` episodes are kept and write them to ``out``.
 
@@ -89,6 +92,10 @@ def collect(
         action_noise: Standard deviation of Gaussian noise added to executed actions (normalised units).
         quiet: No progress bar.
         device: Torch device of a scripted expert's simulation (a PPO teacher's run says its own).
+        cameras: Cameras of the task's MuJoCo model to render offscreen into ``observation.images.<camera>``
+            (``MUJOCO_GL=egl`` on a machine without a display); each frame shows the state its observation was taken
+            in. The rendered scene uses the nominal model's geometry (a randomised cube size is not drawn).
+        image_size: Height and width of rendered images, pixels.
 
     Raises:
         DatasetError: ``out`` exists, or the teacher kept no episode in ``MAX_ATTEMPT_FACTOR * episodes`` tries
@@ -126,7 +133,12 @@ def collect(
     }
     robot_fact = contract.extra.get("robot")
     robot = str(robot_fact.get("name") if isinstance(robot_fact, dict) else robot_fact or cfg.task.split("-")[0])
-    writer = DatasetWriter(out, 1.0 / env.dt, state_names, list(contract.action.names), robot, extra)
+    camera = _Cameras(env, cameras, image_size) if cameras else None
+    writer = DatasetWriter(
+        out, 1.0 / env.dt, state_names, list(contract.action.names), robot, extra,
+        {c: (image_size, image_size) for c in cameras},
+    )  # fmt: skip
+    images: list[dict[str, list[bytes]]] = [{c: [] for c in cameras} for _ in range(num_envs)]
     gen = torch.Generator(device=device_).manual_seed(seed)
     length = env.max_episode_length
     obs_buf = np.zeros((num_envs, length, contract.obs_dim), np.float32)
@@ -152,6 +164,10 @@ def collect(
                         noise = torch.randn(action.shape, generator=gen, device=device_)
                         executed = (action + action_noise * noise).clamp(-1.0, 1.0)
                 obs_buf[rows, step] = x.cpu().numpy()
+                if camera is not None:
+                    for world, shots in enumerate(camera.render()):
+                        for c, png in shots.items():
+                            images[world][c].append(png)
                 act_buf[rows, step] = action.cpu().numpy()
                 obs, reward, terminated, truncated, info = env.step(executed)
                 rew_buf[rows, step] = reward.cpu().numpy()
@@ -172,13 +188,19 @@ def collect(
                         flags = np.zeros(n, bool)
                         flags[-1] = bool(success[i])
                         ep = Episode(
-                            obs_buf[i, :n].copy(), act_buf[i, :n].copy(), rew_buf[i, :n].copy(), flags, cfg.task
+                            obs_buf[i, :n].copy(),
+                            act_buf[i, :n].copy(),
+                            rew_buf[i, :n].copy(),
+                            flags,
+                            cfg.task,
+                            {c: list(v) for c, v in images[i].items()},
                         )
                         writer.add_episode(ep)
                         kept += 1
                         frames += n
                         bar.update(1)
                     step[i] = 0
+                    images[i] = {c: [] for c in cameras}
                 bar.set_postfix({"tried": attempted, "teacher success": f"{successes / attempted:.0%}"}, refresh=False)
             if kept == 0:
                 raise DatasetError(
@@ -191,6 +213,44 @@ def collect(
         env.close()
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     return CollectSummary(out, kept, attempted, successes, frames, size)
+
+
+class _Cameras:
+    """Offscreen renderer of every world's current state from named cameras of the task's MuJoCo model."""
+
+    def __init__(self, env: Any, cameras: tuple[str, ...], size: int) -> None:
+        import mujoco
+
+        model = getattr(env, "_model", None)
+        if not isinstance(model, mujoco.MjModel):
+            raise DatasetError(f"task '{env.task_name}' has no MuJoCo model to render images from")
+        names = [model.camera(i).name for i in range(model.ncam)]
+        for c in cameras:
+            if c not in names:
+                raise DatasetError(f"camera '{c}' is not in the task's model (cameras: {', '.join(names) or 'none'})")
+        self.env, self.cameras, self.model = env, cameras, model
+        self.data = mujoco.MjData(model)
+        try:
+            self.renderer = mujoco.Renderer(model, size, size)
+        except Exception as exc:  # no GL context: the message says which backend was tried
+            raise DatasetError(f"offscreen rendering failed ({exc}); set MUJOCO_GL=egl (or osmesa)") from None
+
+    def render(self) -> list[dict[str, bytes]]:
+        """PNG frames ``[world][camera]`` of the current state."""
+        import mujoco
+
+        qpos = self.env.physics.qpos.detach().cpu().double().numpy()
+        out = []
+        for q in qpos:
+            self.data.qpos[:] = q
+            mujoco.mj_kinematics(self.model, self.data)
+            mujoco.mj_camlight(self.model, self.data)
+            shots = {}
+            for c in self.cameras:
+                self.renderer.update_scene(self.data, camera=c)
+                shots[c] = encode_image(self.renderer.render())
+            out.append(shots)
+        return out
 
 
 def summary_dict(summary: CollectSummary) -> dict[str, object]:

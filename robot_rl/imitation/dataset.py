@@ -16,6 +16,9 @@ Columns of every episode file (one row per control step ``k``)::
     task_index int64 | observation.state fixed_size_list<float32>[D_o] | action fixed_size_list<float32>[D_a] |
     next.reward float32 | next.done bool | next.success bool
 
+Optional camera images: ``observation.images.<camera>`` struct<bytes: binary (PNG), path: string> per frame, feature
+dtype ``image`` with shape ``[H, W, 3]`` (how LeRobot / Hugging Face ``datasets`` store images in Parquet).
+
 ``observation.state`` is what the robot's own sensors give at step ``k`` (the contract's observation terms, in
 order); ``action`` is what the policy commanded at step ``k`` in the contract's normalised units ``[-1, 1]`` (the
 contract's ``action`` section maps it to robot commands). Readable and writable with pyarrow alone.
@@ -47,6 +50,8 @@ CHUNK_SIZE = 1000
 DATA_PATH = "data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet"
 STATE = "observation.state"
 ACTION = "action"
+IMAGES = "observation.images."
+IMAGE_TYPE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
 INDEX_COLUMNS: dict[str, pa.DataType] = {
     "index": pa.int64(),
     "episode_index": pa.int64(),
@@ -76,6 +81,8 @@ class Episode:
         reward: ``next.reward`` ``[T]``.
         success: ``next.success`` ``[T]`` bool (the task's success flag after each step).
         task: Task instruction (for language-conditioned policies; the task name otherwise).
+        images: Camera images per camera name, ``T`` PNG-encoded frames each (not decoded; see
+            :func:`decode_image`).
     """
 
     state: np.ndarray
@@ -83,6 +90,7 @@ class Episode:
     reward: np.ndarray
     success: np.ndarray
     task: str = ""
+    images: dict[str, list[bytes]] = field(default_factory=dict)
 
     @property
     def length(self) -> int:
@@ -104,6 +112,7 @@ class DatasetWriter:
         action_names: One name per ``action`` value.
         robot_type: Robot name (LeRobot's ``robot_type``), e.g. ``franka_panda``.
         extra: Extra metadata stored under ``info["robot_rl"]`` (task, teacher, contract, ...).
+        cameras: Camera name -> image ``(height, width)`` of the ``observation.images.<name>`` features.
 
     Raises:
         DatasetError: ``root`` exists and is not an empty folder, or its parent is not writable.
@@ -117,6 +126,7 @@ class DatasetWriter:
         action_names: list[str],
         robot_type: str = "",
         extra: Mapping[str, Any] | None = None,
+        cameras: Mapping[str, tuple[int, int]] | None = None,
     ) -> None:
         self.root = Path(root)
         if self.root.exists() and (not self.root.is_dir() or any(self.root.iterdir())):
@@ -131,6 +141,13 @@ class DatasetWriter:
         (self._stage / "meta").mkdir(parents=True)
         self.fps = float(fps)
         self.features = {STATE: _feature(state_names), ACTION: _feature(action_names)}
+        self.cameras = dict(cameras or {})
+        for cam, (h, w) in self.cameras.items():
+            self.features[IMAGES + cam] = {
+                "dtype": "image",
+                "shape": [h, w, 3],
+                "names": ["height", "width", "channel"],
+            }
         self.robot_type = robot_type
         self.extra = dict(extra or {})
         self._episodes: list[dict[str, Any]] = []
@@ -153,6 +170,11 @@ class DatasetWriter:
                 raise DatasetError(f"column '{name}' must be [{n}, {width}], got {list(arr.shape)}")
             if not np.isfinite(arr).all():
                 raise DatasetError(f"column '{name}' holds non-finite values")
+        if set(episode.images) != set(self.cameras) or any(len(v) != n for v in episode.images.values()):
+            raise DatasetError(
+                f"the episode has images {sorted(episode.images)} ({[len(v) for v in episode.images.values()]} "
+                f"frames), the dataset declares cameras {sorted(self.cameras)} with {n} frames each"
+            )
         index = len(self._episodes)
         task_index = self._tasks.setdefault(episode.task, len(self._tasks))
         frame = np.arange(n, dtype=np.int64)
@@ -167,6 +189,10 @@ class DatasetWriter:
             "next.reward": pa.array(np.asarray(episode.reward, dtype=np.float32)),
             "next.done": pa.array(frame == n - 1),
             "next.success": pa.array(np.asarray(episode.success, dtype=bool)),
+            **{
+                IMAGES + cam: pa.array([{"bytes": b, "path": None} for b in frames], type=IMAGE_TYPE)
+                for cam, frames in episode.images.items()
+            },
         }
         path = self._stage / DATA_PATH.format(episode_chunk=index // CHUNK_SIZE, episode_index=index)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -345,8 +371,10 @@ def load_dataset(root: str | Path, fps: float | None = None) -> Dataset:
             f"info.json says {info['total_episodes']} episodes, but episodes.jsonl lists {len(meta_episodes)}"
         )
     chunk = int(info.get("chunks_size", CHUNK_SIZE))
+    cameras = [k.removeprefix(IMAGES) for k in info["features"] if k.startswith(IMAGES)]
     episodes = [
-        _read_episode(root, str(info["data_path"]), chunk, e, widths, float(rate), tasks) for e in meta_episodes
+        _read_episode(root, str(info["data_path"]), chunk, e, widths, float(rate), tasks, cameras)
+        for e in meta_episodes
     ]
     return Dataset(root, info, stats if isinstance(stats, dict) else {}, episodes)
 
@@ -359,6 +387,7 @@ def _read_episode(
     widths: dict[str, int],
     fps: float,
     tasks: dict[int, str],
+    cameras: list[str],
 ) -> Episode:
     index = int(meta["episode_index"])
     where = f"episode {index}"
@@ -408,7 +437,18 @@ def _read_episode(
         else np.zeros(n, bool)
     )
     task = tasks.get(int(table.column("task_index")[0].as_py()), "")
-    return Episode(arrays[STATE], arrays[ACTION], reward, success, task)
+    images = {}
+    for cam in cameras:
+        name = IMAGES + cam
+        if name not in table.column_names:
+            raise DatasetError(f"{where}: column '{name}' is missing from '{path}'")
+        if not pa.types.is_struct(table.schema.field(name).type):
+            raise DatasetError(f"{where}: column '{name}' has dtype {table.schema.field(name).type}, expected image")
+        frames = table.column(name).combine_chunks().field("bytes").to_pylist()
+        if any(not f for f in frames):
+            raise DatasetError(f"{where}: column '{name}' has frames without image bytes")
+        images[cam] = frames
+    return Episode(arrays[STATE], arrays[ACTION], reward, success, task, images)
 
 
 def _same_kind(actual: pa.DataType, expected: pa.DataType) -> bool:
@@ -436,6 +476,26 @@ def _matrix(column: pa.ChunkedArray, width: int, where: str) -> np.ndarray:
         k = int(np.argmax(~np.isfinite(out).all(1)))
         raise DatasetError(f"{where} holds non-finite values (first at frame {k})")
     return out
+
+
+def encode_image(rgb: np.ndarray) -> bytes:
+    """PNG bytes of an ``[H, W, 3]`` uint8 image."""
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(rgb).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def decode_image(png: bytes) -> np.ndarray:
+    """An ``[H, W, 3]`` uint8 image from PNG bytes (an ``observation.images.*`` frame)."""
+    import io
+
+    from PIL import Image
+
+    return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
 
 
 def episode_statistics(episodes: Iterable[Episode]) -> dict[str, dict[str, np.ndarray]]:

@@ -168,3 +168,35 @@ def test_train_bc_refuses_bad_input(dataset: Path, tmp_path: Path, args: list[st
     assert result.returncode == 2, result.stderr
     assert message.format(**names) in result.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_firmware_export_refuses_a_chunk_policy_by_name(dataset: Path, tmp_path: Path) -> None:
+    trained = robot_rl(
+        "train-bc", "--policy", "mlp", "--dataset", dataset, "--run-root", tmp_path, "--quiet", "--max-steps", "2",
+        "--set", "train.eval_episodes=1", "--set", "policy.mlp_hidden=[8]", "--set", "train.log_interval=1",
+    )  # fmt: skip
+    assert trained.returncode == 0, trained.stderr
+    (run,) = (tmp_path / "panda-reach").iterdir()
+    result = robot_rl("export", "firmware", run / "policy.onnx", "--out", tmp_path / "fw")
+    assert result.returncode == 2 and "is an action-chunk policy" in result.stderr
+    assert not (tmp_path / "fw").exists()
+
+
+def test_collect_renders_camera_images_into_the_dataset(teacher: Path, tmp_path: Path) -> None:
+    from robot_rl.imitation.dataset import decode_image, load_dataset
+
+    out = tmp_path / "with-images"
+    result = robot_rl(
+        "collect", "panda-reach", "--teacher", teacher, "--episodes", "1", "--num-envs", "1", "--keep-failed",
+        "--images", "front", "--image-size", "32", "--out", out, "--quiet",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    info = json.loads((out / "meta" / "info.json").read_text())
+    assert info["features"]["observation.images.front"]["shape"] == [32, 32, 3]
+    (episode,) = load_dataset(out).episodes
+    frames = [decode_image(png) for png in episode.images["front"]]
+    assert len(frames) == 75 and frames[0].shape == (32, 32, 3)
+    assert np.abs(frames[-1].astype(int) - frames[0].astype(int)).mean() > 0.1  # the arm moved in view
+    wrong = robot_rl("collect", "panda-reach", "--teacher", teacher, "--episodes", "1", "--keep-failed",
+                     "--images", "top", "--out", tmp_path / "x")  # fmt: skip
+    assert wrong.returncode == 2 and "camera 'top' is not in the task's model (cameras: front)" in wrong.stderr
