@@ -1,6 +1,6 @@
 """Robot-side runtime: numpy + onnxruntime only (importable without torch, simulators or ROS)."""
 
-from policies.runtime.chunking import ChunkedOnnxPolicy, ChunkExecutor
+from policies.runtime.chunking import ChunkedOnnxPolicy, ChunkExecutor, open_policy
 from policies.runtime.contract import (
     CONTRACT_VERSION,
     METADATA_KEY,
@@ -27,4 +27,5 @@ __all__ = [
     "OnnxPolicy",
     "PolicyFileError",
     "load_contract",
+    "open_policy",
 ]

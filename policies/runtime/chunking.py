@@ -31,7 +31,7 @@ import numpy as np
 
 from policies.runtime.contract import ChunkSpec, ContractError
 from policies.runtime.observation import ObservationBuilder
-from policies.runtime.onnx_policy import PROBE_SCALES, PROBE_SEED, OnnxPolicy, UnsafeCommandError
+from policies.runtime.onnx_policy import PROBE_SCALES, PROBE_SEED, OnnxPolicy, UnsafeCommandError, load_contract
 
 Sampler = Callable[[np.ndarray], np.ndarray]
 """``obs window [N, To, D_o] -> actions [N, Tp, D_a]`` in normalised units."""
@@ -240,3 +240,15 @@ class ChunkedOnnxPolicy(OnnxPolicy):
                 self.sample((magnitude * rng.standard_normal(shape)).astype(np.float32))
             except UnsafeCommandError as exc:
                 raise ContractError(f"the graph does not honour the contract: {exc}") from None
+
+
+def open_policy(path: str | Path, num_envs: int = 1, **kwargs: object) -> OnnxPolicy:
+    """The right runner for an exported policy: :class:`ChunkedOnnxPolicy` when its contract has a ``chunk``
+    section, :class:`~policies.runtime.onnx_policy.OnnxPolicy` otherwise (same call interface).
+
+    Raises:
+        FileNotFoundError, PolicyFileError, ContractError: As the runners do.
+    """
+    if load_contract(path).chunk is not None:
+        return ChunkedOnnxPolicy(path, num_envs, **kwargs)  # type: ignore[arg-type]
+    return OnnxPolicy(path, num_envs, **kwargs)  # type: ignore[arg-type]

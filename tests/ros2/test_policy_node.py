@@ -275,3 +275,32 @@ def test_a_position_policy_without_impedance_stiffness_is_refused_when_the_tank_
         run_graph(data, sim=False, duration_s=0.1, namespace=ros)
     data["policy_node"].update(passivity=False)  # without the tank the same model configures
     assert run_graph(data, sim=False, duration_s=0.1, namespace=ros).fault != "unconfigured"
+
+
+@E2E
+def test_a_diffusion_chunk_policy_drives_the_simulated_panda_over_dds(ros: str, tmp_path: Path) -> None:
+    """The node runs an exported diffusion student (ChunkedOnnxPolicy: plans every action_horizon periods inside
+    the control period) behind the tank at the contract's rate; its skill is tested in tests/imitation."""
+    import dataclasses
+
+    import sim
+    from policies.nets.chunk import Horizons
+    from policies.nets.diffusion import DiffusionPolicy, SamplerSettings
+    from policies.nets.export import chunk_to_onnx_model, write_onnx
+    from policies.runtime.contract import ChunkSpec
+
+    env = sim.make("panda-reach", 1)
+    contract = env.contract(["policy"])  # type: ignore[attr-defined]
+    d, a = contract.obs_dim, contract.action.size
+    student = DiffusionPolicy(
+        d, a, Horizons(2, 8, 4), -np.ones(d), np.ones(d), -0.1 * np.ones(a), 0.1 * np.ones(a), "unet", (16, 32),
+        sampler=SamplerSettings(20, 3),
+    ).eval()  # fmt: skip
+    spec = ChunkSpec(2, 8, 4, "noise", student.sampler_settings())
+    contract = dataclasses.replace(contract, output_name="action_chunk", chunk=spec)
+    path = write_onnx(chunk_to_onnx_model(student, contract), contract, tmp_path)
+    data = read_params(PKG / "config" / "panda_reach_sim.yaml")
+    data["policy_node"].update(model_path=str(path), watchdog_s=0.5)
+    result = run_graph(data, sim=True, duration_s=4.0, namespace=ros)
+    assert result.fault == "" and result.rejected == 0 and result.sim["rejected"] == 0
+    assert result.commands >= 0.6 * 4.0 / contract.control_period_s

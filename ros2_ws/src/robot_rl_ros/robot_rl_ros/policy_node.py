@@ -9,7 +9,8 @@ Lifecycle (``ros2 lifecycle set /policy_node configure`` ...):
   contract's control period.
 - **deactivate** stops the timer; **cleanup** releases the policy and the communication objects.
 
-Every period: the newest inputs -> signals -> ``OnnxPolicy`` -> ``SafetyLayer`` (watchdog, latched e-stop and
+Every period: the newest inputs -> signals -> ``OnnxPolicy`` (``ChunkedOnnxPolicy`` for action-chunk policies,
+which plan inside the period every ``action_horizon`` steps) -> ``SafetyLayer`` (watchdog, latched e-stop and
 faults, fade-in, limits) -> for manipulators the passivity filter (energy tank) -> ``std_msgs/Float64MultiArray``.
 
 Which inputs, from the contract's action kind:
@@ -50,7 +51,7 @@ from robot_rl_ros.spin import spin_node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, Float64MultiArray, String
 
-from policies.runtime import ContractError, OnnxPolicy
+from policies.runtime import ContractError, OnnxPolicy, open_policy
 from policies.runtime.passivity import EnergyTank, TankParams
 from policies.runtime.safety import SafetyConfig, SafetyLayer
 
@@ -130,7 +131,7 @@ class PolicyNode(Node):
     def on_configure(self, state: State) -> TransitionCallbackReturn:
         """Load and verify the policy; create publishers and subscriptions."""
         try:
-            policy = OnnxPolicy(self.p("model_path"))
+            policy = open_policy(self.p("model_path"))  # chunk policies plan inside the period
             c = policy.contract
             if self.p("expected_task") and c.task != self.p("expected_task"):
                 raise ContractError(

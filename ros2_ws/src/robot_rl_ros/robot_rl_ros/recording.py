@@ -26,7 +26,7 @@ from mcap_ros2.reader import read_ros2_messages
 from mcap_ros2.writer import Writer
 from robot_rl_ros.messages import MessageError, odometry_signals
 
-from policies.runtime import OnnxPolicy
+from policies.runtime import load_contract, open_policy
 from policies.runtime.files import atomic_path
 
 PRIMITIVES = {"double": "float64", "float": "float32", "boolean": "bool", "octet": "byte"}
@@ -102,7 +102,7 @@ class Recorder:
         self._file = open(tmp, "wb")  # noqa: SIM115 - closed in close()
         self._writer = Writer(self._file)
         self._schemas = {k: self._writer.register_msgdef(t, msgdef(_message_class(t))) for k, t in TOPICS.items()}
-        contract = OnnxPolicy(model).contract.to_json()
+        contract = load_contract(model).to_json()
         self._meta = {"model_path": str(Path(model).resolve()), "contract": contract}
         self.count = 0
 
@@ -158,7 +158,7 @@ def replay(path: Path, model: Path | None = None) -> ReplayResult:
         raise
     except Exception as exc:  # the mcap reader raises its own types for damaged files
         raise RecordingError(f"recording '{path}' could not be read ({type(exc).__name__}: {exc})") from None
-    policy = OnnxPolicy(model or meta["model_path"])
+    policy = open_policy(model or meta["model_path"])
     target = json.loads(meta["contract"]).get("extra", {}).get("target_position_m", [0.0, 0.0, 0.0])
     signals, fault, prev = None, "", np.asarray(policy.contract.action.offset, dtype=np.float32)[None]
     steps = skipped = 0
