@@ -212,6 +212,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     ins = sub.add_parser("inspect", help="print the deployment contract of a policy.onnx or a run folder, readably")
     ins.add_argument("source", type=Path, help="policy.onnx, or a run folder (its checkpoint's task and actor)")
+    ins.add_argument(
+        "--robot",
+        type=Path,
+        metavar="ROBOT.yaml",
+        help="check a description of the real robot against the contract (motor order, spin, geometry, mass, rate)",
+    )
 
     sub.add_parser("tasks", help="list registered tasks")
     return parser
@@ -743,6 +749,19 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     else:
         contract = load_contract(src)
     print(describe(contract))
+    if args.robot is not None:
+        import yaml
+
+        from policies.runtime.robot_check import check_robot
+
+        if not args.robot.is_file():
+            raise ConfigError(f"robot description '{args.robot}' does not exist")
+        try:
+            description = yaml.safe_load(args.robot.read_text())
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"robot description '{args.robot}' is not valid YAML: {exc}") from None
+        check_robot(contract, description)
+        print(f"\nrobot description {args.robot}: every given field matches the contract")
     return 0
 
 

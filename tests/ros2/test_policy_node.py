@@ -153,6 +153,7 @@ def test_estop_latches_until_reactivation(trained_hover: Any, ros: str) -> None:
     [
         ({"expected_task": "panda-reach"}, False),
         ({"expected_actuators": ["m1", "m2", "m3", "m4"]}, False),
+        ({"robot_description": "WRONG_SPIN"}, False),
         ({}, True),
     ],
 )
@@ -160,6 +161,13 @@ def test_a_wrong_or_corrupt_model_is_refused_at_configure(
     trained_hover: Any, ros: str, tmp_path: Path, overrides: dict[str, Any], corrupt: bool
 ) -> None:
     model = trained_hover.onnx
+    if overrides.get("robot_description") == "WRONG_SPIN":  # a Crazyflie described with every spin reversed
+        description = yaml.safe_load((PKG / "robots" / "crazyflie_2x.yaml").read_text())
+        description["airframe"]["reaction_torque_sign_z"] = [1, -1, 1, -1]
+        overrides = {"robot_description": str(tmp_path / "robot.yaml")}
+        (tmp_path / "robot.yaml").write_text(yaml.safe_dump(description))
+        run_graph(params(model, robot_description=str(PKG / "robots" / "crazyflie_2x.yaml")), sim=False,
+                  duration_s=0.1, namespace=ros)  # fmt: skip  # the shipped description configures
     if corrupt:
         model = tmp_path / "policy.onnx"
         model.write_bytes(trained_hover.onnx.read_bytes()[:300])

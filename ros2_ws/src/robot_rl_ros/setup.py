@@ -15,6 +15,7 @@ setup(
         (f"share/{PACKAGE}", ["package.xml"]),
         (f"share/{PACKAGE}/launch", glob("launch/*.launch.py")),
         (f"share/{PACKAGE}/config", glob("config/*.yaml")),
+        (f"share/{PACKAGE}/robots", glob("robots/*.yaml")),
     ],
     install_requires=["setuptools"],
     zip_safe=True,

@@ -53,6 +53,7 @@ from std_msgs.msg import Bool, Float64MultiArray, String
 
 from policies.runtime import ContractError, OnnxPolicy, open_policy
 from policies.runtime.passivity import EnergyTank, TankParams
+from policies.runtime.robot_check import check_robot
 from policies.runtime.safety import SafetyConfig, SafetyLayer
 
 ESTOP_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
@@ -70,6 +71,7 @@ PARAMETERS: dict[str, Any] = {
     "model_path": "",
     "expected_task": "",
     "expected_actuators": [""],
+    "robot_description": "",
     "odom_topic": "odom",
     "command_topic": "command",
     "estop_topic": "estop",
@@ -140,6 +142,8 @@ class PolicyNode(Node):
             expected = [a for a in self.p("expected_actuators") if a]
             if expected and expected != list(c.action.names):
                 raise ContractError(f"the model commands {list(c.action.names)}, the parameters expect {expected}")
+            if self.p("robot_description"):  # the integrator's facts about the real machine (robot_check.py)
+                check_robot(c, _read_yaml(self.p("robot_description")))
             self.manipulator = c.action.kind in ("position", "torque")
             if c.action.kind != "rpm" and not self.manipulator:
                 raise ContractError(
@@ -422,3 +426,14 @@ class PolicyNode(Node):
 def main(args: list[str] | None = None) -> None:
     """Console script: run the node until Ctrl-C (drive its lifecycle with ``ros2 lifecycle`` or a launch file)."""
     spin_node(PolicyNode, args)
+
+
+def _read_yaml(path: str) -> Any:
+    """A robot description file's contents (refused by name when missing or malformed)."""
+    import yaml
+
+    try:
+        with open(path) as f:
+            return yaml.safe_load(f)
+    except (OSError, yaml.YAMLError) as exc:
+        raise ContractError(f"robot_description '{path}' could not be read: {exc}") from None

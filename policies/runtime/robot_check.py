@@ -1,0 +1,121 @@
+"""Check an integrator's description of the real robot against a policy's contract, before anything moves.
+
+A robot description is a small mapping (usually ``robot.yaml``) of what the integrator knows about the machine in
+front of them; only the keys given are checked, each against the contract's facts::
+
+    robot: crazyflie-2.x                 # contract extra.robot.name
+    mass_kg: 0.034                       # extra.robot.mass_kg, within MASS_TOLERANCE (relative)
+    actuators: [m1_front_right, ...]     # action.names, in order
+    airframe:                            # extra.airframe (multirotors)
+      motor_order: [m1_front_right, ...]
+      reaction_torque_sign_z: [-1, 1, -1, 1]
+      rotor_positions_m: [[0.0325, -0.0325, 0.0], ...]     # within POSITION_TOLERANCE_M each
+      max_rpm: 21702                     # scalars within SCALAR_TOLERANCE (relative)
+      motor_time_constant_s: 0.03
+    control_period_s: 0.02               # exact (to 1 us)
+
+A mismatch raises :class:`~policies.runtime.contract.ContractError` naming the field, both values and the
+tolerance: a wrong motor order or spin direction flips a multirotor on take-off, so it is refused, not warned about.
+Standard library only (numbers are compared in Python).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from policies.runtime.contract import Contract, ContractError
+
+POSITION_TOLERANCE_M = 0.005
+"""Largest rotor-position difference accepted, m."""
+SCALAR_TOLERANCE = 0.10
+"""Largest relative difference accepted for airframe scalars (thrust, speed, time constant, torque ratio)."""
+MASS_TOLERANCE = 0.25
+"""Largest relative take-off mass difference accepted (decks and batteries vary; see the training ranges)."""
+KEYS = ("robot", "mass_kg", "actuators", "airframe", "control_period_s")
+
+
+def check_robot(contract: Contract, description: Mapping[str, Any]) -> None:
+    """Raise :class:`ContractError` naming the first field of ``description`` that contradicts ``contract``.
+
+    Raises:
+        ContractError: An unknown key, a field the contract has no fact for, or a mismatch.
+    """
+    if not isinstance(description, Mapping):
+        raise ContractError(f"a robot description must be a mapping, got {type(description).__name__}")
+    unknown = sorted(set(description) - set(KEYS))
+    if unknown:
+        raise ContractError(f"unknown robot description key(s) {unknown}; valid keys: {list(KEYS)}")
+    robot = contract.extra.get("robot", {})
+    robot = robot if isinstance(robot, dict) else {"name": robot}
+    if "robot" in description and description["robot"] != robot.get("name"):
+        raise ContractError(f"robot: the description says '{description['robot']}', the policy was trained for "
+                            f"'{robot.get('name')}'")  # fmt: skip
+    if "mass_kg" in description:
+        _close("mass_kg", description["mass_kg"], robot.get("mass_kg"), MASS_TOLERANCE)
+    if "actuators" in description and list(description["actuators"]) != list(contract.action.names):
+        raise ContractError(
+            f"actuators: the description lists {list(description['actuators'])}, the policy commands "
+            f"{list(contract.action.names)} in this order"
+        )
+    if "control_period_s" in description:
+        period = _number("control_period_s", description["control_period_s"])
+        if abs(period - contract.control_period_s) > 1e-6:
+            raise ContractError(
+                f"control_period_s: the robot runs at {period:g} s, the policy was trained at "
+                f"{contract.control_period_s:g} s"
+            )
+    if "airframe" in description:
+        _check_airframe(description["airframe"], contract.extra.get("airframe"))
+
+
+def _check_airframe(given: Any, trained: Any) -> None:
+    if not isinstance(trained, dict):
+        raise ContractError("airframe: the policy's contract has no airframe section (not a multirotor policy)")
+    if not isinstance(given, Mapping):
+        raise ContractError(f"airframe must be a mapping, got {type(given).__name__}")
+    for key, value in given.items():
+        where = f"airframe.{key}"
+        if key not in trained:
+            raise ContractError(f"{where}: the contract has no such fact (it has {sorted(trained)})")
+        fact = trained[key]
+        if key == "rotor_positions_m":
+            rows = list(value)
+            if len(rows) != len(fact):
+                raise ContractError(f"{where}: {len(rows)} rotors described, the policy was trained with {len(fact)}")
+            for i, (a, b) in enumerate(zip(rows, fact, strict=True)):
+                if len(a) != len(b) or any(
+                    abs(_number(where, x) - y) > POSITION_TOLERANCE_M for x, y in zip(a, b, strict=True)
+                ):
+                    raise ContractError(
+                        f"{where}[{i}]: rotor {i} is at {list(a)} m on the robot, at {[round(y, 4) for y in b]} m in "
+                        f"the policy (tolerance {POSITION_TOLERANCE_M} m)"
+                    )
+        elif isinstance(fact, list):
+            if [_plain(x) for x in value] != [_plain(x) for x in fact]:
+                raise ContractError(f"{where}: the robot has {list(value)}, the policy was trained with {fact}")
+        elif isinstance(fact, int | float) and not isinstance(fact, bool):
+            _close(where, value, fact, SCALAR_TOLERANCE)
+        elif value != fact:
+            raise ContractError(f"{where}: the robot has {value!r}, the policy was trained with {fact!r}")
+
+
+def _plain(x: Any) -> Any:
+    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else x
+
+
+def _number(where: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ContractError(f"{where} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def _close(where: str, value: Any, fact: Any, tolerance: float) -> None:
+    if fact is None:
+        raise ContractError(f"{where}: the policy's contract has no such fact")
+    v, f = _number(where, value), float(fact)
+    if abs(v - f) > tolerance * abs(f):
+        raise ContractError(
+            f"{where}: the robot has {v:g}, the policy was trained for {f:g} (tolerance {tolerance:.0%})"
+        )
