@@ -127,6 +127,11 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--points", type=int, default=11, help="values of a --sweep (default: 11)")
     ev.add_argument("--seeds", type=int, default=3, help="train-bc runs: evaluation seeds, pooled (default: 3)")
     ev.add_argument("--steps", type=int, help="train-bc diffusion runs: DDIM steps per chunk (default: the run's)")
+    ev.add_argument(
+        "--action-horizon",
+        type=int,
+        help="train-bc runs: actions executed per plan, 1..pred_horizon (default: the run's)",
+    )
 
     col = sub.add_parser(
         "collect", help="record demonstrations of a trained PPO teacher into a LeRobot-style dataset (docs/datasets.md)"
@@ -480,6 +485,10 @@ def _eval_bc(args: argparse.Namespace) -> int:
 
         if isinstance(run.policy, DiffusionPolicy):
             run.policy.sampler = dataclasses.replace(run.policy.sampler, inference_steps=args.steps)
+    if args.action_horizon is not None:
+        _in_range("--action-horizon", args.action_horizon, 1, run.cfg.policy.pred_horizon)
+        run.cfg.policy = dataclasses.replace(run.cfg.policy, action_horizon=args.action_horizon)
+        run.policy.horizons = dataclasses.replace(run.policy.horizons, action=args.action_horizon)
     result = evaluate_bc_run(run, args.episodes, tuple(range(args.seeds)))
     print(f"{run.cfg.task}, {run.cfg.policy.kind} student: {result.line()}")
     print(f"wrote {args.run / 'eval.yaml'} and {args.run / 'eval.png'}")

@@ -354,7 +354,8 @@ def train_bc(cfg: BCConfig, resume: Path | None = None, quiet: bool = False, exp
         evaluation = evaluate(t.eval_episodes, EVAL_SEEDS)
         if evaluation is not None:
             logger.log({"eval/success_rate": evaluation.success_rate}, step)
-            write_evaluation(run_dir, evaluation, f"{task}: {cfg.policy.kind} student")
+            spec = chunk_spec(ema.model if ema is not None else policy, cfg.policy)
+            write_evaluation(run_dir, evaluation, f"{task}: {cfg.policy.kind} student", spec)
     finally:
         logger.close()
     if export and contract is not None:
@@ -362,14 +363,21 @@ def train_bc(cfg: BCConfig, resume: Path | None = None, quiet: bool = False, exp
     return BCResult(run_dir, step, elapsed + time.monotonic() - start, final_loss, evaluation)
 
 
-def write_evaluation(run_dir: Path, result: ChunkEvalResult, title: str) -> None:
-    """``eval.yaml`` (pooled success, 95 % interval, per seed) and ``eval.png`` (success per seed with the CI)."""
+def write_evaluation(run_dir: Path, result: ChunkEvalResult, title: str, spec: ChunkSpec | None = None) -> None:
+    """``eval.yaml`` (pooled success, 95 % interval, per seed, how chunks were executed) and ``eval.png``."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    atomic_write_text(run_dir / "eval.yaml", yaml.safe_dump(result.summary(), sort_keys=False))
+    summary = result.summary()
+    if spec is not None:
+        summary["execution"] = {
+            "action_horizon": spec.action_horizon,
+            "ensemble_decay": spec.ensemble_decay,
+            "inference_steps": spec.sampler.get("inference_steps"),
+        }
+    atomic_write_text(run_dir / "eval.yaml", yaml.safe_dump(summary, sort_keys=False))
     fig, ax = plt.subplots(figsize=(5, 3.5))
     rates = [float(r.episodes["success"].mean()) for r in result.per_seed]
     ax.bar([str(s) for s in result.seeds], rates, color="tab:blue", alpha=0.7, label="per seed")
@@ -458,5 +466,5 @@ def evaluate_bc_run(run: BCRun, episodes: int, seeds: tuple[int, ...], randomize
     result = evaluate_chunk_policy(
         run.policy, run.spec(), run.cfg.task, run.env_cfg, run.obs_groups, episodes, seeds, randomize
     )
-    write_evaluation(run.run_dir, result, f"{run.cfg.task}: {run.cfg.policy.kind} student")
+    write_evaluation(run.run_dir, result, f"{run.cfg.task}: {run.cfg.policy.kind} student", run.spec())
     return result

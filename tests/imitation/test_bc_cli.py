@@ -108,7 +108,7 @@ def test_train_bc_evaluates_exports_and_resumes(dataset: Path, tmp_path: Path) -
     assert "15 gradient steps" in resumed.stdout
     assert torch.load(run / "checkpoint.pt", weights_only=True)["step"] == 15
 
-    evaluated = robot_rl("eval", run, "--episodes", "3", "--seeds", "2", "--steps", "2")
+    evaluated = robot_rl("eval", run, "--episodes", "3", "--seeds", "2", "--steps", "2", "--action-horizon", "1")
     assert evaluated.returncode == 0, evaluated.stderr
     assert "over 6 episodes, 2 seeds" in evaluated.stdout
     exported = robot_rl("export", "onnx", run, "--out", tmp_path / "deploy")
