@@ -225,7 +225,7 @@ class ChunkedOnnxPolicy(OnnxPolicy):
         """Plan once on all-zero signals with a fresh builder and executor (the policy's state is untouched)."""
         signals = {t.source: np.zeros((self.num_envs, t.size), dtype=np.float32) for t in self.contract.observation}
         try:
-            obs = np.asarray(ObservationBuilder(self.contract.observation, self.num_envs, xp=np)(signals))
+            obs = np.asarray(ObservationBuilder.for_contract(self.contract, self.num_envs)(signals))
             action = ChunkExecutor(self.num_envs, self.chunk, self.num_actions, self.sample)(obs)
             return self.command(action, obs)
         except ContractError as exc:

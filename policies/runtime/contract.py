@@ -38,6 +38,11 @@ class ObservationTerm:
     The term contributes ``size * history`` values: the signal ``source`` multiplied by ``scale``, newest sample
     first, followed by ``history - 1`` older samples (one per control period).
 
+    With ``integral_limit > 0`` the term reads the running integral of the signal instead of the signal:
+    ``I_k = clip(I_{k-1} + dt * s_k, -integral_limit, integral_limit)`` per element, ``dt`` the contract's control
+    period and ``I`` zero before an episode's first sample (integral action: it lets a policy remove steady-state
+    offsets, e.g. of a position error under an unknown mass or thrust).
+
     Attributes:
         name: Term name (unique within the contract).
         size: Values per sample.
@@ -45,6 +50,7 @@ class ObservationTerm:
         scale: Multiplier applied to the raw signal before normalisation.
         history: Number of stacked samples (1 = current value only).
         unit: SI unit of the raw signal, for humans.
+        integral_limit: ``> 0``: integrate the signal, clipped to this magnitude (``unit`` x s); ``0``: no.
     """
 
     name: str
@@ -53,6 +59,7 @@ class ObservationTerm:
     scale: float = 1.0
     history: int = 1
     unit: str = ""
+    integral_limit: float = 0.0
 
     @property
     def dim(self) -> int:
@@ -345,6 +352,8 @@ def _validate_term(t: ObservationTerm) -> None:
         raise ContractError(f"{where}: scale must be non-zero (a zero scale hides the signal from the policy)")
     if not isinstance(t.unit, str):
         raise ContractError(f"{where}: unit must be a string, got {t.unit!r}")
+    if _number(t.integral_limit, f"{where}: integral_limit") < 0.0:
+        raise ContractError(f"{where}: integral_limit must be >= 0 (0: no integral), got {t.integral_limit}")
 
 
 def _validate_action(a: ActionSpec) -> None:

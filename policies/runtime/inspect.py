@@ -26,7 +26,12 @@ def describe(c: Contract) -> str:
         span = f"[{start}:{start + t.dim}]"
         hist = f" x {t.history} steps" if t.history > 1 else ""
         scale = f", scale {t.scale:g}" if t.scale != 1.0 else ""
-        lines.append(f"  {span:<10} {t.name:<20} {t.size}{hist}  <- signal '{t.source}' {t.unit}{scale}".rstrip())
+        if t.integral_limit > 0:
+            src = f"integral of signal '{t.source}' (dt = control period, clipped to +-{t.integral_limit:g})"
+            unit = f"{t.unit} s" if t.unit else "s"
+        else:
+            src, unit = f"signal '{t.source}'", t.unit
+        lines.append(f"  {span:<10} {t.name:<20} {t.size}{hist}  <- {src} {unit}{scale}".rstrip())
         start += t.dim
     a = c.action
     ref = f" + {a.reference}" if a.reference else ""
@@ -74,7 +79,17 @@ def describe(c: Contract) -> str:
             lines.append(f"  {name:<16} at {_fmt(pos)} m, spins {spin} seen from above (reaction torque {sign:+g} z)")
         for k, v in airframe.items():
             if k not in ("motor_order", "rotor_positions_m", "spin_seen_from_above", "reaction_torque_sign_z"):
-                lines.append(f"  {k}: {_fmt(v)}")
+                if isinstance(v, dict):
+                    lines.append(f"  {k}:")
+                    lines += [f"    {kk}: {_fmt(vv)}" for kk, vv in v.items()]
+                else:
+                    lines.append(f"  {k}: {_fmt(v)}")
+    ranges = extra.pop("training_ranges", None)
+    if isinstance(ranges, dict) and ranges:
+        lines += ["", "trained under randomisation (smallest .. largest value of each parameter):"]
+        for k, r in ranges.items():
+            if isinstance(r, dict):
+                lines.append(f"  {k:<26} {_fmt(r.get('low'))} .. {_fmt(r.get('high'))} {r.get('unit', '')}".rstrip())
     lines += ["", f"filter: {json.dumps(c.filter) if c.filter else '(none)'}"]
     for k, v in extra.items():
         lines.append(f"{k}: {_fmt(v)}")

@@ -11,7 +11,8 @@ Layout of the output, for terms ``t_1 .. t_K`` in contract order::
                s_2(k) * scale_2, ... ]                                            # term 2, ...
 
 A world that was just reset has its whole history filled with its first sample, so no stale values from the
-previous episode leak into the new one.
+previous episode leak into the new one. A term with ``integral_limit > 0`` samples the running integral of its signal
+(see :class:`~policies.runtime.contract.ObservationTerm`), restarted from zero with the episode.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from policies.runtime.contract import ContractError, ObservationTerm
+from policies.runtime.contract import Contract, ContractError, ObservationTerm
 
 Array = Any  # numpy.ndarray or torch.Tensor
 
@@ -32,16 +33,32 @@ class ObservationBuilder:
         num_envs: Batch size ``N``.
         xp: Array module, ``numpy`` or ``torch``.
         device: Torch device for the history buffers (``None`` for numpy).
+        dt: Control period, s (needed by integral terms only).
     """
 
-    def __init__(self, terms: Sequence[ObservationTerm], num_envs: int, xp: Any, device: Any = None) -> None:
+    def __init__(
+        self, terms: Sequence[ObservationTerm], num_envs: int, xp: Any, device: Any = None, dt: float = 0.0
+    ) -> None:
         self.terms = list(terms)
         self.num_envs = num_envs
         self.xp = xp
+        self.dt = float(dt)
         kw = {} if device is None else {"device": device}
         self._hist = {t.name: xp.zeros((num_envs, t.history, t.size), dtype=xp.float32, **kw) for t in self.terms}
+        self._integral = {
+            t.name: xp.zeros((num_envs, t.size), dtype=xp.float32, **kw) for t in self.terms if t.integral_limit > 0
+        }
+        if self._integral and not self.dt > 0:
+            raise ContractError(f"integral observation terms {sorted(self._integral)} need the control period dt > 0")
         self._fresh = xp.ones((num_envs,), dtype=bool, **kw)
         self.obs_dim = sum(t.dim for t in self.terms)
+
+    @classmethod
+    def for_contract(cls, contract: Contract, num_envs: int) -> ObservationBuilder:
+        """A numpy builder of ``contract``'s observation for ``num_envs`` robots (its control period as ``dt``)."""
+        import numpy as np
+
+        return cls(contract.observation, num_envs, xp=np, dt=contract.control_period_s)
 
     def __call__(self, signals: Mapping[str, Array]) -> Array:
         """Push one sample of every signal and return the policy input.
@@ -59,7 +76,13 @@ class ObservationBuilder:
         """Shift every history by one control step and store the newest sample (fresh worlds: whole history)."""
         fresh = self._fresh
         any_fresh = bool(fresh.any())
-        scaled = [self._signal(signals, t) * t.scale for t in self.terms]  # every signal checked before any push
+        raw = [self._signal(signals, t) for t in self.terms]  # every signal checked before any state changes
+        for t, x in zip(self.terms, raw, strict=True):
+            if t.name in self._integral:
+                if any_fresh:
+                    self._integral[t.name][fresh] = 0.0
+                self._integral[t.name] = self._integrate(t, self._integral[t.name], x)
+        scaled = [self._sample(t, x) for t, x in zip(self.terms, raw, strict=True)]
         for t, x in zip(self.terms, scaled, strict=True):
             buf = self.xp.roll(self._hist[t.name], 1, 1) if t.history > 1 else self._hist[t.name]
             buf[:, 0] = x
@@ -79,16 +102,25 @@ class ObservationBuilder:
         if signals is None:
             self._fresh[mask] = True
             return
-        scaled = [self._signal(signals, t) * t.scale for t in self.terms]
+        raw = [self._signal(signals, t) for t in self.terms]
+        for t, x in zip(self.terms, raw, strict=True):
+            if t.name in self._integral:
+                self._integral[t.name][mask] = self._integrate(t, self.xp.zeros_like(x), x)[mask]
+        scaled = [self._sample(t, x) for t, x in zip(self.terms, raw, strict=True)]
         for t, x in zip(self.terms, scaled, strict=True):
             self._hist[t.name][mask] = x[mask][:, None, :]
         self._fresh[mask] = False
 
     def state_dict(self) -> dict[str, Array]:
         """Histories and fresh flags (copies), to save an exact continuation."""
+
+        def copy(v: Array) -> Array:
+            return v.clone() if hasattr(v, "clone") else v.copy()
+
         return {
-            "fresh": self._fresh.clone() if hasattr(self._fresh, "clone") else self._fresh.copy(),
-            **{f"hist.{k}": (v.clone() if hasattr(v, "clone") else v.copy()) for k, v in self._hist.items()},
+            "fresh": copy(self._fresh),
+            **{f"hist.{k}": copy(v) for k, v in self._hist.items()},
+            **{f"integral.{k}": copy(v) for k, v in self._integral.items()},
         }
 
     def load_state_dict(self, state: dict[str, Array]) -> None:
@@ -96,10 +128,24 @@ class ObservationBuilder:
         self._fresh[:] = state["fresh"]
         for k in self._hist:
             self._hist[k][:] = state[f"hist.{k}"]
+        for k in self._integral:
+            self._integral[k][:] = state[f"integral.{k}"]
+
+    def integral(self, name: str) -> Array:
+        """Current integral ``[N, size]`` (raw units x s, unscaled) of the integral term ``name``."""
+        return self._integral[name]
 
     def read(self) -> Array:
         """Current policy input ``[N, obs_dim]`` (no history shift)."""
         return self.xp.concat([self._hist[t.name].reshape(self.num_envs, t.dim) for t in self.terms], 1)
+
+    def _integrate(self, t: ObservationTerm, integral: Array, x: Array) -> Array:
+        """One step of the clipped integral ``clip(I + dt * x, -limit, limit)`` (a new array)."""
+        return self.xp.clip(integral + self.dt * x, -t.integral_limit, t.integral_limit)
+
+    def _sample(self, t: ObservationTerm, x: Array) -> Array:
+        """The term's newest sample before stacking: the scaled signal, or its scaled integral."""
+        return (self._integral[t.name] if t.integral_limit > 0 else x) * t.scale
 
     def _device_kw(self) -> dict[str, Any]:
         dev = getattr(self._fresh, "device", None)

@@ -100,7 +100,7 @@ class OnnxPolicy:
         self._verify_graph()
         self.obs_dim = self.contract.obs_dim
         self.num_actions = self.contract.action.size
-        self._builder = ObservationBuilder(self.contract.observation, num_envs, xp=np)
+        self._builder = ObservationBuilder.for_contract(self.contract, num_envs)
         self._sources = {t.source for t in self.contract.observation}
         a = self.contract.action
         self._offset = np.asarray(a.offset, dtype=np.float32)
@@ -275,7 +275,7 @@ class OnnxPolicy:
         """
         signals = {t.source: np.zeros((self.num_envs, t.size), dtype=np.float32) for t in self.contract.observation}
         try:
-            builder = ObservationBuilder(self.contract.observation, self.num_envs, xp=np)
+            builder = ObservationBuilder.for_contract(self.contract, self.num_envs)
             obs = np.asarray(builder(self.check_signals(signals)), dtype=np.float32)
             if obs.shape != (self.num_envs, self.obs_dim):
                 raise RuntimeError(f"observation shape {obs.shape}, expected {(self.num_envs, self.obs_dim)}")

@@ -11,7 +11,7 @@ front of them; only the keys given are checked, each against the contract's fact
       reaction_torque_sign_z: [-1, 1, -1, 1]
       rotor_positions_m: [[0.0325, -0.0325, 0.0], ...]     # within POSITION_TOLERANCE_M each
       max_rpm: 21702                     # scalars within SCALAR_TOLERANCE (relative)
-      motor_time_constant_s: 0.03
+      motor_time_constant_up_s: 0.06
     control_period_s: 0.02               # exact (to 1 us)
 
 A mismatch raises :class:`~policies.runtime.contract.ContractError` naming the field, both values and the

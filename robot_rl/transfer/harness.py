@@ -57,8 +57,9 @@ SimFactory = Callable[[Contract], TransferSim]
 
 def _plugs() -> dict[str, dict[str, SimFactory]]:
     from robot_rl.transfer.pybullet_panda import PandaReachBullet
+    from robot_rl.transfer.pybullet_quadrotor import QuadrotorHoverBullet
 
-    return {"pybullet": {"panda-reach": PandaReachBullet}}
+    return {"pybullet": {"panda-reach": PandaReachBullet, "quadrotor-hover": QuadrotorHoverBullet}}
 
 
 SIMULATORS = ("pybullet",)

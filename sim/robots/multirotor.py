@@ -7,11 +7,14 @@ State per world (``N`` worlds)::
 
     pos [N, 3] m (W)   quat [N, 4] (B -> W)   vel [N, 3] m/s (W)   omega [N, 3] rad/s (B)   rotor [N, 4] (0..1)
 
-``rotor`` is each rotor's speed as a fraction of its maximum. Thrust is quadratic in speed,
-``f_i = f_max * rotor_i**2``, and each rotor adds a reaction torque ``±k_m f_i`` about ``z_B``. Rotor speeds follow a
-first-order lag towards the command, integrated exactly; the rigid body is integrated with classical RK4 (thrust held
-over a substep) and the quaternion renormalised after every substep. Sources: ``../shared/references.md``
-(Förster 2015 inertia; Bitcraze motor layout; "Learning to Fly in Seconds", Eschmann et al. 2023).
+``rotor`` is each rotor's speed as a fraction ``u`` of its maximum. Thrust follows the curve
+``f_i = f_max * ((1 - c) u_i**2 + c u_i)`` (``c``: ``thrust_curve_linear``; ``c = 0`` is the pure quadratic of
+RLtools' l2f and gym-pybullet-drones; a fit through Bitcraze's thrust / RPM table gives ``c ≈ -0.08``), clamped at
+zero, and each rotor adds a reaction torque ``±k_m f_i`` about ``z_B``. Rotor speeds follow a first-order lag towards
+the command with separate time constants for spinning up and spinning down, integrated exactly; the rigid body is
+integrated with classical RK4 (thrust held over a substep) and the quaternion renormalised after every substep.
+Every nominal value and its source is in :class:`CrazyflieParams`; the ranges that cover the published
+identifications are in ``sim/tasks/quadrotor_hover.py`` (table: ``docs/quadrotor.md``).
 """
 
 from __future__ import annotations
@@ -27,24 +30,49 @@ GRAVITY = 9.81
 
 @dataclass(frozen=True)
 class CrazyflieParams:
-    """Nominal Crazyflie 2.x parameters.
+    """Nominal Crazyflie 2.x parameters, with their sources.
+
+    Published identifications (cited by short name here and in the task's randomisation):
+
+    - *Förster 2015*: J. Förster, "System Identification of the Crazyflie 2.0 Nano Quadrocopter", BSc thesis, ETH
+      Zurich (the values the Crazyflie firmware's ``physical_constants.c`` carries: inertia, ``k_m``, 29.3 g).
+    - *Landry 2015*: B. Landry, "Planning and Control for Quadrotor Flight through Cluttered Environments", MSc
+      thesis, MIT (inertia diag(1.43e-5, 1.43e-5, 2.89e-5) kg m², 30 g).
+    - *Bitcraze 2015*: "Measuring propeller RPM, part 3" (bitcraze.io blog, and the firmware docs' "PWM to thrust"
+      page): thrust and RPM against PWM on a scale; a step from 0 to full speed (about 25k RPM) takes ~180 ms.
+    - *l2f*: RLtools / "Learning to Fly in Seconds" (Eschmann et al. 2023), ``parameters/dynamics/crazy_flie.h``
+      of arplaboratory/learning-to-fly: 27 g, thrust 3.16e-10 rpm² N (0.1488 N at 21702 RPM), ``k_m`` 0.005964552 m,
+      RPM time constant 0.15 s, inertia diag(3.85e-6, 3.85e-6, 5.97e-6) kg m².
+    - *gym-pybullet-drones*: ``cf2x.urdf``: 27 g, kf 3.16e-10, km 7.94e-12 (so ``k_m`` = km / kf = 0.0251 m),
+      inertia diag(1.4e-5, 1.4e-5, 2.17e-5) kg m², thrust-to-weight 2.25, no motor lag.
 
     Attributes:
-        mass: Take-off mass with battery, kg (0.027–0.032 kg reported).
-        arm_length: Motor-to-centre distance, m (92 mm between diagonal motors).
-        inertia: Principal moments of inertia, kg m² (Förster, ETH 2015).
-        thrust_to_weight: Total maximum thrust over weight (L2F: 4 x 0.1488 N / 0.265 N ≈ 2.25).
-        torque_ratio: Rotor reaction torque per unit thrust ``k_m``, m.
-        motor_time_constant: First-order rotor-speed time constant, s (10–50 ms reported).
-        max_rpm: Rotor speed at full command, RPM (L2F Crazyflie model).
+        mass: Take-off mass with battery, kg (27 g bare: l2f, gym-pybullet-drones; 29.3–34 g with decks:
+            Förster 2015, firmware constants; 30 g: Landry 2015).
+        arm_length: Motor-to-centre distance, m (92 mm between diagonal motors, Bitcraze datasheet).
+        inertia: Principal moments of inertia, kg m² (Förster 2015).
+        thrust_to_weight: Maximum thrust of the four rotors over the *nominal* weight ``mass * g`` (l2f:
+            4 x 0.1488 N / 0.265 N ≈ 2.25; gym-pybullet-drones: 2.25). The rotors' thrust does not grow with a
+            heavier airframe: a world with more mass has a lower actual thrust-to-weight ratio.
+        thrust_curve_linear: Linear share ``c`` of the thrust curve ``f = f_max ((1 - c) u² + c u)`` (l2f,
+            gym-pybullet-drones: 0; a least-squares ``a u² + b u`` through Bitcraze 2015's thrust / RPM table, 0–18.2k
+            RPM: ``c = b / (a + b) ≈ -0.08``).
+        torque_ratio: Rotor reaction torque per unit thrust ``k_m``, m (Förster 2015, l2f).
+        motor_time_constant_up: First-order rotor-speed time constant while speeding up, s (Bitcraze 2015's step
+            response: ~180 ms from rest to full speed, i.e. about 60 ms).
+        motor_time_constant_down: The same while slowing down, s (Bitcraze 2015: the falling slope matches the
+            rising one at 15–20k RPM).
+        max_rpm: Rotor speed at full command, RPM (l2f).
     """
 
     mass: float = 0.027
     arm_length: float = 0.046
     inertia: tuple[float, float, float] = (1.66e-5, 1.66e-5, 2.93e-5)
     thrust_to_weight: float = 2.25
+    thrust_curve_linear: float = 0.0
     torque_ratio: float = 0.005964552
-    motor_time_constant: float = 0.03
+    motor_time_constant_up: float = 0.06
+    motor_time_constant_down: float = 0.06
     max_rpm: float = 21702.0
 
     def __post_init__(self) -> None:
@@ -54,7 +82,8 @@ class CrazyflieParams:
             "inertia",
             "thrust_to_weight",
             "torque_ratio",
-            "motor_time_constant",
+            "motor_time_constant_up",
+            "motor_time_constant_down",
             "max_rpm",
         ):
             value = getattr(self, name)
@@ -64,14 +93,22 @@ class CrazyflieParams:
             raise ValueError(
                 f"robot.thrust_to_weight must exceed 1 (the drone must lift itself), got {self.thrust_to_weight}"
             )
+        if not (math.isfinite(self.thrust_curve_linear) and -0.5 <= self.thrust_curve_linear < 1.0):
+            raise ValueError(f"robot.thrust_curve_linear must be in [-0.5, 1), got {self.thrust_curve_linear}")
         i = self.inertia
         if any(2 * v > sum(i) for v in i):
             raise ValueError(f"robot.inertia {list(i)} violates the triangle inequality I_a + I_b >= I_c")
 
     @property
     def hover_rotor(self) -> float:
-        """Rotor speed fraction at which four rotors carry the nominal weight: ``sqrt(1 / thrust_to_weight)``."""
-        return math.sqrt(1.0 / self.thrust_to_weight)
+        """Rotor speed fraction at which four rotors carry the nominal weight (the thrust curve at ``1 / T/W``)."""
+        return thrust_curve_inverse(1.0 / self.thrust_to_weight, self.thrust_curve_linear)
+
+
+def thrust_curve_inverse(fraction: float, linear: float) -> float:
+    """Rotor speed fraction ``u`` at which ``(1 - c) u² + c u`` equals ``fraction`` of the maximum thrust."""
+    a, b = 1.0 - linear, linear
+    return (-b + math.sqrt(b * b + 4.0 * a * fraction)) / (2.0 * a)
 
 
 # Crazyflie 2.x layout and spin directions, checked against the firmware's own mixer (bitcraze/crazyflie-firmware,
@@ -117,16 +154,20 @@ class MultirotorParams:
         mass: ``[N, 1]`` kg.
         inertia: ``[N, 3]`` principal moments, kg m².
         max_thrust: ``[N, 1]`` thrust of one rotor at full speed, N.
+        thrust_curve_linear: ``[N, 1]`` linear share ``c`` of the thrust curve (see the module docstring).
         torque_ratio: ``[N, 1]`` reaction torque per unit thrust, m.
-        motor_time_constant: ``[N, 1]`` s.
+        motor_time_constant_up: ``[N, 1]`` rotor time constant while speeding up, s.
+        motor_time_constant_down: ``[N, 1]`` rotor time constant while slowing down, s.
         disturbance: ``[N, 3]`` constant external force in the world frame, N.
     """
 
     mass: torch.Tensor
     inertia: torch.Tensor
     max_thrust: torch.Tensor
+    thrust_curve_linear: torch.Tensor
     torque_ratio: torch.Tensor
-    motor_time_constant: torch.Tensor
+    motor_time_constant_up: torch.Tensor
+    motor_time_constant_down: torch.Tensor
     disturbance: torch.Tensor
 
 
@@ -149,7 +190,8 @@ class MultirotorModel:
 
     def wrench(self, rotor: torch.Tensor, p: MultirotorParams) -> tuple[torch.Tensor, torch.Tensor]:
         """Collective thrust ``[N]`` (N, along ``+z_B``) and body torque ``[N, 3]`` (N m) of rotor speeds ``[N, 4]``."""
-        f = p.max_thrust * rotor.square()  # [N, 4]
+        c = p.thrust_curve_linear
+        f = p.max_thrust * ((1.0 - c) * rotor.square() + c * rotor).clamp_min(0.0)  # [N, 4]
         torque = torch.stack(
             (f @ self.roll_arm, f @ self.pitch_arm, (f @ self.yaw_sign) * p.torque_ratio[:, 0]), dim=-1
         )
@@ -166,7 +208,7 @@ class MultirotorModel:
         return s.vel, quat_derivative(s.quat, s.omega), acc, omega_dot
 
     def step(self, s: MultirotorState, command: torch.Tensor, p: MultirotorParams, dt: float) -> MultirotorState:
-        """Advance by ``dt`` seconds: exact first-order motor lag, then RK4 on the rigid body.
+        """Advance by ``dt`` seconds: exact first-order motor lag (rise or fall constant per rotor), then RK4.
 
         Args:
             s: Current state.
@@ -174,8 +216,9 @@ class MultirotorModel:
             p: Per-world parameters.
             dt: Step, s.
         """
-        decay = torch.exp(-dt / p.motor_time_constant)  # [N, 1]
-        rotor = command + (s.rotor - command) * decay
+        # The lag never crosses the command, so the direction (and the constant) holds for the whole step.
+        tau = torch.where(command > s.rotor, p.motor_time_constant_up, p.motor_time_constant_down)  # [N, 4]
+        rotor = command + (s.rotor - command) * torch.exp(-dt / tau)
         thrust, torque = self.wrench(0.5 * (s.rotor + rotor), p)  # midpoint speed over the step
 
         def f(x: MultirotorState) -> tuple[torch.Tensor, ...]:

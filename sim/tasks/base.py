@@ -184,7 +184,7 @@ class BatchedTask(VecEnv):
         self._check_names("noise.std", noise.std, signal_names)
         self._check_names("noise.bias_std", noise.bias_std, signal_names)
         self.max_latency = max_latency
-        self.builder = ObservationBuilder(self.policy_terms, num_envs, torch, device)
+        self.builder = ObservationBuilder(self.policy_terms, num_envs, torch, device, dt=dt)
         n, a = num_envs, num_actions
         self.episode_step = torch.zeros(n, dtype=torch.long, device=device)
         self.episode_return = torch.zeros(n, device=device)

@@ -4,13 +4,19 @@ Action: four normalised per-rotor commands ``a`` in ``[-1, 1]``, mapped to rotor
 ``rpm = hover_rpm + (max_rpm - hover_rpm) * a`` (so ``a = 0`` hovers the nominal drone), as in "Learning to Fly in
 Seconds" (direct per-rotor RPM control). The mapping is part of the deployment contract (kind ``rpm``).
 
-Onboard (``policy``) observation, 18 + 4 H values::
+Onboard (``policy``) observation, 18 + 4 H (+ 3) values::
 
     pos_w [3] m (world, relative to the target) | rot_mat [9] (body -> world, row-major) | lin_vel_w [3] m/s |
-    ang_vel_b [3] rad/s (gyro) | last_action [4] x H (normalised, newest first)
+    ang_vel_b [3] rad/s (gyro) | last_action [4] x H (normalised, newest first) |
+    position_integral [3] m s (integral of pos_w, clipped; with ``position_integral_limit > 0``)
+
+The position integral is integral action: with it the policy can remove the steady-state offset an unknown mass or
+thrust leaves (docs/benchmarks.md, "robustness past the training range", measures it against a longer action
+history).
 
 Privileged (``critic``) observation: the noise-free state, rotor speeds, the randomised parameters (relative to
-nominal) and the disturbance force (in units of the nominal weight).
+nominal), the disturbance force (in units of the nominal weight) and, with integral action, the actor's position
+integral.
 
 Success (per episode): no crash, and the mean position error over the last ``success_window_s`` seconds below
 ``success_pos_error`` metres. The task's criterion over an evaluation: at least 95 % of episodes without crash and a
@@ -53,16 +59,29 @@ from sim.vec_env import TaskConfigError
 
 
 def _default_randomization() -> list[RandomizationTerm]:
+    # Each range covers every published identification (sources in sim/robots/multirotor.py, CrazyflieParams),
+    # relative to the nominal values there; docs/quadrotor.md tabulates them side by side.
     return [
-        # Crazyflie take-off mass 0.027–0.032 kg (references.md).
-        RandomizationTerm("mass", "uniform", (0.95, 1.2), "scale"),
-        # Two published identifications differ by ~15 %; one shared scale keeps the body realisable.
-        RandomizationTerm("inertia", "uniform", (0.85, 1.15), "scale"),
+        # Take-off mass 25.7-35.1 g: 27 g bare (l2f, gym-pybullet-drones), 29.3 g (Förster 2015), 30 g (Landry 2015),
+        # 34 g with a deck (Crazyflie firmware physical_constants.c).
+        RandomizationTerm("mass", "uniform", (0.95, 1.3), "scale"),
+        # One shared scale keeps the body realisable: 0.86x / 0.99x (Landry 2015), 0.84x / 0.74x (gym-pybullet-drones),
+        # 1.0x (Förster 2015), +20 % for decks. Not covered: l2f's diag(3.85e-6, 3.85e-6, 5.97e-6), 0.23x / 0.20x,
+        # which no 27 g Crazyflie can have: its four motors alone (3 g each at 32.5 mm from both axes; the point-mass
+        # model of Landry 2015) give I_xx = 4 x 0.003 x 0.0325² = 1.27e-5 kg m².
+        RandomizationTerm("inertia", "uniform", (0.7, 1.2), "scale"),
+        # Maximum thrust over the nominal weight: 2.25 (l2f, gym-pybullet-drones) +-15 % (battery charge, propellers).
         RandomizationTerm("thrust_to_weight", "uniform", (0.85, 1.15), "scale"),
-        RandomizationTerm("torque_ratio", "uniform", (0.8, 1.2), "scale"),
-        # Motor time constant "of order 10–50 ms".
-        RandomizationTerm("motor_time_constant", "uniform", (0.01, 0.05), "abs"),
-        # 0 or 1 control steps (0–10 ms) of latency, equally likely (the value is floored).
+        # Thrust curve shape: 0 (pure quadratic: l2f, gym-pybullet-drones) to -0.08 (fit through Bitcraze 2015's
+        # thrust / RPM table), widened both ways.
+        RandomizationTerm("thrust_curve_linear", "uniform", (-0.12, 0.04), "add"),
+        # Reaction torque per thrust: 0.00596 m (Förster 2015, l2f) to 0.0251 m (gym-pybullet-drones' km / kf).
+        RandomizationTerm("torque_ratio", "uniform", (0.8, 4.4), "scale"),
+        # Rotor time constants, rise and fall drawn independently: ~0.06 s (Bitcraze 2015 step response) to 0.15 s
+        # (l2f's identified RPM time constant), and down to 0.02 s for faster motors.
+        RandomizationTerm("motor_time_constant_up", "uniform", (0.02, 0.16), "abs"),
+        RandomizationTerm("motor_time_constant_down", "uniform", (0.02, 0.16), "abs"),
+        # 0 or 1 control steps (0-20 ms) of latency, equally likely (the value is floored).
         RandomizationTerm("action_latency", "uniform", (0.0, 2.0), "add"),
         # Constant external force (unmodelled aerodynamics, tether, ...), N, per axis; ~2 % of the weight.
         RandomizationTerm("disturbance_force", "gaussian", (0.0, 0.005), "add", clip=(-0.015, 0.015), per_element=True),
@@ -105,6 +124,7 @@ class QuadrotorHoverConfig:
         substeps: Physics substeps per control period (RK4 at 10 ms).
         episode_length_s: Episode time limit, s.
         action_history: Number of past actions in the onboard observation (``H``).
+        position_integral_limit: Clip of the position-error integral term, m s (``0``: no integral term).
         init_pos_radius: Initial position drawn uniformly in a ball of this radius around the target, m.
         init_max_tilt_deg: Initial attitude: rotation about a random axis by up to this angle, degrees.
         init_lin_vel: Initial linear velocity, uniform per axis in ``±init_lin_vel``, m/s.
@@ -125,6 +145,7 @@ class QuadrotorHoverConfig:
     substeps: int = 2
     episode_length_s: float = 5.0
     action_history: int = 4
+    position_integral_limit: float = 0.5
     init_pos_radius: float = 0.5
     init_max_tilt_deg: float = 30.0
     init_lin_vel: float = 0.2
@@ -145,18 +166,39 @@ class QuadrotorHoverConfig:
             "crash_ang_vel", "success_window_s", "success_pos_error", "fine_position_sigma",
         )  # fmt: skip
         check_fields(self, positive, "env.")
-        check_fields(self, ("init_lin_vel", "init_ang_vel"), "env.", positive=False)
-        if self.init_lin_vel < 0 or self.init_ang_vel < 0:
-            raise TaskConfigError("env.init_lin_vel and env.init_ang_vel must be >= 0")
+        check_fields(self, ("init_lin_vel", "init_ang_vel", "position_integral_limit"), "env.", positive=False)
+        if self.init_lin_vel < 0 or self.init_ang_vel < 0 or self.position_integral_limit < 0:
+            raise TaskConfigError("env.init_lin_vel, env.init_ang_vel and env.position_integral_limit must be >= 0")
         check_reward_scales(self.reward_scales)
         specs = param_specs(self.robot)
         check_randomization(self.randomization, specs)
-        check_hover_margin(self.randomization, specs)
+        check_hover_margin(self.randomization, specs, self.robot.mass)
         if not 0.0 <= self.init_max_tilt_deg < 90.0:
             raise TaskConfigError(f"env.init_max_tilt_deg must be in [0, 90), got {self.init_max_tilt_deg}")
         if self.init_pos_radius >= self.crash_distance:
             raise TaskConfigError("env.init_pos_radius must be below env.crash_distance (episodes would start crashed)")
 
+
+CRAZYFLIE_MOTOR_COMMAND: dict[str, object] = {
+    "real_command": "PWM duty ratio 0..65535 per motor (crazyflie-firmware motorsSetRatio, battery-compensated)",
+    "rpm_to_pwm_percent": [
+        [0, 0.0],
+        [4485, 6.25],
+        [7570, 12.5],
+        [9374, 18.75],
+        [10885, 25.0],
+        [12277, 31.25],
+        [13522, 37.5],
+        [14691, 43.25],
+        [15924, 50.0],
+        [17174, 56.25],
+        [18179, 62.5],
+    ],
+    "linear_fit": "pwm_percent = (rpm - 3100) / 262 above ~4500 rpm",
+    "source": "Bitcraze 2015 thrust measurements (bitcraze.io, 'PWM to thrust'), 3.65-4.0 V; above 18179 rpm "
+    "the table ends: extrapolate with the fit and check on your motors",
+}
+"""How a rotor-speed command becomes the Crazyflie's motor command (measured, Crazyflie 2.0 with stock motors)."""
 
 HOVER_MARGIN = 1.25
 """Required ratio of the weakest world's maximum thrust to its weight plus the largest disturbance force.
@@ -171,27 +213,29 @@ def param_specs(r: CrazyflieParams) -> dict[str, ParamSpec]:
         "mass": ParamSpec((r.mass,), lower=0.0, unit="kg"),
         "inertia": ParamSpec(r.inertia, lower=0.0, unit="kg m^2", check=inertia_is_valid),
         "thrust_to_weight": ParamSpec((r.thrust_to_weight,), lower=1.0, unit="(ratio)"),
+        "thrust_curve_linear": ParamSpec((r.thrust_curve_linear,), lower=-0.5, unit="(share)"),
         "torque_ratio": ParamSpec((r.torque_ratio,), lower=0.0, unit="m"),
-        "motor_time_constant": ParamSpec((r.motor_time_constant,), lower=0.0, unit="s"),
+        "motor_time_constant_up": ParamSpec((r.motor_time_constant_up,), lower=0.0, unit="s"),
+        "motor_time_constant_down": ParamSpec((r.motor_time_constant_down,), lower=0.0, unit="s"),
         "disturbance_force": ParamSpec((0.0, 0.0, 0.0), unit="N"),
     }
 
 
-def check_hover_margin(terms: list[RandomizationTerm], specs: dict[str, ParamSpec]) -> None:
+def check_hover_margin(terms: list[RandomizationTerm], specs: dict[str, ParamSpec], nominal_mass: float) -> None:
     """Refuse randomisation ranges under which some world cannot hover with :data:`HOVER_MARGIN`.
 
-    The worst corner is the lightest drone (a fixed disturbance weighs most against it) with the lowest
-    thrust-to-weight ratio and the largest disturbance on every axis.
+    The worst corner is the heaviest drone with the weakest rotors (thrust is ``thrust_to_weight`` times the
+    *nominal* weight, independent of the world's mass) and the largest disturbance on every axis.
     """
-    mass_lo, _ = value_bounds(terms, specs, "mass")
+    _, mass_hi = value_bounds(terms, specs, "mass")
     tw_lo, _ = value_bounds(terms, specs, "thrust_to_weight")
     f_lo, f_hi = value_bounds(terms, specs, "disturbance_force")
-    weight = float(mass_lo[0]) * GRAVITY
+    weight = float(mass_hi[0]) * GRAVITY
     force = float(torch.maximum(f_lo.abs(), f_hi.abs()).norm())
-    thrust = float(tw_lo[0]) * weight
+    thrust = float(tw_lo[0]) * nominal_mass * GRAVITY
     if thrust < HOVER_MARGIN * (weight + force):
         raise TaskConfigError(
-            f"env.randomization: at the corner mass {float(mass_lo[0]):.4g} kg, "
+            f"env.randomization: at the corner mass {float(mass_hi[0]):.4g} kg, "
             f"thrust_to_weight {float(tw_lo[0]):.3g}, "
             f"disturbance {force:.3g} N the drone's maximum thrust {thrust:.3g} N is below {HOVER_MARGIN} x "
             f"(weight + disturbance) = {HOVER_MARGIN * (weight + force):.3g} N; narrow the ranges"
@@ -214,6 +258,11 @@ class QuadrotorHover(BatchedTask):
             ObservationTerm("angular_velocity", 3, "ang_vel_b", unit="rad/s"),
             ObservationTerm("last_action", 4, "last_action", history=cfg.action_history),
         ]
+        self.integral = cfg.position_integral_limit > 0
+        if self.integral:
+            terms.append(
+                ObservationTerm("position_integral", 3, "pos_w", unit="m", integral_limit=cfg.position_integral_limit)
+            )
         specs = param_specs(r)
         super().__init__(
             num_envs=num_envs,
@@ -223,7 +272,7 @@ class QuadrotorHover(BatchedTask):
             device=device,
             seed=seed,
             policy_terms=terms,
-            privileged_size=3 + 9 + 3 + 3 + 4 + 3 + 8,
+            privileged_size=3 + 9 + 3 + 3 + 4 + 3 + 10 + (3 if self.integral else 0),
             param_specs=specs,
             randomization=cfg.randomization,
             noise=cfg.noise,
@@ -240,13 +289,14 @@ class QuadrotorHover(BatchedTask):
     def physical_params(self) -> MultirotorParams:
         """Current per-world parameters in SI units."""
         v = self.params
-        mass = v["mass"]
         return MultirotorParams(
-            mass=mass,
+            mass=v["mass"],
             inertia=v["inertia"],
-            max_thrust=v["thrust_to_weight"] * mass * GRAVITY / 4.0,
+            max_thrust=v["thrust_to_weight"] * (self.nominal.mass * GRAVITY / 4.0),
+            thrust_curve_linear=v["thrust_curve_linear"],
             torque_ratio=v["torque_ratio"],
-            motor_time_constant=v["motor_time_constant"],
+            motor_time_constant_up=v["motor_time_constant_up"],
+            motor_time_constant_down=v["motor_time_constant_down"],
             disturbance=v["disturbance_force"],
         )
 
@@ -313,9 +363,12 @@ class QuadrotorHover(BatchedTask):
                 v["mass"] / r.mass,
                 v["inertia"] / self._nominal_inertia,
                 v["thrust_to_weight"] / r.thrust_to_weight,
+                v["thrust_curve_linear"],
                 v["torque_ratio"] / r.torque_ratio,
-                v["motor_time_constant"] / r.motor_time_constant,
+                v["motor_time_constant_up"] / r.motor_time_constant_up,
+                v["motor_time_constant_down"] / r.motor_time_constant_down,
                 v["action_latency"].floor(),
+                *((self.builder.integral("position_integral"),) if self.integral else ()),
             ),
             dim=-1,
         )
@@ -380,11 +433,12 @@ class QuadrotorHover(BatchedTask):
         )
 
     def contract_extra(self) -> dict[str, object]:
-        """Hover target and the nominal robot the policy was trained around."""
-        r = self.nominal
+        """Hover target, the airframe the policy was trained around, its training ranges and start-up envelope."""
+        r, cfg = self.nominal, self.cfg
         d = r.arm_length / math.sqrt(2.0)
         return {
             "target_position_m": [0.0, 0.0, 0.0],
+            "target_convention": "signal pos_w is the robot's position minus the target, world frame (z up), m",
             "frames": "world z-up; body x forward, y left, z up; rot_mat is body->world, row-major",
             "robot": {"name": "crazyflie-2.x", "mass_kg": r.mass, "arm_length_m": r.arm_length},
             "airframe": {
@@ -392,14 +446,42 @@ class QuadrotorHover(BatchedTask):
                 "rotor_positions_m": [[x * d, y * d, 0.0] for x, y in ROTOR_XY],
                 "reaction_torque_sign_z": list(ROTOR_YAW_SIGN),
                 "spin_seen_from_above": ["ccw" if s < 0 else "cw" for s in ROTOR_YAW_SIGN],
-                "thrust_model": "f = max_thrust_n * (rpm / max_rpm)^2",
+                "thrust_model": "f = max_thrust_n * ((1 - c) u^2 + c u), u = rpm / max_rpm, c = thrust_curve_linear",
                 "max_thrust_per_rotor_n": r.thrust_to_weight * r.mass * GRAVITY / 4.0,
+                "thrust_curve_linear": r.thrust_curve_linear,
                 "max_rpm": r.max_rpm,
+                "hover_rpm": self.hover * r.max_rpm,
                 "reaction_torque_per_thrust_m": r.torque_ratio,
-                "motor_time_constant_s": r.motor_time_constant,
+                "motor_time_constant_up_s": r.motor_time_constant_up,
+                "motor_time_constant_down_s": r.motor_time_constant_down,
                 "inertia_kg_m2": list(r.inertia),
+                "motor_command": CRAZYFLIE_MOTOR_COMMAND,
             },
+            "training_ranges": self.training_ranges(),
+            "start": {
+                "last_action": [0.0] * 4,
+                "note": "fill the action history with 0 (hover RPM) before the first step, as in training",
+            },
+            "training_envelope": {
+                "episode_length_s": cfg.episode_length_s,
+                "init_pos_radius_m": cfg.init_pos_radius,
+                "init_max_tilt_deg": cfg.init_max_tilt_deg,
+                "init_lin_vel_m_s": cfg.init_lin_vel,
+                "init_ang_vel_rad_s": cfg.init_ang_vel,
+                "crash_distance_m": cfg.crash_distance,
+                "crash_ang_vel_rad_s": cfg.crash_ang_vel,
+            },
+            "success": {"window_s": cfg.success_window_s, "pos_error_m": cfg.success_pos_error},
         }
+
+    def training_ranges(self) -> dict[str, dict[str, object]]:
+        """Smallest and largest value of every randomised parameter, SI units: ``{param: {low, high, unit}}``."""
+        specs = param_specs(self.nominal)
+        out: dict[str, dict[str, object]] = {}
+        for name in sorted({t.param for t in self.cfg.randomization} & set(specs)):
+            lo, hi = value_bounds(self.cfg.randomization, specs, name)
+            out[name] = {"low": lo.tolist(), "high": hi.tolist(), "unit": specs[name].unit}
+        return out
 
     @classmethod
     def criterion(cls, episodes: dict[str, np.ndarray]) -> tuple[bool, dict[str, float]]:

@@ -37,7 +37,7 @@ def test_trained_quadrotor_policy_matches_onnxruntime_on_host_and_cortex_m4f(tra
     report = export_firmware(trained_hover.onnx, out, "cortex-m4f", vectors=1000)
     assert set(report.verified) == {"host", "cortex-m4f"}
     assert max(report.verified.values()) <= TOLERANCE
-    assert report.parameters == 6748 and report.macs == 6528  # 34 -> 64 -> 64 -> 4 with normaliser and limits
+    assert report.parameters == 6946 and report.macs == 6720  # 37 -> 64 -> 64 -> 4 with normaliser and limits
     assert report.flash_bytes is not None and 0 < report.flash_bytes <= 32 * 1024
     assert report.stack_bytes is not None and report.stack_bytes <= 4 * 1024 and report.static_ram_bytes == 0
     assert report.instructions_per_step is not None and report.instructions_per_step > report.macs
@@ -292,7 +292,7 @@ def test_cli_export_firmware_end_to_end(trained_hover: Any, tmp_path: Path, caps
     assert main(["export", "firmware", str(trained_hover.onnx), "--target", "host", "--out", str(out),
                  "--vectors", "50"]) == 0  # fmt: skip
     printed = capsys.readouterr().out
-    assert "6,528 MACs per step" in printed and "verified on host" in printed and str(out) in printed
+    assert "6,720 MACs per step" in printed and "verified on host" in printed and str(out) in printed
     assert (out / "rr_policy.c").is_file() and (out / "firmware_report.yaml").is_file()
     assert main(["export", "firmware", str(tmp_path / "nope.onnx")]) == 2
     err = capsys.readouterr().err
@@ -300,7 +300,8 @@ def test_cli_export_firmware_end_to_end(trained_hover: Any, tmp_path: Path, caps
 
 
 def test_c_observation_builder_matches_the_runtime_builder(save_model: SaveModel, tmp_path: Path) -> None:
-    """Same terms, scales, histories (newest first), fresh-history fill and NaN refusal as ObservationBuilder."""
+    """Same terms, scales, histories (newest first), fresh-history fill, clipped integrals and NaN refusal as
+    ObservationBuilder."""
     from firmware_export.codegen import generate
     from policies.runtime.contract import ActionSpec, ObservationTerm
     from policies.runtime.observation import ObservationBuilder
@@ -309,14 +310,15 @@ def test_c_observation_builder_matches_the_runtime_builder(save_model: SaveModel
         ObservationTerm("base ang-vel", 3, "ang_vel", scale=0.25, history=2),
         ObservationTerm("joint_pos", 4, "joint_pos", scale=1.5, history=3),
         ObservationTerm("last_action", 4, "last_action"),
+        ObservationTerm("ang-vel integral", 3, "ang_vel", scale=2.0, history=2, integral_limit=0.02),
     ]
     c = Contract("obs-test", 0.01, terms, ActionSpec(4, list("abcd"), "normalized", [1.0] * 4, [0.0] * 4,
                  [-9.0] * 4, [9.0] * 4), input_name="x", output_name="y")  # fmt: skip
-    w = numpy_helper.from_array(np.ones((22, 4), dtype=np.float32), "W")
+    w = numpy_helper.from_array(np.ones((28, 4), dtype=np.float32), "W")
     graph = helper.make_graph(
         [helper.make_node("MatMul", ["x", "W"], ["y"])],
         "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 22])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 28])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])],
         [w],
     )
@@ -362,7 +364,7 @@ int main(void) {{
     rows = [
         r.split() for r in subprocess.run([str(tmp_path / "obs")], capture_output=True, text=True).stdout.splitlines()
     ]
-    builder = ObservationBuilder(terms, 1, xp=np)
+    builder = ObservationBuilder(terms, 1, xp=np, dt=c.control_period_s)
     last = None
     for k, row in enumerate(rows):
         if k == 3:

@@ -26,7 +26,9 @@ QUAD_PARAMS = [
     "disturbance_force",
     "inertia",
     "mass",
-    "motor_time_constant",
+    "motor_time_constant_down",
+    "motor_time_constant_up",
+    "thrust_curve_linear",
     "thrust_to_weight",
     "torque_ratio",
 ]

@@ -75,18 +75,34 @@ def test_cli_bad_sweep_and_sim_arguments_fail_in_one_line(tmp_path: Path, args: 
     assert message in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
 
 
-def test_sweep_of_an_unknown_parameter_and_sim_of_an_unmodelled_task(trained_hover: Any) -> None:
+def test_sweep_of_an_unknown_parameter(trained_hover: Any) -> None:
     out = robot_rl("eval", trained_hover.run_dir, "--sweep", "link_mass=0.5:1.5", "--episodes", "2")
     assert out.returncode == 2
     assert "task 'quadrotor-hover' has no physical parameter 'link_mass'; sweepable: " in out.stderr
-    out = robot_rl("eval", trained_hover.run_dir, "--sim", "pybullet", "--episodes", "2")
-    assert out.returncode == 2
-    assert "no pybullet model of task 'quadrotor-hover' (sim-to-sim exists for: panda-reach)" in out.stderr
+
+
+@pytest.mark.slow
+def test_exported_hover_policy_meets_the_criterion_in_pybullet(trained_hover: Any) -> None:
+    """The exported hover policy flies a Crazyflie rebuilt in PyBullet from the contract's airframe alone (Bullet's
+    integrator, rotor forces at the rotor positions, rotor drag the training model lacks), with parameters drawn
+    across the contract's training ranges, sensor noise and latency, and meets the hover criterion."""
+    from sim.tasks.quadrotor_hover import QuadrotorHover
+
+    result = run_episodes(trained_hover.onnx, "pybullet", 24, 1, True, QuadrotorHover.criterion, progress=False)
+    assert result.met, result.figures
+    out = robot_rl("eval", trained_hover.run_dir, "--sim", "pybullet", "--episodes", "4")
+    assert out.returncode == 0, out.stderr
+    assert "pybullet, randomisation on : criterion" in out.stdout
+    summary = yaml.safe_load((trained_hover.run_dir / "sim2sim_pybullet.yaml").read_text())
+    assert summary["randomization_off"]["episodes"] == 4
 
 
 def test_plug_errors_name_what_exists() -> None:
     with pytest.raises(TransferError, match="unknown simulator 'ode'; choose one of: pybullet"):
         plug("ode", "panda-reach")
+    exists = r"no pybullet model of task 'cartpole-balance' \(sim-to-sim exists for: panda-reach, quadrotor-hover\)"
+    with pytest.raises(TransferError, match=exists):
+        plug("pybullet", "cartpole-balance")
 
 
 def test_sweep_parsing_and_training_range() -> None:

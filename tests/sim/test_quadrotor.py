@@ -18,6 +18,7 @@ from sim.robots.multirotor import (
     MultirotorState,
     quat_to_matrix,
 )
+from sim.tasks.base import SensorNoise
 from sim.tasks.quadrotor_hover import QuadrotorHover, QuadrotorHoverConfig
 
 CPU = torch.device("cpu")
@@ -33,8 +34,10 @@ def nominal_params(n: int) -> MultirotorParams:
         mass=col(r.mass),
         inertia=torch.tensor([r.inertia] * n),
         max_thrust=col(r.thrust_to_weight * r.mass * GRAVITY / 4),
+        thrust_curve_linear=col(r.thrust_curve_linear),
         torque_ratio=col(r.torque_ratio),
-        motor_time_constant=col(r.motor_time_constant),
+        motor_time_constant_up=col(r.motor_time_constant_up),
+        motor_time_constant_down=col(r.motor_time_constant_down),
         disturbance=torch.zeros(n, 3),
     )
 
@@ -127,14 +130,52 @@ def test_energy_of_unforced_spinning_body_is_conserved() -> None:
     assert float(s.quat.norm()) == pytest.approx(1.0, abs=1e-6)
 
 
-def test_motor_lag_is_first_order() -> None:
+def test_motor_lag_is_first_order_with_separate_rise_and_fall_constants() -> None:
     r = CrazyflieParams()
     model, p = MultirotorModel(r.arm_length, CPU), nominal_params(1)
+    p.motor_time_constant_up[:], p.motor_time_constant_down[:] = 0.05, 0.12
     s = MultirotorState.zeros(1, CPU)
-    tau = r.motor_time_constant
-    for _ in range(round(tau / 0.001)):
+    for _ in range(50):  # one rise constant
         s = model.step(s, torch.ones(1, 4), p, 0.001)
     assert s.rotor[0, 0].item() == pytest.approx(1 - math.exp(-1), rel=1e-3)
+    s.rotor[:] = 1.0
+    for _ in range(120):  # one fall constant
+        s = model.step(s, torch.zeros(1, 4), p, 0.001)
+    assert s.rotor[0, 0].item() == pytest.approx(math.exp(-1), rel=1e-3)
+    # mixed directions in one step: each rotor uses its own constant
+    s.rotor[:] = torch.tensor([[0.2, 0.8, 0.2, 0.8]])
+    s = model.step(s, torch.full((1, 4), 0.5), p, 0.01)
+    up, down = 0.5 - 0.3 * math.exp(-0.01 / 0.05), 0.5 + 0.3 * math.exp(-0.01 / 0.12)
+    assert s.rotor[0].tolist() == pytest.approx([up, down, up, down], rel=1e-6)
+
+
+@pytest.mark.parametrize("linear", [-0.12, 0.0, 0.04])
+def test_thrust_curve_and_hover_speed(linear: float) -> None:
+    r = CrazyflieParams(thrust_curve_linear=linear)
+    model, p = MultirotorModel(r.arm_length, CPU), nominal_params(1)
+    p.thrust_curve_linear[:] = linear
+    f_max = float(p.max_thrust)
+    for u in (0.3, 0.7, 1.0):
+        thrust, _ = model.wrench(torch.full((1, 4), u), p)
+        assert thrust.item() == pytest.approx(4 * f_max * ((1 - linear) * u * u + linear * u), rel=1e-6)
+    thrust, _ = model.wrench(torch.full((1, 4), r.hover_rotor), p)
+    assert thrust.item() == pytest.approx(r.mass * GRAVITY, rel=1e-6)
+    thrust, _ = model.wrench(torch.full((1, 4), 0.01), p)
+    assert thrust.item() >= 0.0  # a negative linear share never pulls the drone down
+
+
+def test_rotor_thrust_does_not_grow_with_the_airframe_mass() -> None:
+    """thrust_to_weight is relative to the *nominal* weight: a heavier world keeps the same rotors."""
+    from sim.tasks.quadrotor_hover import QuadrotorHover
+
+    env = sim.make("quadrotor-hover", 256)
+    assert isinstance(env, QuadrotorHover)
+    env.reset(seed=0)
+    p = env.physical_params()
+    r = CrazyflieParams()
+    expected = env.params["thrust_to_weight"] * r.mass * GRAVITY / 4
+    assert torch.allclose(p.max_thrust, expected)
+    assert p.mass.std().item() > 0
 
 
 def test_zero_action_hovers_the_nominal_drone() -> None:
@@ -181,10 +222,57 @@ def test_randomised_parameters_within_declared_ranges() -> None:
     env = sim.make("quadrotor-hover", 512)
     env.reset(seed=1)
     mass = env.params["mass"] / CrazyflieParams().mass
-    assert mass.min().item() >= 0.95 and mass.max().item() <= 1.2
+    assert mass.min().item() >= 0.95 and mass.max().item() <= 1.3
     assert mass.std().item() > 0.01
+    up, down = env.params["motor_time_constant_up"], env.params["motor_time_constant_down"]
+    assert up.max().item() > 0.15 and down.max().item() > 0.15  # l2f's identified 0.15 s is covered
+    assert (up - down).abs().max().item() > 0.05  # rise and fall are drawn independently
     latency = env.params["action_latency"].floor()
     assert set(latency.unique().tolist()) == {0.0, 1.0}
+
+
+QUAD_PARAMS = {
+    "mass": ("scale", 1.2),
+    "inertia": ("scale", 0.5),
+    "thrust_to_weight": ("scale", 1.1),
+    "thrust_curve_linear": ("add", -0.1),
+    "torque_ratio": ("scale", 3.0),
+    "motor_time_constant_up": ("abs", 0.15),
+    "motor_time_constant_down": ("abs", 0.15),
+    "action_latency": ("add", 1.0),
+    "disturbance_force": ("add", 0.01),
+}
+
+
+def test_every_randomisable_parameter_is_listed_here() -> None:
+    from sim.tasks.quadrotor_hover import param_specs
+
+    assert set(param_specs(CrazyflieParams())) | {"action_latency"} == set(QUAD_PARAMS)
+
+
+@pytest.mark.parametrize("param", sorted(QUAD_PARAMS))
+def test_every_randomised_parameter_reaches_the_physics(param: str) -> None:
+    """Pinning one parameter away from nominal changes the flight, from the same state under the same commands."""
+    op, value = QUAD_PARAMS[param]
+
+    def fly(terms: list[RandomizationTerm]) -> torch.Tensor:
+        env = sim.make("quadrotor-hover", 1, cfg=QuadrotorHoverConfig(randomization=terms, noise=SensorNoise()))
+        assert isinstance(env, QuadrotorHover)
+        env.reset(seed=0)
+        with torch.inference_mode():  # the same start whatever the randomiser drew
+            env.state = MultirotorState.zeros(1, CPU)
+            env.state.rotor[:] = env.hover
+            env.state.pos[:] = torch.tensor([0.1, -0.2, 0.3])
+        action = torch.tensor([[0.5, -0.5, 0.5, -0.5]])  # rotors 1, 3 speed up, 2, 4 slow down: thrust and yaw
+        for _ in range(5):
+            env.step(action)
+        s = env.state
+        return torch.cat((s.pos, s.vel, s.omega, s.rotor), -1)
+
+    pinned = RandomizationTerm(param, "uniform", (value, value + 1e-9), op)  # type: ignore[arg-type]
+    changed = fly([pinned])
+    nominal = fly([])
+    assert (changed - nominal).abs().max().item() > 1e-6, f"{param} does not reach the physics"
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,77 @@
+"""Integral observation terms: one definition for the simulator (torch), the robot (numpy) and the contract."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from policies.runtime.contract import ActionSpec, Contract, ContractError, ObservationTerm
+from policies.runtime.observation import ObservationBuilder
+
+DT = 0.02
+TERMS = [
+    ObservationTerm("position", 3, "pos_w", unit="m"),
+    ObservationTerm("position_integral", 3, "pos_w", scale=2.0, history=2, unit="m", integral_limit=0.05),
+]
+
+
+def test_integral_accumulates_clips_and_restarts_with_the_episode() -> None:
+    b = ObservationBuilder(TERMS, 2, xp=np, dt=DT)
+    x = np.array([[1.0, -1.0, 0.1], [0.0, 0.5, 0.0]], dtype=np.float32)
+    obs = b({"pos_w": x})
+    np.testing.assert_allclose(obs[:, 3:6], 2.0 * DT * x, rtol=1e-6)  # first sample: dt * x
+    np.testing.assert_allclose(obs[:, 6:9], obs[:, 3:6])  # fresh history filled with it
+    for _ in range(10):
+        obs = b({"pos_w": x})
+    expected = np.clip(11 * DT * x, -0.05, 0.05)
+    np.testing.assert_allclose(b.integral("position_integral"), expected, rtol=1e-5)
+    np.testing.assert_allclose(obs[:, 3:6], 2.0 * expected, rtol=1e-5)
+    b.reset(np.array([True, False]))  # world 0 starts a new episode: its integral restarts from zero
+    obs = b({"pos_w": x})
+    np.testing.assert_allclose(obs[0, 3:6], 2.0 * DT * x[0], rtol=1e-6)
+    np.testing.assert_allclose(obs[1, 3:6], 2.0 * np.clip(12 * DT * x[1], -0.05, 0.05), rtol=1e-5)
+
+
+def test_torch_and_numpy_builders_agree_and_state_round_trips() -> None:
+    rng = np.random.default_rng(0)
+    bn = ObservationBuilder(TERMS, 3, xp=np, dt=DT)
+    bt = ObservationBuilder(TERMS, 3, xp=torch, device=torch.device("cpu"), dt=DT)
+    saved = None
+    for k in range(20):
+        x = rng.normal(0, 1, (3, 3)).astype(np.float32)
+        if k == 7:
+            mask = np.array([False, True, False])
+            bn.reset(mask)
+            bt.reset(torch.from_numpy(mask))
+        if k == 10:
+            saved = bn.state_dict()
+        on, ot = bn({"pos_w": x}), bt({"pos_w": torch.from_numpy(x)})
+        np.testing.assert_allclose(on, ot.numpy(), rtol=1e-6, atol=1e-7)
+    assert saved is not None
+    b2 = ObservationBuilder(TERMS, 3, xp=np, dt=DT)
+    b2.load_state_dict(saved)
+    assert "integral.position_integral" in saved
+
+
+def test_integral_needs_a_control_period_and_a_valid_limit() -> None:
+    with pytest.raises(ContractError, match=r"position_integral.*control period"):
+        ObservationBuilder(TERMS, 1, xp=np)
+    action = ActionSpec(1, ["a"], "normalized", [1.0], [0.0], [-1.0], [1.0])
+    bad = ObservationTerm("i", 1, "s", integral_limit=-1.0)
+    with pytest.raises(ContractError, match="'i': integral_limit must be >= 0"):
+        Contract("t", DT, [bad], action, input_name="x", output_name="y")
+    nan = ObservationTerm("i", 1, "s", integral_limit=float("nan"))
+    with pytest.raises(ContractError, match="integral_limit"):
+        Contract("t", DT, [nan], action, input_name="x", output_name="y")
+
+
+def test_contract_round_trips_the_integral_and_old_contracts_still_load() -> None:
+    action = ActionSpec(4, list("abcd"), "rpm", [1.0] * 4, [0.0] * 4, [0.0] * 4, [9.0] * 4)
+    c = Contract("t", DT, TERMS, action, input_name="x", output_name="y")
+    back = Contract.from_json(c.to_json())
+    assert back.observation[1].integral_limit == 0.05
+    old = c.to_dict()
+    for term in old["observation"]:
+        del term["integral_limit"]  # contracts written before integral terms existed
+    assert Contract.from_dict(old).observation[1].integral_limit == 0.0
