@@ -17,9 +17,11 @@ import pytest
 import torch
 from filelock import FileLock
 
-HOVER_OVERRIDES = ["runner.max_iterations=320", "runner.eval_interval=5", "runner.stop_on_success=true"]
-"""Train until the task's criterion is met (evaluated every 5 iterations), at most 200 iterations (13 M steps); the
-shipped seeds meet it after 65-110 iterations."""
+HOVER_OVERRIDES = ["runner.max_iterations=200", "runner.eval_interval=25", "runner.stop_on_success=false"]
+"""A fixed 200 iterations (13 M steps), not "until the criterion": the shipped seed meets the criterion after about
+135 iterations with a mean tail error just under 5 cm, and a policy trained to its first success would make every
+downstream check (a fresh evaluation, the sweep, PyBullet, the ROS 2 loop) a coin toss at the 5 cm line. At 200
+iterations seed 0 holds about 2 cm (docs/benchmarks.md)."""
 
 
 @dataclass(frozen=True)

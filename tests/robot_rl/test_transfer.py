@@ -75,7 +75,14 @@ def test_cli_bad_sweep_and_sim_arguments_fail_in_one_line(tmp_path: Path, args: 
     assert message in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
 
 
-def test_sweep_of_an_unknown_parameter(trained_hover: Any) -> None:
+def test_hover_sweep_past_the_training_range_and_an_unknown_parameter(trained_hover: Any) -> None:
+    out = robot_rl("eval", trained_hover.run_dir, "--sweep", "thrust_to_weight=0.6:1.4", "--points", "3",
+                   "--episodes", "16")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    rows = list(csv.DictReader((trained_hover.run_dir / "sweep_thrust_to_weight.csv").open()))
+    assert [float(r["value"]) for r in rows] == pytest.approx([0.6, 1.0, 1.4])
+    assert {"crash_free_rate", "tail_position_error_m", "criterion_met"} <= set(rows[0])
+    assert float(rows[1]["crash_free_rate"]) == 1.0  # nominal thrust, inside the range
     out = robot_rl("eval", trained_hover.run_dir, "--sweep", "link_mass=0.5:1.5", "--episodes", "2")
     assert out.returncode == 2
     assert "task 'quadrotor-hover' has no physical parameter 'link_mass'; sweepable: " in out.stderr
