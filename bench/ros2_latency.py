@@ -1,13 +1,14 @@
 """ROS 2 policy node timing: control-period jitter, input-to-command latency, lost messages and CPU at 500 Hz and
 1 kHz over real DDS; and the same policy's inference in onnxruntime (what the node runs) against torch, side by side.
 
-What it measures, per rate: a peer node publishes odometry at that rate (a hovering drone); ``policy_node`` (the
-exported quadrotor policy, its timer set to the rate with ``control_rate_hz``) runs on the same single-threaded
-executor in this process. From the node: the period between control ticks (p50 / p99 / max, and the deviation from
-the target), the age of the newest odometry when each command was published (input-to-command latency inside the
-node, which includes waiting for the tick), odometry messages received against published (lost), commands
-published against ticks expected, and the process CPU time over wall time. Then the per-step inference time of
-``OnnxPolicy`` (numpy + onnxruntime, one thread) and of the torch actor on one observation.
+What it measures, per rate and ``trigger`` (``timer``: the node's own clock; ``input``: a step on each odometry
+message): a peer node publishes odometry at that rate (a hovering drone); ``policy_node`` (the exported quadrotor
+policy, its rate set with ``control_rate_hz``) runs on the same single-threaded executor in this process. From the
+node: the period between control steps (p50 / p99 / max), the age of the newest odometry when each command was
+published (input-to-command latency inside the node, which includes waiting for the tick with ``timer``), odometry
+messages received against published (lost), commands published against steps expected, and the process CPU time
+over wall time. Then the per-step inference time of ``OnnxPolicy`` (numpy + onnxruntime, one thread) and of the torch
+actor on one observation.
 
 Run::
 
@@ -34,11 +35,13 @@ from robot_rl_ros.policy_node import PolicyNode
 from robot_rl.bench import format_table
 
 
-def run_rate(model: Path, rate: float, seconds: float) -> dict[str, float]:
-    """One rate: figures of the node and the process."""
+def run_rate(model: Path, rate: float, seconds: float, trigger: str = "timer") -> dict[str, float]:
+    """One rate and trigger: figures of the node and the process."""
     rclpy.init()
     try:
-        params = {"model_path": str(model), "fade_in_s": 0.0, "watchdog_s": 1.0, "control_rate_hz": rate}
+        params = {
+            "model_path": str(model), "fade_in_s": 0.0, "watchdog_s": 1.0, "control_rate_hz": rate, "trigger": trigger
+        }  # fmt: skip
         node = PolicyNode(
             namespace=f"bench{int(rate)}", parameter_overrides=[Parameter(k, value=v) for k, v in params.items()]
         )
@@ -65,6 +68,7 @@ def run_rate(model: Path, rate: float, seconds: float) -> dict[str, float]:
         age = np.array(node.input_age_s) * 1e3
         figures = {
             "rate_hz": rate,
+            "trigger": trigger,
             "period_p50_ms": float(np.percentile(periods, 50)),
             "period_p99_ms": float(np.percentile(periods, 99)),
             "period_max_ms": float(periods.max()),
@@ -121,8 +125,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", type=Path, required=True, help="policy.onnx (its run folder gives the torch actor)")
     ap.add_argument("--rates", type=float, nargs="+", default=[500.0, 1000.0])
     ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--triggers", nargs="+", default=["timer", "input"], choices=["timer", "input"])
     args = ap.parse_args(argv)
-    rows = [run_rate(args.model, r, args.seconds) for r in args.rates]
+    rows = [run_rate(args.model, r, args.seconds, t) for r in args.rates for t in args.triggers]
     print(format_table(rows))
     run_dir = args.model.parent if (args.model.parent / "checkpoint.pt").exists() else None
     inf = inference_side_by_side(args.model, run_dir)

@@ -56,7 +56,7 @@ def test_the_trained_hover_policy_flies_the_simulated_crazyflie_over_dds(trained
     result = run_graph(params(trained_hover.onnx, watchdog_s=0.5), sim=True, duration_s=5.0, namespace=ros)
     period = result.sim["control_period_s"]
     assert result.fault == "" and result.rejected == 0 and result.sim["rejected"] == 0
-    assert result.sim["crashes"] == 0
+    assert result.sim["crashes"] == 0, result.sim["stale_ticks"]  # steps with no new command, if it crashed
     assert result.commands >= 0.6 * 5.0 / period  # the control loop kept (most of) its 50 Hz rate
     errors = np.array(result.sim["position_errors_m"])
     assert errors[0] > 0.1  # it started away from the target (a random start of the task) ...
@@ -101,8 +101,11 @@ class Rig:
         self.peer.destroy_node()
 
 
-def test_watchdog_trips_on_silence_and_the_safe_command_is_published(trained_hover: Any, ros: str) -> None:
-    rig = Rig(trained_hover.onnx, ros, watchdog_s=0.3, safe_mode="zero")
+@pytest.mark.parametrize("trigger", ["timer", "input"])
+def test_watchdog_trips_on_silence_and_the_safe_command_is_published(
+    trained_hover: Any, ros: str, trigger: str
+) -> None:
+    rig = Rig(trained_hover.onnx, ros, watchdog_s=0.3, safe_mode="zero", trigger=trigger)
     assert rig.node.trigger_configure() == TransitionCallbackReturn.SUCCESS
     assert rig.node.trigger_activate() == TransitionCallbackReturn.SUCCESS
     rig.spin(0.6, rig.hover_odom)
@@ -115,6 +118,30 @@ def test_watchdog_trips_on_silence_and_the_safe_command_is_published(trained_hov
     assert rig.node.fault == "watchdog" and rig.commands[-1] == [0.0] * 4  # latched until re-activated
     assert time.monotonic() - stopped < 5.0
     rig.close()
+
+
+def test_input_trigger_answers_each_odometry_and_decimates_faster_odometry_to_the_control_rate(
+    trained_hover: Any, ros: str
+) -> None:
+    """``trigger: input``: a command follows each odometry message within milliseconds (no wait for a timer);
+    odometry at 250 Hz still gives commands at the contract's 50 Hz; ``timer`` waits for its tick."""
+    ages: dict[str, float] = {}
+    for trigger, every in [("input", 0.02), ("input", 0.004), ("timer", 0.02)]:
+        rig = Rig(trained_hover.onnx, ros, trigger=trigger)
+        assert rig.node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        rig.node.trigger_activate()
+        rig.spin(0.2, rig.hover_odom, every=every)  # settle
+        published, start = rig.node.published, time.monotonic()
+        rig.spin(1.0, rig.hover_odom, every=every)
+        rate = (rig.node.published - published) / (time.monotonic() - start)
+        assert 40.0 <= rate <= 60.0, (trigger, every, rate)  # the contract's 50 Hz, whatever the odometry rate
+        ages[f"{trigger}@{every}"] = float(np.median(rig.node.input_age_s[-40:]))
+        assert rig.node.fault == ""
+        rig.node.trigger_deactivate()
+        rig.close()
+    # Event-driven: the command leaves within a few ms of the odometry. The timer's phase against the odometry
+    # clock is arbitrary, so its wait is anywhere in [0, 20) ms: only the event-driven bound is asserted.
+    assert ages["input@0.02"] < 0.005 and ages["input@0.004"] < 0.005, ages
 
 
 def test_bad_messages_are_rejected_and_the_node_keeps_running(trained_hover: Any, ros: str) -> None:
@@ -154,6 +181,7 @@ def test_estop_latches_until_reactivation(trained_hover: Any, ros: str) -> None:
         ({"expected_task": "panda-reach"}, False),
         ({"expected_actuators": ["m1", "m2", "m3", "m4"]}, False),
         ({"robot_description": "WRONG_SPIN"}, False),
+        ({"trigger": "sometimes"}, False),
         ({}, True),
     ],
 )
@@ -283,6 +311,9 @@ def test_a_position_policy_without_impedance_stiffness_is_refused_when_the_tank_
         run_graph(data, sim=False, duration_s=0.1, namespace=ros)
     data["policy_node"].update(passivity=False)  # without the tank the same model configures
     assert run_graph(data, sim=False, duration_s=0.1, namespace=ros).fault != "unconfigured"
+    data["policy_node"].update(trigger="input")  # a manipulator's step reads several topics: timer only
+    with pytest.raises(DeployError, match="refused to configure"):
+        run_graph(data, sim=False, duration_s=0.1, namespace=ros)
 
 
 @E2E

@@ -40,7 +40,8 @@ class GraphResult:
         commands: Commands the policy node published.
         rejected: Messages the policy node rejected.
         fault: The policy node's fault at the end (``""``: none).
-        sim: The simulated robot's figures (steps, crashes, rejected commands, position errors), if simulated.
+        sim: The simulated robot's figures (steps, crashes, steps with no new command, rejected commands, position
+            errors), if simulated.
         recorded: Messages written to the recording.
     """
 
@@ -101,9 +102,12 @@ def run_graph(
         if sim:
             from robot_rl_ros.sim_robot_node import SimRobotNode
 
-            simulated = SimRobotNode(
-                namespace=namespace, parameter_overrides=_overrides(params.get("sim_robot_node", {}))
-            )
+            try:
+                simulated = SimRobotNode(
+                    namespace=namespace, parameter_overrides=_overrides(params.get("sim_robot_node", {}))
+                )
+            except ValueError as exc:
+                raise DeployError(f"sim_robot_node refused its parameters: {exc}") from None
             nodes.append(simulated)
         for node in nodes:
             executor.add_node(node)
@@ -123,6 +127,7 @@ def run_graph(
             result.sim = {
                 "steps": simulated.steps,
                 "crashes": simulated.crashes,
+                "stale_ticks": simulated.stale_ticks,
                 "rejected": simulated.rejected,
                 "position_errors_m": list(simulated.position_errors),
                 "control_period_s": simulated.contract.control_period_s,

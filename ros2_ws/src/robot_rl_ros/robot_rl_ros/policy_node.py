@@ -6,12 +6,21 @@ Lifecycle (``ros2 lifecycle set /policy_node configure`` ...):
   policy's self-test and a warm-up inference, and creates publishers and subscriptions. Any mismatch or a corrupt
   file is refused (the transition fails with a logged error naming it; the node stays unconfigured).
 - **activate** resets the observation histories, starts the safety layer's fade-in and the control timer at the
-  contract's control period.
+  contract's control period (``control_rate_hz`` overrides it).
 - **deactivate** stops the timer; **cleanup** releases the policy and the communication objects.
 
 Every period: the newest inputs -> signals -> ``OnnxPolicy`` (``ChunkedOnnxPolicy`` for action-chunk policies,
 which plan inside the period every ``action_horizon`` steps) -> ``SafetyLayer`` (watchdog, latched e-stop and
 faults, fade-in, limits) -> for manipulators the passivity filter (energy tank) -> ``std_msgs/Float64MultiArray``.
+
+When a step runs (``trigger``):
+
+- ``timer``: on the node's own timer, from the newest inputs. The timer's phase against the robot's sensor clock is
+  arbitrary, so an input waits up to one period before it is used (measured in docs/ros2.md).
+- ``input`` (multirotors): as soon as a new odometry message arrives, at most once per control period (faster
+  odometry is decimated to the period), so the command answers the newest measurement with no waiting. The timer
+  stays as the fall-back: with the odometry silent for 1.5 periods it steps the loop (stale inputs, the watchdog
+  counting) until the watchdog trips. Manipulators read several topics per step and use ``timer``.
 
 Which inputs, from the contract's action kind:
 
@@ -81,6 +90,7 @@ PARAMETERS: dict[str, Any] = {
     "safe_mode": "zero",
     "safe_command": [0.0],
     "control_rate_hz": 0.0,
+    "trigger": "timer",
     "joint_states_topic": "joint_states",
     "tcp_pose_topic": "tcp_pose",
     "goal_topic": "goal_pose",
@@ -144,11 +154,18 @@ class PolicyNode(Node):
                 raise ContractError(f"the model commands {list(c.action.names)}, the parameters expect {expected}")
             if self.p("robot_description"):  # the integrator's facts about the real machine (robot_check.py)
                 check_robot(c, _read_yaml(self.p("robot_description")))
+            if self.p("trigger") not in ("timer", "input"):
+                raise ValueError(f"parameter trigger is '{self.p('trigger')}'; expected 'timer' or 'input'")
             self.manipulator = c.action.kind in ("position", "torque")
             if c.action.kind != "rpm" and not self.manipulator:
                 raise ContractError(
                     f"action kind '{c.action.kind}': this node drives multirotors (rpm) and manipulators "
                     "(position, torque)"
+                )
+            if self.manipulator and self.p("trigger") == "input":
+                raise ValueError(
+                    "trigger 'input' steps on each odometry message (multirotors); a manipulator's step reads several "
+                    "topics (joint states, tool pose): use trigger 'timer'"
                 )
             if self.manipulator:
                 unknown = [t.source for t in c.observation if t.source not in MANIPULATOR_SIGNALS]
@@ -220,7 +237,9 @@ class PolicyNode(Node):
             self.tank.reset()
         rate = float(self.p("control_rate_hz"))
         period = 1.0 / rate if rate > 0 else self.policy.contract.control_period_s  # 0: the contract's period
-        self._timer = self.create_timer(period, self._tick)
+        self._period, self._due, self._last_tick = period, float("-inf"), None
+        self._on_input = self.p("trigger") == "input"
+        self._timer = self.create_timer(period, self._fallback if self._on_input else self._tick)
         return super().on_activate(state)
 
     def on_deactivate(self, state: State) -> TransitionCallbackReturn:
@@ -258,6 +277,7 @@ class PolicyNode(Node):
         if self.safety is not None:
             self.safety.input_received(self._odom_at)
         self._record("odom", msg)
+        self._input_step()
 
     @staticmethod
     def _joint_count(c: Any) -> int:
@@ -340,6 +360,28 @@ class PolicyNode(Node):
                 self.get_logger().warning("e-stop engaged (latched until re-activation)")
 
     # -------------------------------------------------------------------------------------------- control loop
+    def _input_step(self) -> None:
+        """``trigger: input``: step now, unless a step already ran in this control period (decimation).
+
+        Steps are scheduled on a grid of the period: an input arriving up to a quarter period before its slot takes
+        it, so inputs at the control rate with jitter step every time and faster inputs step once per period."""
+        if self._timer is None or not self._on_input:
+            return
+        now = self._now()
+        if now >= self._due - 0.25 * self._period:
+            self._due += self._period
+            if self._due < now + 0.5 * self._period:  # the first step, or the loop fell behind: a new grid
+                self._due = now + self._period
+            self._tick()
+
+    def _fallback(self) -> None:
+        """``trigger: input``: the inputs have been silent for 1.5 periods: step on the timer (see the module
+        docstring)."""
+        now = self._now()
+        if self._last_tick is None or now - self._last_tick > 1.5 * self._period:
+            self._due = now + self._period
+            self._tick()
+
     def _tick(self) -> None:
         assert self.policy is not None and self.safety is not None
         now = self._now()

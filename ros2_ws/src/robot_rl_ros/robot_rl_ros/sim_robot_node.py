@@ -2,7 +2,8 @@
 
 **Multirotor** (``quadrotor-hover``): it publishes ``nav_msgs/Odometry`` (world pose, body twist: what a
 motion-capture or state-estimator driver publishes) every control period and applies the newest rotor-speed command
-it received (``std_msgs/Float64MultiArray``, RPM, contract motor order).
+it received (``std_msgs/Float64MultiArray``, RPM, contract motor order); it counts the steps taken with no new
+command since the previous one (``stale_ticks``: the controller missed the period).
 
 **Manipulator** (``panda-reach``): it publishes what ros2_control's ``joint_state_broadcaster`` and the Franka
 driver publish — ``sensor_msgs/JointState`` (arm and finger joints) and the tool pose (``geometry_msgs/PoseStamped``,
@@ -71,6 +72,8 @@ class SimRobotNode(Node):
         self.rejected = 0
         self.steps = 0
         self.crashes = 0
+        self.stale_ticks = 0  # steps applied with no new command since the previous step (the controller was late)
+        self._fresh = False
         self.position_errors: list[float] = []
         self.episodes: list[bool] = []  # manipulator: success of every finished episode
         self._goal_sent = -1
@@ -107,6 +110,7 @@ class SimRobotNode(Node):
             c = c.copy()
             c[: ref.size] -= ref
         self._action = torch.from_numpy(((c - self._offset) / self._scale)[None].astype(np.float32))
+        self._fresh = True
 
     def _tick(self) -> None:
         if self.manipulator:
@@ -114,6 +118,8 @@ class SimRobotNode(Node):
             return
         _, _, terminated, _, _ = self.env.step(self._action)
         self.steps += 1
+        self.stale_ticks += int(not self._fresh)
+        self._fresh = False
         self.crashes += int(bool(terminated.any()))
         s = self.env.state  # type: ignore[attr-defined]
         self.position_errors.append(float(s.pos[0].norm()))

@@ -1,0 +1,99 @@
+"""The hover policy against the simulated Crazyflie over DDS: ``trigger: timer`` against ``trigger: input``, with and
+without a CPU load beside it.
+
+Each run is ``robot-rl deploy --sim`` for a few seconds (``robot_rl_ros.graph.run_graph``: the policy node and the
+simulated robot on one executor, real DDS). Per trigger and load it prints the runs that crashed, the median age of
+the odometry when each command left the node (the wait for the control step), and the share of the robot's periods
+stepped with no new command (the controller missed the period). The load is a separate process running float32
+matrix products on ``--load-threads`` threads, what a second test worker or a training run does to the machine.
+
+Run::
+
+    python bench/ros2_closed_loop.py --model runs/quadrotor-hover/<run>/policy.onnx --runs 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from robot_rl_ros import policy_node
+from robot_rl_ros.graph import read_params, run_graph
+
+from robot_rl.bench import format_table
+
+PARAMS = Path(__file__).resolve().parents[1] / "ros2_ws" / "src" / "robot_rl_ros" / "config" / "quadrotor_sim.yaml"
+LOAD = """
+import time, torch
+torch.set_num_threads({threads})
+a = torch.randn(1500, 1500)
+while True:
+    a = (a @ a).tanh()
+"""
+
+
+def closed_loop(model: Path, trigger: str, seconds: float, namespace: str) -> dict[str, float]:
+    """One run: crashes, the median odometry age at command time (ms) and the share of stale robot periods."""
+    ages: list[float] = []
+    original = policy_node.PolicyNode.trigger_deactivate
+
+    def keep_ages(node: policy_node.PolicyNode) -> object:
+        ages.extend(node.input_age_s)
+        return original(node)
+
+    params = read_params(PARAMS)
+    params["policy_node"].update(model_path=str(model), trigger=trigger, watchdog_s=0.5)
+    policy_node.PolicyNode.trigger_deactivate = keep_ages  # type: ignore[method-assign]
+    try:
+        r = run_graph(params, sim=True, duration_s=seconds, namespace=namespace)
+    finally:
+        policy_node.PolicyNode.trigger_deactivate = original  # type: ignore[method-assign]
+    return {
+        "crashes": r.sim["crashes"],
+        "age_ms": 1e3 * float(np.median(ages)),
+        "stale": r.sim["stale_ticks"] / max(1, r.sim["steps"]),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", type=Path, required=True, help="an exported quadrotor-hover policy.onnx")
+    ap.add_argument("--runs", type=int, default=5, help="runs per trigger and load")
+    ap.add_argument("--seconds", type=float, default=5.0, help="length of one run")
+    ap.add_argument("--load-threads", type=int, default=2, help="threads of the load process (0: no loaded rows)")
+    args = ap.parse_args(argv)
+    rows = []
+    for load in [0, args.load_threads] if args.load_threads else [0]:
+        hog = subprocess.Popen([sys.executable, "-c", LOAD.format(threads=load)]) if load else None
+        time.sleep(2.0 if hog else 0.0)
+        try:
+            for trigger in ["timer", "input"]:
+                runs = [
+                    closed_loop(args.model, trigger, args.seconds, f"bench_{trigger}_{load}_{i}")
+                    for i in range(args.runs)
+                ]
+                rows.append(
+                    {
+                        "load": f"{load} threads" if load else "none",
+                        "trigger": trigger,
+                        "crashed runs": f"{sum(r['crashes'] > 0 for r in runs)} of {len(runs)}",
+                        "crashes": sum(int(r["crashes"]) for r in runs),
+                        "odometry age median ms": " / ".join(f"{r['age_ms']:.1f}" for r in runs),
+                        "stale periods %": f"{100 * float(np.mean([r['stale'] for r in runs])):.1f}",
+                    }
+                )
+                print(rows[-1], flush=True)
+        finally:
+            if hog is not None:
+                hog.kill()
+    print(format_table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
