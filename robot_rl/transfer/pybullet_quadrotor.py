@@ -17,8 +17,9 @@ The policy's rotor-speed commands (RPM) act as they would on the real airframe:
 
 Randomisation (``randomize=True``), drawn by this module: every parameter the contract's ``training_ranges`` lists,
 uniformly within that range (mass, inertia, thrust, thrust curve, reaction torque, rise and fall constants,
-disturbance force), 0 or 1 control period of command latency, and sensor noise (position 2 mm, attitude 0.01,
-velocity 0.01 m/s, gyro 0.05 rad/s, as a Crazyflie's state estimate and IMU). Start states come from the contract's
+disturbance force) and the command latency (whole control periods; 0 or 1 where the contract predates it), and
+sensor noise (position 2 mm, attitude 0.01, velocity 0.01 m/s, gyro 0.05 rad/s, as a Crazyflie's state estimate
+and IMU). Start states come from the contract's
 ``training_envelope``; success and crash use its ``success`` and envelope limits, as the training task does.
 """
 
@@ -131,7 +132,8 @@ class QuadrotorHoverBullet:
         pb.resetBasePositionAndOrientation(self.body, pos.tolist(), quat_xyzw, physicsClientId=c)
         pb.resetBaseVelocity(self.body, vel.tolist(), (rot @ omega_b).tolist(), physicsClientId=c)
         self.rotor = np.full(4, self._hover_fraction(self.nominal))  # spinning at the nominal hover speed
-        self._latency = int(rng.integers(0, 2)) if randomize else 0
+        lat = self.ranges.get("action_latency", {"low": [0], "high": [1]})  # whole control periods
+        self._latency = int(rng.integers(int(lat["low"][0]), int(lat["high"][0]) + 1)) if randomize else 0
         self._pending = []
         self._k, self._crashed, self._tail = 0, False, 0.0
         return self._signals()

@@ -48,6 +48,7 @@ from sim.robots.multirotor import (
     random_quat_within,
 )
 from sim.tasks.base import (
+    LATENCY_SPEC,
     BatchedTask,
     SensorNoise,
     check_fields,
@@ -481,6 +482,11 @@ class QuadrotorHover(BatchedTask):
         for name in sorted({t.param for t in self.cfg.randomization} & set(specs)):
             lo, hi = value_bounds(self.cfg.randomization, specs, name)
             out[name] = {"low": lo.tolist(), "high": hi.tolist(), "unit": specs[name].unit}
+        if any(t.param == "action_latency" for t in self.cfg.randomization):  # floored: whole control periods
+            bounds = value_bounds(self.cfg.randomization, {"action_latency": LATENCY_SPEC}, "action_latency")
+            first, last = float(bounds[0][0]), float(bounds[1][0])
+            top = math.ceil(last) - 1 if last > first else math.floor(last)
+            out["action_latency"] = {"low": [math.floor(first)], "high": [top], "unit": "control periods"}
         return out
 
     @classmethod

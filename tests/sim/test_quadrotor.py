@@ -231,6 +231,21 @@ def test_randomised_parameters_within_declared_ranges() -> None:
     assert set(latency.unique().tolist()) == {0.0, 1.0}
 
 
+def test_the_contract_states_every_training_range_latency_included() -> None:
+    """What an integrator reads (``robot-rl inspect``): each randomised parameter's extremes in SI units, and the
+    command latency in whole control periods (the value is floored, so ``[0, 2)`` means 0 or 1 period)."""
+    env = sim.make("quadrotor-hover", 1)
+    ranges = env.contract(["policy"]).extra["training_ranges"]  # type: ignore[attr-defined]
+    assert set(ranges) == set(QUAD_PARAMS)
+    assert ranges["action_latency"] == {"low": [0], "high": [1], "unit": "control periods"}
+    assert ranges["mass"]["low"][0] == pytest.approx(0.95 * CrazyflieParams().mass)
+    terms = [RandomizationTerm("action_latency", "uniform", (0.0, 2.5), "add")]
+    wider = sim.make("quadrotor-hover", 1, cfg=QuadrotorHoverConfig(randomization=terms))
+    assert wider.contract(["policy"]).extra["training_ranges"] == {  # type: ignore[attr-defined]
+        "action_latency": {"low": [0], "high": [2], "unit": "control periods"}
+    }
+
+
 QUAD_PARAMS = {
     "mass": ("scale", 1.2),
     "inertia": ("scale", 0.5),
