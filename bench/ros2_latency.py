@@ -1,14 +1,17 @@
 """ROS 2 policy node timing: control-period jitter, input-to-command latency, lost messages and CPU at 500 Hz and
 1 kHz over real DDS; and the same policy's inference in onnxruntime (what the node runs) against torch, side by side.
 
-What it measures, per rate and ``trigger`` (``timer``: the node's own clock; ``input``: a step on each odometry
-message): a peer node publishes odometry at that rate (a hovering drone); ``policy_node`` (the exported quadrotor
-policy, its rate set with ``control_rate_hz``) runs on the same single-threaded executor in this process. From the
-node: the period between control steps (p50 / p99 / max), the age of the newest odometry when each command was
-published (input-to-command latency inside the node, which includes waiting for the tick with ``timer``), odometry
-messages received against published (lost), commands published against steps expected, and the process CPU time
-over wall time. Then the per-step inference time of ``OnnxPolicy`` (numpy + onnxruntime, one thread) and of the torch
-actor on one observation.
+What it measures, per rate, ``trigger`` (``timer``: the node's own clock; ``input``: a step on each odometry
+message), executor (``single``: rclpy's ``SingleThreadedExecutor``, what ``robot-rl deploy`` uses; ``events``:
+``rclpy.experimental.EventsExecutor``) and peer placement: a peer publishes a hovering drone's odometry at that
+rate, each message stamped with the wall time it was sent, from a separate process (``process``: as a robot's
+driver would) or from a node on the policy node's own executor (``same``: one Python process for both);
+``policy_node`` (the exported quadrotor policy, its rate set with ``control_rate_hz``) runs in this process. From
+the node: the period between control steps (p50 / p99 / max); the measurement-to-command latency, from the stamp of
+the newest odometry to the moment its command was published (DDS transport, the executor's wait, waiting for the
+tick with ``timer``, and inference); odometry messages received against sent (lost); commands published against
+steps expected; the node process's CPU time over wall time. Then the per-step inference time of ``OnnxPolicy``
+(numpy + onnxruntime, one thread) and of the torch actor on one observation.
 
 Run::
 
@@ -19,14 +22,18 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import rclpy
 from nav_msgs.msg import Odometry
 from rclpy.executors import SingleThreadedExecutor
+from rclpy.experimental import EventsExecutor
 from rclpy.parameter import Parameter
 from rclpy.qos import qos_profile_sensor_data
 from robot_rl_ros.messages import fill_odometry
@@ -35,39 +42,122 @@ from robot_rl_ros.policy_node import PolicyNode
 from robot_rl.bench import format_table
 
 
-def run_rate(model: Path, rate: float, seconds: float, trigger: str = "timer") -> dict[str, float]:
-    """One rate and trigger: figures of the node and the process."""
+class _TimedNode(PolicyNode):
+    """The policy node, also recording the time from each odometry message's stamp (set by the publisher when it
+    sent it) to the command computed from it: measurement to command, DDS transport included."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.stamp_ns = 0
+        self.stamp_to_command_ns: list[int] = []
+
+    def _on_odom(self, msg: Odometry) -> None:
+        self.stamp_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+        super()._on_odom(msg)
+
+    def _tick(self) -> None:
+        super()._tick()
+        if self.stamp_ns:
+            self.stamp_to_command_ns.append(time.time_ns() - self.stamp_ns)
+
+
+def publish_odometry(namespace: str, rate: float, seconds: float) -> int:
+    """The robot side: publish a hovering drone's odometry at ``rate`` for ``seconds``, each message stamped with
+    the wall time it was sent; returns the number sent."""
+    rclpy.init()
+    try:
+        peer = rclpy.create_node("peer", namespace=namespace)
+        pub = peer.create_publisher(Odometry, "odom", qos_profile_sensor_data)
+        msg = Odometry()
+        fill_odometry(msg, np.array([0.02, -0.01, 0.03]), np.array([1.0, 0, 0, 0]), np.zeros(3), np.zeros(3))
+        time.sleep(1.0)  # discovery
+        sent, period = 0, 1.0 / rate
+        end = next_pub = time.monotonic()
+        end += seconds
+        while (now := time.monotonic()) < end:
+            if now >= next_pub:
+                ns = time.time_ns()
+                msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(ns, 1_000_000_000)
+                pub.publish(msg)
+                sent += 1
+                next_pub += period
+            else:
+                time.sleep(min(next_pub - now, 0.0002))
+        print(sent, flush=True)  # the measuring side stops here, before this process shuts down
+        peer.destroy_node()
+        return sent
+    finally:
+        rclpy.try_shutdown()
+
+
+def run_rate(
+    model: Path,
+    rate: float,
+    seconds: float,
+    trigger: str = "timer",
+    peer: str = "process",
+    executor: str = "single",
+) -> dict[str, Any]:
+    """One rate, trigger and peer placement: figures of the node and its process.
+
+    ``peer="process"``: the odometry comes from a separate process (as from a robot's driver); ``"same"``: from a
+    node on the policy node's own executor (one process, one core's worth of Python for both)."""
+    namespace = f"bench{int(rate)}{trigger}{peer}"
     rclpy.init()
     try:
         params = {
             "model_path": str(model), "fade_in_s": 0.0, "watchdog_s": 1.0, "control_rate_hz": rate, "trigger": trigger
         }  # fmt: skip
-        node = PolicyNode(
-            namespace=f"bench{int(rate)}", parameter_overrides=[Parameter(k, value=v) for k, v in params.items()]
-        )
-        peer = rclpy.create_node("peer", namespace=f"bench{int(rate)}")
-        pub = peer.create_publisher(Odometry, "odom", qos_profile_sensor_data)
-        msg = Odometry()
-        fill_odometry(msg, np.array([0.02, -0.01, 0.03]), np.array([1.0, 0, 0, 0]), np.zeros(3), np.zeros(3))
-        executor = SingleThreadedExecutor()
-        executor.add_node(node)
-        executor.add_node(peer)
+        node = _TimedNode(namespace=namespace, parameter_overrides=[Parameter(k, value=v) for k, v in params.items()])
+        spinner: Any = SingleThreadedExecutor() if executor == "single" else EventsExecutor()
+        spinner.add_node(node)
         node.trigger_configure()
-        node.trigger_activate()
         sent, period = 0, 1.0 / rate
-        cpu0, t0 = os.times(), time.monotonic()
-        next_pub = t0
-        while (now := time.monotonic()) < t0 + seconds:
-            if now >= next_pub:
-                pub.publish(msg)
-                sent += 1
-                next_pub += period
-            executor.spin_once(timeout_sec=max(0.0, min(next_pub - time.monotonic(), 0.0005)))
+        if peer == "process":
+            cmd = [sys.executable, __file__, "--publish", namespace, str(rate), str(seconds)]
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+            done: list[int] = []  # the publisher's count, the moment it has sent its last message
+            assert proc.stdout is not None
+            reader = threading.Thread(target=lambda: done.append(int(proc.stdout.readline())), daemon=True)  # type: ignore[union-attr]
+            reader.start()
+            while node.received == 0 and not done:  # discovery: wait for the first message
+                spinner.spin_once(timeout_sec=0.01)
+            node.trigger_activate()  # now: a watchdog started earlier would trip (and latch) before the first one
+            node._periods.clear()
+            node.input_age_s.clear()
+            node.stamp_to_command_ns.clear()
+            received0, published0 = node.received - 1, node.published
+            cpu0, t0 = os.times(), time.monotonic()
+            while not done:
+                spinner.spin_once(timeout_sec=0.001)
+            sent = done[0]
+        else:
+            node.trigger_activate()
+            other = rclpy.create_node("peer", namespace=namespace)
+            spinner.add_node(other)
+            pub = other.create_publisher(Odometry, "odom", qos_profile_sensor_data)
+            msg = Odometry()
+            fill_odometry(msg, np.array([0.02, -0.01, 0.03]), np.array([1.0, 0, 0, 0]), np.zeros(3), np.zeros(3))
+            received0, published0 = 0, 0
+            cpu0, t0 = os.times(), time.monotonic()
+            next_pub = t0
+            while (now := time.monotonic()) < t0 + seconds:
+                if now >= next_pub:
+                    ns = time.time_ns()
+                    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(ns, 1_000_000_000)
+                    pub.publish(msg)
+                    sent += 1
+                    next_pub += period
+                spinner.spin_once(timeout_sec=max(0.0, min(next_pub - time.monotonic(), 0.0005)))
         cpu1, wall = os.times(), time.monotonic() - t0
+        if peer == "process":
+            proc.wait()
         periods = np.array(node._periods) * 1e3
-        age = np.array(node.input_age_s) * 1e3
-        figures = {
+        age = np.array(node.stamp_to_command_ns) * 1e-6
+        figures: dict[str, Any] = {
             "rate_hz": rate,
+            "peer": peer,
+            "executor": executor,
             "trigger": trigger,
             "period_p50_ms": float(np.percentile(periods, 50)),
             "period_p99_ms": float(np.percentile(periods, 99)),
@@ -75,14 +165,14 @@ def run_rate(model: Path, rate: float, seconds: float, trigger: str = "timer") -
             "latency_p50_ms": float(np.percentile(age, 50)),
             "latency_p99_ms": float(np.percentile(age, 99)),
             "latency_max_ms": float(age.max()),
-            "odom_lost": sent - node.received,
-            "commands_vs_ticks": node.published / (seconds * rate),
-            "cpu_%": 100.0 * ((cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)) / wall,
+            "odom_lost": sent - (node.received - received0),
+            "odom_sent": sent,
+            "commands_vs_ticks": (node.published - published0) / (wall * rate),
+            "node_cpu_%": 100.0 * ((cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)) / wall,
             "fault": node.fault or "none",
         }
         node.destroy_node()
-        peer.destroy_node()
-        return figures  # type: ignore[return-value]
+        return figures
     finally:
         rclpy.try_shutdown()
 
@@ -126,8 +216,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rates", type=float, nargs="+", default=[500.0, 1000.0])
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--triggers", nargs="+", default=["timer", "input"], choices=["timer", "input"])
+    ap.add_argument("--peers", nargs="+", default=["process"], choices=["process", "same"])
+    ap.add_argument("--executors", nargs="+", default=["single", "events"], choices=["single", "events"])
     args = ap.parse_args(argv)
-    rows = [run_rate(args.model, r, args.seconds, t) for r in args.rates for t in args.triggers]
+    rows = []
+    for r in args.rates:
+        for peer in args.peers:
+            for ex in args.executors:
+                for t in args.triggers:
+                    rows.append(run_rate(args.model, r, args.seconds, t, peer, ex))
+                    print(format_table(rows[-1:]), flush=True)
     print(format_table(rows))
     run_dir = args.model.parent if (args.model.parent / "checkpoint.pt").exists() else None
     inf = inference_side_by_side(args.model, run_dir)
@@ -136,4 +234,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--publish"]:  # the robot side of run_rate(peer="process")
+        publish_odometry(sys.argv[2], float(sys.argv[3]), float(sys.argv[4]))
+        sys.exit(0)
     sys.exit(main())

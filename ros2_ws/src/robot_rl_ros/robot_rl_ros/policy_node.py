@@ -363,12 +363,13 @@ class PolicyNode(Node):
     def _input_step(self) -> None:
         """``trigger: input``: step now, unless a step already ran in this control period (decimation).
 
-        Steps are scheduled on a grid of the period: an input arriving up to a quarter period before its slot takes
-        it, so inputs at the control rate with jitter step every time and faster inputs step once per period."""
+        Steps are scheduled on a grid of the period: an input arriving up to half a period before its slot takes
+        it, so inputs at the control rate step every time (jitter below half a period) and faster inputs step once
+        per period."""
         if self._timer is None or not self._on_input:
             return
         now = self._now()
-        if now >= self._due - 0.25 * self._period:
+        if now >= self._due - 0.5 * self._period:
             self._due += self._period
             if self._due < now + 0.5 * self._period:  # the first step, or the loop fell behind: a new grid
                 self._due = now + self._period
