@@ -61,31 +61,41 @@ class _TimedNode(PolicyNode):
             self.stamp_to_command_ns.append(time.time_ns() - self.stamp_ns)
 
 
+class _HoverOdometry:
+    """A publisher of a hovering drone's odometry on ``node``, each message stamped with the wall time it is sent."""
+
+    def __init__(self, node: Any) -> None:
+        self.pub = node.create_publisher(Odometry, "odom", qos_profile_sensor_data)
+        self.msg = Odometry()
+        fill_odometry(self.msg, np.array([0.02, -0.01, 0.03]), np.array([1.0, 0, 0, 0]), np.zeros(3), np.zeros(3))
+        self.sent = 0
+
+    def publish(self) -> None:
+        self.msg.header.stamp.sec, self.msg.header.stamp.nanosec = divmod(time.time_ns(), 1_000_000_000)
+        self.pub.publish(self.msg)
+        self.sent += 1
+
+
 def publish_odometry(namespace: str, rate: float, seconds: float) -> int:
     """The robot side: publish a hovering drone's odometry at ``rate`` for ``seconds``, each message stamped with
     the wall time it was sent; returns the number sent."""
     rclpy.init()
     try:
         peer = rclpy.create_node("peer", namespace=namespace)
-        pub = peer.create_publisher(Odometry, "odom", qos_profile_sensor_data)
-        msg = Odometry()
-        fill_odometry(msg, np.array([0.02, -0.01, 0.03]), np.array([1.0, 0, 0, 0]), np.zeros(3), np.zeros(3))
+        odometry = _HoverOdometry(peer)
         time.sleep(1.0)  # discovery
-        sent, period = 0, 1.0 / rate
+        period = 1.0 / rate
         end = next_pub = time.monotonic()
         end += seconds
         while (now := time.monotonic()) < end:
             if now >= next_pub:
-                ns = time.time_ns()
-                msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(ns, 1_000_000_000)
-                pub.publish(msg)
-                sent += 1
+                odometry.publish()
                 next_pub += period
             else:
                 time.sleep(min(next_pub - now, 0.0002))
-        print(sent, flush=True)  # the measuring side stops here, before this process shuts down
+        print(odometry.sent, flush=True)  # the measuring side stops here, before this process shuts down
         peer.destroy_node()
-        return sent
+        return odometry.sent
     finally:
         rclpy.try_shutdown()
 
@@ -135,20 +145,16 @@ def run_rate(
             node.trigger_activate()
             other = rclpy.create_node("peer", namespace=namespace)
             spinner.add_node(other)
-            pub = other.create_publisher(Odometry, "odom", qos_profile_sensor_data)
-            msg = Odometry()
-            fill_odometry(msg, np.array([0.02, -0.01, 0.03]), np.array([1.0, 0, 0, 0]), np.zeros(3), np.zeros(3))
+            odometry = _HoverOdometry(other)
             received0, published0 = 0, 0
             cpu0, t0 = os.times(), time.monotonic()
             next_pub = t0
             while (now := time.monotonic()) < t0 + seconds:
                 if now >= next_pub:
-                    ns = time.time_ns()
-                    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(ns, 1_000_000_000)
-                    pub.publish(msg)
-                    sent += 1
+                    odometry.publish()
                     next_pub += period
                 spinner.spin_once(timeout_sec=max(0.0, min(next_pub - time.monotonic(), 0.0005)))
+            sent = odometry.sent
         cpu1, wall = os.times(), time.monotonic() - t0
         if peer == "process":
             proc.wait()
