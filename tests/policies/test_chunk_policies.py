@@ -18,6 +18,7 @@ import torch
 from policies.nets.bc_mlp import MLPChunkPolicy
 from policies.nets.chunk import ChunkPolicy, Horizons
 from policies.nets.diffusion import DiffusionPolicy, SamplerSettings
+from policies.nets.diffusion.fixed_step import ExportMish
 from policies.nets.export import chunk_to_onnx_model, write_onnx
 from policies.runtime.chunking import ChunkedOnnxPolicy, ChunkExecutor
 from policies.runtime.contract import ChunkSpec, Contract, ContractError
@@ -90,6 +91,14 @@ def test_onnx_sampler_matches_the_torch_sampler(tmp_path: Path, kind: str, steps
         ref = policy.predict_action_chunk(torch.from_numpy(obs), torch.from_numpy(noise)).numpy()
     assert np.abs(onnx_chunk - ref).max() <= 1e-4
     assert np.abs(ref).max() <= 1.0
+
+
+def test_the_exported_mish_is_mish_over_the_whole_float_range(tmp_path: Path) -> None:
+    x = torch.cat((torch.linspace(-200, 200, 4001), torch.tensor([-1e30, -88.0, 88.0, 89.0, 1e30])))[None]
+    torch.onnx.export(ExportMish(), (x,), tmp_path / "mish.onnx", dynamo=False, input_names=["x"], output_names=["y"])
+    (y,) = ort.InferenceSession(str(tmp_path / "mish.onnx")).run(["y"], {"x": x.numpy()})
+    assert np.isfinite(y).all()
+    np.testing.assert_allclose(y, torch.nn.functional.mish(x).numpy(), rtol=1e-5, atol=1e-6)
 
 
 def _recording_sampler(n: int, calls: list[int]):  # type: ignore[no-untyped-def]

@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from policies.nets.chunk import ChunkPolicy, Horizons
+from policies.nets.diffusion.fixed_step import FixedStepUnet
 from policies.nets.diffusion.transformer import TransformerDenoiser
 from policies.nets.diffusion.unet import ConditionalUnet1D
 
@@ -183,6 +184,9 @@ class UnrolledDDIM(nn.Module):
             coef = [float(x) for x in ((1 - a_t).sqrt(), a_t.rsqrt(), a_prev.sqrt(), (1 - a_prev).sqrt())]
             self.rows.append((float(t), coef[0], coef[1], coef[2], coef[3]))
         self.clip = policy.sampler.clip_sample
+        # The U-Net has a twin made for a fixed list of steps (cheaper graph, same function; see fixed_step.py).
+        unet = policy.denoiser
+        self.unet = FixedStepUnet(unet, [row[0] for row in self.rows]) if isinstance(unet, ConditionalUnet1D) else None
 
     def forward(self, obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
         """Sample one chunk per batch row."""
@@ -190,10 +194,15 @@ class UnrolledDDIM(nn.Module):
         cond = p.obs_norm(obs)
         x = noise
         ones = torch.ones_like(noise[:, 0, 0])
-        for t, s1, inv_sqrt_a, sqrt_prev, s1_prev in self.rows:
-            eps = p.denoiser(x, ones * t, cond)
+        films = []
+        if self.unet is not None:  # the U-Net twin's layout, [B, D_a, 1, Tp], until the last step
+            films, x = self.unet.obs_terms(cond), self.unet.inner(x)
+        for i, (t, s1, inv_sqrt_a, sqrt_prev, s1_prev) in enumerate(self.rows):
+            eps = self.unet(x, films[i]) if self.unet is not None else p.denoiser(x, ones * t, cond)
             x0 = (x - s1 * eps) * inv_sqrt_a
             if self.clip:
                 x0 = x0.clamp(-1.0, 1.0)
             x = sqrt_prev * x0 + s1_prev * eps
+        if self.unet is not None:
+            x = self.unet.outer(x)
         return p.action_norm.unnormalize(x).clamp(-1.0, 1.0)

@@ -2,6 +2,8 @@
 
 Every residual block modulates its features with a per-channel scale and bias computed from the condition
 (diffusion step embedding + flattened observation window): ``h <- scale(c) * h + bias(c)`` (Perez et al., FiLM).
+The FiLM layer is linear after an element-wise Mish, so it splits into a step part and an observation part, which
+the exported fixed-step sampler uses (:mod:`policies.nets.diffusion.fixed_step`).
 
 Shapes: ``x: [B, Tp, D_a]`` noisy actions, ``k: [B]`` diffusion steps, ``obs: [B, To, D_o]`` normalised
 observation window (flattened into the FiLM condition) -> ``[B, Tp, D_a]`` predicted noise.
@@ -41,9 +43,19 @@ class FiLMResidualBlock(nn.Module):
 
     def forward(self, h: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
         """Residual FiLM block."""
-        out = self.first(h)
         scale, bias = self.film(cond)[:, :, None].chunk(2, dim=1)
-        return self.second(scale * out + bias) + self.skip(h)
+        return self.modulated(h, scale, bias)
+
+    def modulated(self, h: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        """The block given its FiLM output (``scale, bias: [B, C_out, 1]``) instead of the condition."""
+        return self.second(scale * self.first(h) + bias) + self.skip(h)
+
+    @property
+    def film_linear(self) -> nn.Linear:
+        """The FiLM layer's linear map, ``[B, C] -> [B, 2 C_out]`` (scale rows, then bias rows), after its Mish."""
+        linear = self.film[1]
+        assert isinstance(linear, nn.Linear)
+        return linear
 
 
 class ConditionalUnet1D(nn.Module):
@@ -71,6 +83,7 @@ class ConditionalUnet1D(nn.Module):
         if not down_dims or any(d % groups for d in down_dims):
             raise ValueError(f"down_dims {list(down_dims)} must be non-empty and divisible by groups={groups}")
         self.levels = len(down_dims)
+        self.step_dim = step_dim
         self.step = StepEmbedding(step_dim)
         c = step_dim + cond_dim
         dims = [action_dim, *down_dims]
@@ -93,14 +106,32 @@ class ConditionalUnet1D(nn.Module):
     def forward(self, x: torch.Tensor, k: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
         """Predicted noise ``[B, Tp, D_a]``."""
         c = torch.cat((self.step(k), obs.flatten(1)), dim=-1)
-        h = x.transpose(1, 2)
+        films = [block.film(c)[:, :, None].chunk(2, dim=1) for block in self.blocks()]
+        return self.trunk(x.transpose(1, 2), films).transpose(1, 2)
+
+    def blocks(self) -> list[FiLMResidualBlock]:
+        """The FiLM blocks in the order :meth:`trunk` uses them (down, middle, up)."""
+        return [*self.down_blocks, *self.mid, *self.up_blocks]
+
+    def trunk(self, h: torch.Tensor, films: Sequence[Sequence[torch.Tensor]]) -> torch.Tensor:
+        """The convolutional path, channels first, given every block's FiLM output instead of the condition.
+
+        Shapes: ``h [B, D_a, T]`` and ``(scale, bias)`` ``[B, C, 1]`` per block in :meth:`blocks` order ->
+        ``[B, D_a, T]``. (:class:`~policies.nets.diffusion.fixed_step.FixedStepUnet` runs it on ``[B, D_a, 1, T]``
+        with 2-D convolutions and ``[B, C, 1, 1]`` FiLM terms.)
+        """
+        film = iter(zip(self.blocks(), films, strict=True))
+
+        def block(h: torch.Tensor) -> torch.Tensor:
+            residual, (scale, bias) = next(film)
+            return residual.modulated(h, scale, bias)
+
         skips = []
-        for block, sample in zip(self.down_blocks, self.down_samples, strict=True):
-            h = block(h, c)
-            skips.append(h)
-            h = sample(h)
-        for block in self.mid:
-            h = block(h, c)
-        for block, sample in zip(self.up_blocks, self.up_samples, strict=True):
-            h = sample(block(torch.cat((h, skips.pop()), dim=1), c))
-        return self.out(h).transpose(1, 2)
+        for sample in self.down_samples:
+            skips.append(block(h))
+            h = sample(skips[-1])
+        for _ in self.mid:
+            h = block(h)
+        for sample in self.up_samples:
+            h = sample(block(torch.cat((h, skips.pop()), dim=1)))
+        return self.out(h)
