@@ -211,6 +211,13 @@ def build_parser() -> argparse.ArgumentParser:
     dep.add_argument("--duration", type=float, default=10.0, metavar="SEC", help="run time, s (default: 10)")
     dep.add_argument("--namespace", default="", help="ROS namespace of the nodes")
     dep.add_argument("--record", type=Path, metavar="RUN.mcap", help="record inputs, commands and faults to MCAP")
+    dep.add_argument(
+        "--executor",
+        choices=["single", "events"],
+        default="single",
+        help="rclpy executor: single (SingleThreadedExecutor, default) or events (the experimental EventsExecutor: "
+        "lower latency at high rates, see docs/ros2.md)",
+    )
     rep = sub.add_parser("replay", help="re-run the policy on a recording's inputs and report divergence")
     rep.add_argument("recording", type=Path, help="MCAP file written by robot-rl deploy --record")
     rep.add_argument("--model", type=Path, help="policy.onnx to replay (default: the recorded one)")
@@ -704,7 +711,9 @@ def cmd_deploy(args: argparse.Namespace) -> int:
             check_folder_writable(args.record.parent, "recording folder")
             if args.record.is_dir():
                 raise DeployError(f"--record '{args.record}' is a folder; give a file name such as run.mcap")
-        result = run_graph(params, args.sim, args.duration, args.namespace, record=args.record)
+        result = run_graph(
+            params, args.sim, args.duration, args.namespace, record=args.record, executor_kind=args.executor
+        )
     except DeployError as exc:
         raise ConfigError(str(exc)) from None
     print(

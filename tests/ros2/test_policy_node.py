@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import ast
 import math
+import signal
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -15,6 +18,8 @@ import numpy as np
 import pytest
 import rclpy
 import yaml
+from lifecycle_msgs.msg import Transition
+from lifecycle_msgs.srv import ChangeState
 from nav_msgs.msg import Odometry
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.lifecycle import TransitionCallbackReturn
@@ -23,6 +28,7 @@ from rclpy.qos import qos_profile_sensor_data
 from robot_rl_ros.graph import DeployError, read_params, run_graph
 from robot_rl_ros.messages import fill_odometry, odometry_signals
 from robot_rl_ros.policy_node import ESTOP_QOS, PolicyNode
+from robot_rl_ros.spin import EXECUTORS
 from std_msgs.msg import Bool, Float64MultiArray
 
 PKG = Path(__file__).resolve().parents[2] / "ros2_ws" / "src" / "robot_rl_ros"
@@ -51,9 +57,13 @@ E2E = pytest.mark.xdist_group("ros2-closed-loop")
 
 
 @E2E
-def test_the_trained_hover_policy_flies_the_simulated_crazyflie_over_dds(trained_hover: Any, ros: str) -> None:
+@pytest.mark.parametrize("executor", ["single", "events"])
+def test_the_trained_hover_policy_flies_the_simulated_crazyflie_over_dds(
+    trained_hover: Any, ros: str, executor: str
+) -> None:
     # A generous watchdog: on a loaded CI machine the other test worker may stall this process for a moment.
-    result = run_graph(params(trained_hover.onnx, watchdog_s=0.5), sim=True, duration_s=5.0, namespace=ros)
+    config = params(trained_hover.onnx, watchdog_s=0.5)
+    result = run_graph(config, sim=True, duration_s=5.0, namespace=ros, executor_kind=executor)
     period = result.sim["control_period_s"]
     assert result.fault == "" and result.rejected == 0 and result.sim["rejected"] == 0
     assert result.sim["crashes"] == 0, result.sim["stale_ticks"]  # steps with no new command, if it crashed
@@ -61,6 +71,64 @@ def test_the_trained_hover_policy_flies_the_simulated_crazyflie_over_dds(trained
     errors = np.array(result.sim["position_errors_m"])
     assert errors[0] > 0.1  # it started away from the target (a random start of the task) ...
     assert errors[-round(2.0 / period) :].mean() < 0.05  # ... and holds the hover criterion over the last 2 s
+
+
+def _console_script(node: str, ns: str, params_file: Path, *extra: str) -> subprocess.Popen[str]:
+    """``<node> [extra] --ros-args ...`` as ``ros2 launch`` starts it: its own process, ``main()`` of the module that
+    ``setup.py`` names as the console script."""
+    code = f"from robot_rl_ros.{node} import main; main()"
+    ros = ["--ros-args", "-r", f"__ns:=/{ns}", "--params-file", str(params_file)]
+    return subprocess.Popen([sys.executable, "-c", code, *extra, *ros], stderr=subprocess.PIPE, text=True)
+
+
+@E2E
+def test_the_console_scripts_fly_the_simulated_crazyflie_as_separate_processes(
+    trained_hover: Any, ros: str, tmp_path: Path
+) -> None:
+    config = params(trained_hover.onnx, watchdog_s=0.5)
+    params_file = tmp_path / "params.yaml"  # keys as ros2 launch resolves them: the nodes' full names
+    params_file.write_text(yaml.safe_dump({f"/{ros}/{k}": {"ros__parameters": v} for k, v in config.items()}))
+    procs = [
+        _console_script("sim_robot_node", ros, params_file),
+        _console_script("policy_node", ros, params_file, "--executor", "events"),
+    ]
+    peer = rclpy.create_node("lifecycle_peer", namespace=ros)
+    try:
+        commands: list[float] = []
+        odometry: list[float] = []
+        peer.create_subscription(
+            Float64MultiArray, "command", lambda m: commands.append(time.monotonic()), qos_profile_sensor_data
+        )
+        peer.create_subscription(Odometry, "odom", lambda m: odometry.append(time.monotonic()), qos_profile_sensor_data)
+        change = peer.create_client(ChangeState, "policy_node/change_state")
+        assert change.wait_for_service(timeout_sec=30.0), [p.poll() for p in procs]
+        deadline = time.monotonic() + 30.0  # activate when the robot is up (the simulator imports torch: seconds)
+        while not odometry and time.monotonic() < deadline:
+            rclpy.spin_once(peer, timeout_sec=0.05)
+        assert odometry, [p.poll() for p in procs]
+        odometry.clear()
+        for transition in (Transition.TRANSITION_CONFIGURE, Transition.TRANSITION_ACTIVATE):
+            future = change.call_async(ChangeState.Request(transition=Transition(id=transition)))
+            rclpy.spin_until_future_complete(peer, future, timeout_sec=20.0)
+            assert future.result() is not None and future.result().success, transition
+        end = time.monotonic() + 3.0
+        while time.monotonic() < end:
+            rclpy.spin_once(peer, timeout_sec=0.01)
+        # the contract's 50 Hz, over DDS between processes
+        assert min(len(commands), len(odometry)) >= 0.6 * 3.0 * 50, (len(commands), len(odometry))
+    finally:
+        peer.destroy_node()
+        for proc in procs:
+            proc.send_signal(signal.SIGINT)
+        outcomes = [(proc.wait(timeout=20), proc.stderr.read() if proc.stderr else "") for proc in procs]
+    assert [code for code, _ in outcomes] == [0, 0], outcomes  # Ctrl-C: a clean shutdown
+
+
+def test_a_console_script_refuses_an_unknown_executor_by_name(tmp_path: Path) -> None:
+    (tmp_path / "params.yaml").write_text("/x/policy_node: {ros__parameters: {model_path: none.onnx}}\n")
+    proc = _console_script("policy_node", "x", tmp_path / "params.yaml", "--executor", "multi")
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "invalid choice: 'multi'" in err, err
 
 
 # ------------------------------------------------------------------------------------------ faults, in process
@@ -203,6 +271,11 @@ def test_a_wrong_or_corrupt_model_is_refused_at_configure(
         run_graph(params(model, **overrides), sim=False, duration_s=0.1, namespace=ros)
 
 
+def test_an_unknown_executor_is_refused_by_name(trained_hover: Any, ros: str) -> None:
+    with pytest.raises(DeployError, match="executor 'multi' is not one of single, events"):
+        run_graph(params(trained_hover.onnx), sim=False, duration_s=0.1, namespace=ros, executor_kind="multi")
+
+
 def test_odometry_conventions_round_trip() -> None:
     """World pose, body twist (REP 105): the world velocity the policy reads survives publishing and reading."""
     rng = np.random.default_rng(0)
@@ -241,6 +314,12 @@ def test_launch_files_name_only_what_exists() -> None:
         args = {ast.literal_eval(c.args[0]) for c in calls if getattr(c.func, "id", "") == "DeclareLaunchArgument"}
         used = {ast.literal_eval(c.args[0]) for c in calls if getattr(c.func, "id", "") == "LaunchConfiguration"}
         assert used <= args, (launch.name, used - args)
+        defaults = {
+            ast.literal_eval(c.args[0]): _kw(c, "default_value")
+            for c in calls
+            if getattr(c.func, "id", "") == "DeclareLaunchArgument"
+        }
+        assert defaults.get("executor", "single") in EXECUTORS, launch.name
         nodes = [c for c in calls if getattr(c.func, "id", "") in ("Node", "LifecycleNode")]
         assert nodes, launch.name
         for node in nodes:

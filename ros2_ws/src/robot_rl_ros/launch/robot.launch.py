@@ -23,12 +23,16 @@ def generate_launch_description() -> LaunchDescription:
             DeclareLaunchArgument("params", default_value=os.path.join(share, "config", "quadrotor_robot.yaml")),
             DeclareLaunchArgument("model", description="exported policy.onnx"),
             DeclareLaunchArgument("namespace", default_value=""),
+            DeclareLaunchArgument(
+                "executor", default_value="single", description="policy_node's executor: single or events"
+            ),
             LifecycleNode(
                 package="robot_rl_ros",
                 executable="policy_node",
                 name="policy_node",
                 namespace=namespace,
                 parameters=[params, {"model_path": model}],
+                arguments=["--executor", LaunchConfiguration("executor")],
             ),
         ]
     )

@@ -22,6 +22,9 @@ def generate_launch_description() -> LaunchDescription:
             DeclareLaunchArgument("params", default_value=os.path.join(share, "config", "quadrotor_sim.yaml")),
             DeclareLaunchArgument("model", description="exported policy.onnx"),
             DeclareLaunchArgument("namespace", default_value=""),
+            DeclareLaunchArgument(
+                "executor", default_value="single", description="policy_node's executor: single or events"
+            ),
             Node(
                 package="robot_rl_ros",
                 executable="sim_robot_node",
@@ -35,6 +38,7 @@ def generate_launch_description() -> LaunchDescription:
                 name="policy_node",
                 namespace=namespace,
                 parameters=[params, {"model_path": model}],
+                arguments=["--executor", LaunchConfiguration("executor")],
             ),
         ]
     )

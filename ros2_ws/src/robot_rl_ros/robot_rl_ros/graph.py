@@ -22,10 +22,10 @@ from typing import Any
 import rclpy
 import yaml
 from lifecycle_msgs.msg import State as StateMsg
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.lifecycle import TransitionCallbackReturn
 from rclpy.parameter import Parameter
 from robot_rl_ros.policy_node import PolicyNode
+from robot_rl_ros.spin import EXECUTORS, make_executor
 
 
 class DeployError(ValueError):
@@ -83,17 +83,22 @@ def run_graph(
     namespace: str = "",
     activate: bool = True,
     record: Path | None = None,
+    executor_kind: str = "single",
 ) -> GraphResult:
     """Run the graph for ``duration_s`` seconds (see the module docstring); with ``record``, the policy node's
-    inputs, commands and faults go to that MCAP file (``robot_rl_ros.recording``).
+    inputs, commands and faults go to that MCAP file (``robot_rl_ros.recording``). ``executor_kind``: see
+    :mod:`robot_rl_ros.spin`.
 
     Raises:
-        DeployError: The policy node refused to configure (wrong or corrupt model, contract mismatch).
+        DeployError: The policy node refused to configure (wrong or corrupt model, contract mismatch), or the
+            executor is unknown.
     """
+    if executor_kind not in EXECUTORS:
+        raise DeployError(f"executor '{executor_kind}' is not one of {', '.join(EXECUTORS)}")
     owns_context = not rclpy.ok()
     if owns_context:
         rclpy.init()
-    executor = SingleThreadedExecutor()
+    executor = make_executor(executor_kind)
     policy = PolicyNode(namespace=namespace, parameter_overrides=_overrides(params["policy_node"]))
     nodes: list[Any] = [policy]
     simulated = None
@@ -151,5 +156,6 @@ def run_graph(
         for node in nodes:
             executor.remove_node(node)
             node.destroy_node()
+        executor.shutdown()
         if owns_context:
             rclpy.try_shutdown()
