@@ -120,8 +120,18 @@ def test_the_console_scripts_fly_the_simulated_crazyflie_as_separate_processes(
         peer.destroy_node()
         for proc in procs:
             proc.send_signal(signal.SIGINT)
-        outcomes = [(proc.wait(timeout=20), proc.stderr.read() if proc.stderr else "") for proc in procs]
+        outcomes = [_exit(proc) for proc in procs]
     assert [code for code, _ in outcomes] == [0, 0], outcomes  # Ctrl-C: a clean shutdown
+
+
+def _exit(proc: subprocess.Popen[str], timeout: float = 20.0) -> tuple[int | None, str]:
+    """The process's exit code and stderr, killing it (code ``None``) if it outlives ``timeout`` seconds."""
+    try:
+        return proc.wait(timeout=timeout), proc.stderr.read() if proc.stderr else ""
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        return None, "still running after SIGINT: killed"
 
 
 def test_a_console_script_refuses_an_unknown_executor_by_name(tmp_path: Path) -> None:
