@@ -61,11 +61,14 @@ class FixedStepUnet(nn.Module):
         self.net = _as_unit_height(copy.deepcopy(unet))
         linears = [block.film_linear for block in unet.blocks()]
         weight = torch.cat([linear.weight for linear in linears]).detach()  # [W, step_dim + cond_dim]
-        self.obs_weight = weight[:, unet.step_dim :].clone()  # [W, cond_dim]
+        self.obs_weight: torch.Tensor
+        self.step_table: torch.Tensor
+        self.register_buffer("obs_weight", weight[:, unet.step_dim :].clone(), persistent=False)  # [W, cond_dim]
         with torch.no_grad():  # step part + bias of every block's FiLM output, per step: [S, W]
             k = torch.tensor(list(steps), dtype=weight.dtype, device=weight.device)
             e = nn.functional.mish(unet.step(k))
-            self.step_table = e @ weight[:, : unet.step_dim].T + torch.cat([linear.bias for linear in linears])
+            table = e @ weight[:, : unet.step_dim].T + torch.cat([linear.bias for linear in linears])
+        self.register_buffer("step_table", table, persistent=False)
         self.sizes = [size for linear in linears for size in 2 * [linear.out_features // 2]] * len(steps)
         self.steps = len(steps)
 

@@ -25,7 +25,7 @@ from lifecycle_msgs.msg import State as StateMsg
 from rclpy.lifecycle import TransitionCallbackReturn
 from rclpy.parameter import Parameter
 from robot_rl_ros.policy_node import PolicyNode
-from robot_rl_ros.spin import EXECUTORS, make_executor
+from robot_rl_ros.spin import check_executor, make_executor
 
 
 class DeployError(ValueError):
@@ -93,8 +93,10 @@ def run_graph(
         DeployError: The policy node refused to configure (wrong or corrupt model, contract mismatch), or the
             executor is unknown.
     """
-    if executor_kind not in EXECUTORS:
-        raise DeployError(f"executor '{executor_kind}' is not one of {', '.join(EXECUTORS)}")
+    try:
+        check_executor(executor_kind)  # before rclpy.init: nothing to undo
+    except ValueError as exc:
+        raise DeployError(str(exc)) from None
     owns_context = not rclpy.ok()
     if owns_context:
         rclpy.init()

@@ -23,14 +23,19 @@ from rclpy.utilities import remove_ros_args
 EXECUTORS: dict[str, Callable[[], Executor]] = {"single": SingleThreadedExecutor, "events": EventsExecutor}
 
 
+def check_executor(kind: str) -> None:
+    """Raise ``ValueError`` (listing the choices) unless ``kind`` is a key of :data:`EXECUTORS`; needs no context."""
+    if kind not in EXECUTORS:
+        raise ValueError(f"executor '{kind}' is not one of {', '.join(EXECUTORS)}")
+
+
 def make_executor(kind: str) -> Executor:
-    """A new executor of ``kind`` (a key of :data:`EXECUTORS`).
+    """A new executor of ``kind`` (a key of :data:`EXECUTORS`) in the initialised default context.
 
     Raises:
         ValueError: ``kind`` is not one of them (the message lists them).
     """
-    if kind not in EXECUTORS:
-        raise ValueError(f"executor '{kind}' is not one of {', '.join(EXECUTORS)}")
+    check_executor(kind)
     return EXECUTORS[kind]()
 
 
