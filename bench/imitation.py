@@ -3,17 +3,23 @@
 What it measures, for each task (``panda-push``, ``panda-lift``) and demonstration count (100, 200 successful
 episodes, state-based): the success of
 
-- the teacher that made the demonstrations (the task's scripted expert; its privileged state machine),
+- the teacher that made the demonstrations (the task's scripted expert; its privileged state machine, acting on
+  the exact cube position),
+- the same teacher acting on the cube estimate the students see (delayed, noisy, biased): a bound on what a student
+  that imitates it can reach with the onboard observations,
 - a diffusion student (``configs/bc-diffusion.yaml``: U-Net, DDPM 100 / DDIM 10, To 2, Tp 16, Ta 8),
 - an MLP student (``configs/bc-mlp.yaml``: the same windows and chunk, regressed),
 
 trained on the same demonstrations with the same gradient-step budget, each evaluated over ``--episodes`` randomised
 episodes x 3 seeds in the batched simulator, success pooled with a Wilson 95 % interval. Demonstrations are collected
-once into ``--data`` (200 per task; the 100-demo students train on the first 100).
+once into ``--data`` (200 per task; the 100-demo students train on the first 100), with DART noise
+(``robot-rl collect --action-noise``: the teacher's executed actions are perturbed, its clean actions recorded, so the
+demonstrations show recoveries). The noise per task (:data:`DART_NOISE`) was picked by MLP students on 200
+demonstrations, 2,000 steps (docs/benchmarks.md).
 
 Run::
 
-    python bench/imitation.py --steps 3000            # ~1 h on 2 CPU cores
+    python bench/imitation.py --steps 6000 --demos 200   # ~1 h on 2 CPU cores
     python bench/imitation.py --tasks panda-lift --demos 100 --steps 500   # a quick look
 """
 
@@ -33,17 +39,21 @@ from robot_rl.evaluate import EVAL_SEED_OFFSET, evaluate_env, make_eval_env
 from robot_rl.imitation.collect import collect
 from robot_rl.imitation.config import load_bc_config
 from robot_rl.imitation.evaluate import ChunkEvalResult
-from robot_rl.imitation.experts import EXPERTS
+from robot_rl.imitation.experts import CUBE_SOURCES, EXPERTS
 from robot_rl.imitation.train_bc import EVAL_SEEDS, train_bc
 
+DART_NOISE = {"panda-lift": 0.2, "panda-push": 0.1}
+"""Default DART noise per task (standard deviation in normalised action units)."""
 
-def evaluate_expert(task: str, episodes: int) -> ChunkEvalResult:
-    """The scripted expert's success over ``episodes`` x :data:`EVAL_SEEDS` (the students' evaluation starts)."""
+
+def evaluate_expert(task: str, episodes: int, cube: str) -> ChunkEvalResult:
+    """The scripted expert's success over ``episodes`` x :data:`EVAL_SEEDS` (the students' evaluation starts),
+    acting on the ``cube`` position source (``exact`` or ``onboard``)."""
     cfg = load_config(task)
     results = []
     for seed in EVAL_SEEDS:
         env = make_eval_env(task, cfg.env, episodes, torch.device("cpu"), True)
-        expert = EXPERTS[task](env)
+        expert = EXPERTS[task](env, cube=cube)
         results.append(evaluate_env(env, lambda obs, e=expert: e.act(), seed=seed + EVAL_SEED_OFFSET))
         env.close()
     return ChunkEvalResult(results, list(EVAL_SEEDS))
@@ -57,28 +67,34 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--policies", nargs="+", default=["diffusion", "mlp"])
     parser.add_argument("--steps", type=int, default=3000, help="gradient steps per student")
     parser.add_argument("--episodes", type=int, default=100, help="evaluation episodes per seed (3 seeds)")
+    parser.add_argument(
+        "--action-noise", type=float, default=None, help="DART noise for every task (default: DART_NOISE per task)"
+    )
     parser.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "robot-rl-bench-demos")
     args = parser.parse_args(argv)
     torch.set_num_threads(2)
     rows = []
     runs = Path(tempfile.mkdtemp(prefix="robot-rl-bench-bc-"))
     for task in args.tasks:
-        data = args.data / f"{task}-{max(args.demos)}"
+        noise = DART_NOISE.get(task, 0.0) if args.action_noise is None else args.action_noise
+        data = args.data / f"{task}-{max(args.demos)}-dart{noise:g}"
         if not data.exists():
-            print(collect(task, max(args.demos), data, num_envs=max(args.demos), quiet=True).lines()[1], flush=True)
-        teacher = evaluate_expert(task, args.episodes)
-        lo, hi = teacher.ci95
-        rows.append(
-            {
-                "task": task,
-                "policy": "teacher (scripted)",
-                "demos": "-",
-                "success": teacher.success_rate,
-                "ci95": f"{lo:.0%}-{hi:.0%}",
-                "train_s": "-",
-            }
-        )
-        print(format_table(rows[-1:]), flush=True)
+            summary = collect(task, max(args.demos), data, num_envs=max(args.demos), action_noise=noise, quiet=True)
+            print(summary.lines()[1], flush=True)
+        for cube in CUBE_SOURCES:
+            teacher = evaluate_expert(task, args.episodes, cube)
+            lo, hi = teacher.ci95
+            rows.append(
+                {
+                    "task": task,
+                    "policy": f"teacher (scripted, {cube} cube)",
+                    "demos": "-",
+                    "success": teacher.success_rate,
+                    "ci95": f"{lo:.0%}-{hi:.0%}",
+                    "train_s": "-",
+                }
+            )
+            print(format_table(rows[-1:]), flush=True)
         for demos in args.demos:
             for policy in args.policies:
                 cfg = load_bc_config(
@@ -103,7 +119,10 @@ def main(argv: list[str] | None = None) -> None:
                     }
                 )
                 print(format_table(rows[-1:]), flush=True)
-    print(f"\n{args.steps} gradient steps per student, {args.episodes} episodes x {len(EVAL_SEEDS)} seeds each")
+    print(
+        f"\n{args.steps} gradient steps per student, {args.episodes} episodes x {len(EVAL_SEEDS)} seeds each, "
+        f"DART noise {args.action_noise if args.action_noise is not None else DART_NOISE}"
+    )
     print(format_table(rows))
 
 

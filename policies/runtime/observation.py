@@ -135,6 +135,13 @@ class ObservationBuilder:
         """Current integral ``[N, size]`` (raw units x s, unscaled) of the integral term ``name``."""
         return self._integral[name]
 
+    def latest(self, name: str) -> Array:
+        """Newest sample ``[N, size]`` of term ``name`` in its raw units (unscaled; integral terms: the integral)."""
+        term = next((t for t in self.terms if t.name == name), None)
+        if term is None:
+            raise ContractError(f"no observation term '{name}'; terms: {[t.name for t in self.terms]}")
+        return self._hist[name][:, 0] / term.scale
+
     def read(self) -> Array:
         """Current policy input ``[N, obs_dim]`` (no history shift)."""
         return self.xp.concat([self._hist[t.name].reshape(self.num_envs, t.dim) for t in self.terms], 1)

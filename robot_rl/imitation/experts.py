@@ -7,6 +7,11 @@ Jacobian (MuJoCo ``mj_jacSite`` on the task's own model), turned into the task's
 (``q_target = q + action_scale * a`` for relative joint targets). The demonstrations it writes hold only what the
 student has on the robot (the ``policy`` group), like every teacher's.
 
+An expert normally reads the exact cube position (``cube="exact"``). With ``cube="onboard"`` it reads the estimate the
+student sees (the ``object_position`` observation: delayed, noisy, biased) instead; its success then bounds what a
+student imitating it can reach with the onboard observations (``bench/imitation.py`` reports both). The cube's yaw
+and size stay exact: cubes start square to the robot and the onboard observation has neither.
+
 Waypoints (per world, a phase counter; heights relative to the cube's centre):
 
 - ``panda-lift``: above the cube (+10 cm, fingers open, yaw aligned with a cube face) -> down to the cube's centre
@@ -29,6 +34,8 @@ from sim.robots import panda
 from sim.tasks.manipulation import GRIPPER_DOWN, CubeTask, yaw_rotation
 from sim.vec_env import VecEnv
 
+CUBE_SOURCES = ("exact", "onboard")
+"""Where an expert reads the cube position (see :class:`ScriptedExpert`)."""
 DAMPING = 0.05
 """Damped-least-squares regularisation (m, rad): keeps joint steps bounded near singular poses."""
 MAX_STEP_M = 0.08
@@ -47,14 +54,19 @@ class ScriptedExpert(abc.ABC):
 
     Args:
         env: The task (a :class:`~sim.tasks.manipulation.CubeTask` with relative joint-impedance targets).
+        cube: Where the cube position comes from: ``"exact"`` (simulator state) or ``"onboard"`` (the student's
+            ``object_position`` observation).
 
     Call :meth:`act` once per control period, :meth:`reset` for worlds that start a new episode.
     """
 
-    def __init__(self, env: VecEnv) -> None:
+    def __init__(self, env: VecEnv, cube: str = "exact") -> None:
         if not isinstance(env, CubeTask) or env.cfg.control_mode != "impedance" or env.cfg.targets != "relative":
             raise ValueError("scripted experts drive cube tasks with relative joint-impedance targets only")
+        if cube not in CUBE_SOURCES:
+            raise ValueError(f"unknown cube source '{cube}'; choose one of {', '.join(CUBE_SOURCES)}")
         self.env = env
+        self.cube = cube
         self._model = env._model
         self._data = mujoco.MjData(self._model)
         self._jacp = np.zeros((3, self._model.nv))
@@ -105,6 +117,12 @@ class ScriptedExpert(abc.ABC):
         dq = dq + (null @ posture.unsqueeze(-1)).squeeze(-1)
         return (GAIN * dq / env.cfg.action_scale).clamp(-1.0, 1.0)
 
+    def cube_position(self) -> torch.Tensor:
+        """Cube centre the expert acts on, m ``[N, 3]``: exact, or the onboard estimate (see ``cube``)."""
+        if self.cube == "exact":
+            return self.env.cube_pos
+        return self.env.builder.latest("object_position")
+
     def tcp_error(self, p_des: torch.Tensor) -> torch.Tensor:
         """Distance of the TCP from ``p_des``, m ``[N]``."""
         return (p_des - self.env._tcp_pos).norm(dim=-1)
@@ -130,7 +148,7 @@ class LiftExpert(ScriptedExpert):
 
     def act(self) -> torch.Tensor:
         env = self.env
-        cube = env.cube_pos
+        cube = self.cube_position()
         r_des = yaw_rotation(cube_yaw(env.cube_quat)) @ GRIPPER_DOWN.to(env.device)
         above = cube + torch.tensor([0.0, 0.0, self.hover], device=env.device)
         p = self.phase
@@ -158,7 +176,7 @@ class PushExpert(ScriptedExpert):
 
     def act(self) -> torch.Tensor:
         env = self.env
-        cube = env.cube_pos
+        cube = self.cube_position()
         half = env.cube_half()
         goal: torch.Tensor = env.goal  # type: ignore[attr-defined]  # PandaPush's
         to_goal = goal - cube[:, :2]

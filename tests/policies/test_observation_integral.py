@@ -75,3 +75,14 @@ def test_contract_round_trips_the_integral_and_old_contracts_still_load() -> Non
     for term in old["observation"]:
         del term["integral_limit"]  # contracts written before integral terms existed
     assert Contract.from_dict(old).observation[1].integral_limit == 0.0
+
+
+def test_latest_sample_is_unscaled_and_names_are_checked() -> None:
+    b = ObservationBuilder(TERMS, 2, xp=np, dt=DT)
+    x = np.array([[1.0, -1.0, 0.1], [0.0, 0.5, 0.0]], dtype=np.float32)
+    b({"pos_w": x})
+    b({"pos_w": 2 * x})
+    np.testing.assert_allclose(b.latest("position"), 2 * x)
+    np.testing.assert_allclose(b.latest("position_integral"), b.integral("position_integral"), rtol=1e-6)
+    with pytest.raises(ContractError, match=r"no observation term 'velocity'.*position_integral"):
+        b.latest("velocity")
