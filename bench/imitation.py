@@ -10,12 +10,15 @@ episodes, state-based): the success of
 - a diffusion student (``configs/bc-diffusion.yaml``: U-Net, DDPM 100 / DDIM 10, To 2, Tp 16, Ta 8),
 - an MLP student (``configs/bc-mlp.yaml``: the same windows and chunk, regressed),
 
-trained on the same demonstrations with the same gradient-step budget, each evaluated over ``--episodes`` randomised
-episodes x 3 seeds in the batched simulator, success pooled with a Wilson 95 % interval. Demonstrations are collected
-once into ``--data`` (200 per task; the 100-demo students train on the first 100), with DART noise
-(``robot-rl collect --action-noise``: the teacher's executed actions are perturbed, its clean actions recorded, so the
-demonstrations show recoveries). The noise per task (:data:`DART_NOISE`) was picked by MLP students on 200
-demonstrations, 2,000 steps (docs/benchmarks.md).
+the students trained on the same demonstrations with the same gradient-step budget, each evaluated over
+``--episodes`` randomised episodes x 3 seeds in the batched simulator (success pooled, Wilson 95 % interval), and
+each executed two ways: receding horizon as configured (Ta 8 of Tp 16) and temporal ensembling (``--ensemble-decay``,
+default ``-0.3``: plan every step, average the still-valid plans, newer ones weighted more).
+
+Demonstrations are collected once into ``--data`` (200 per task; the 100-demo students train on the first 100), with
+DART noise (``robot-rl collect --action-noise``: the teacher's executed actions are perturbed, its clean actions
+recorded, so the demonstrations show recoveries). The noise per task (:data:`DART_NOISE`) was picked by MLP students
+on 200 demonstrations, 2,000 steps (docs/benchmarks.md).
 
 Run::
 
@@ -26,6 +29,8 @@ Run::
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import math
 import sys
 import tempfile
 import time
@@ -40,7 +45,7 @@ from robot_rl.imitation.collect import collect
 from robot_rl.imitation.config import load_bc_config
 from robot_rl.imitation.evaluate import ChunkEvalResult
 from robot_rl.imitation.experts import CUBE_SOURCES, EXPERTS
-from robot_rl.imitation.train_bc import EVAL_SEEDS, train_bc
+from robot_rl.imitation.train_bc import EVAL_SEEDS, evaluate_bc_run, load_bc_run, train_bc
 
 DART_NOISE = {"panda-lift": 0.2, "panda-push": 0.1}
 """Default DART noise per task (standard deviation in normalised action units)."""
@@ -70,8 +75,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--action-noise", type=float, default=None, help="DART noise for every task (default: DART_NOISE per task)"
     )
+    parser.add_argument(
+        "--ensemble-decay",
+        type=float,
+        default=-0.3,
+        help="also evaluate every student with temporal ensembling at this weight (default: -0.3; nan: skip)",
+    )
     parser.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "robot-rl-bench-demos")
     args = parser.parse_args(argv)
+    if args.ensemble_decay is not None and not math.isfinite(args.ensemble_decay):
+        args.ensemble_decay = None
     torch.set_num_threads(2)
     rows = []
     runs = Path(tempfile.mkdtemp(prefix="robot-rl-bench-bc-"))
@@ -106,19 +119,26 @@ def main(argv: list[str] | None = None) -> None:
                 )
                 start = time.monotonic()
                 result = train_bc(cfg, quiet=True, export=False)
+                train_s = round(time.monotonic() - start)
                 assert result.evaluation is not None
-                lo, hi = result.evaluation.ci95
-                rows.append(
-                    {
-                        "task": task,
-                        "policy": policy,
-                        "demos": demos,
-                        "success": result.evaluation.success_rate,
-                        "ci95": f"{lo:.0%}-{hi:.0%}",
-                        "train_s": round(time.monotonic() - start),
-                    }
-                )
-                print(format_table(rows[-1:]), flush=True)
+                evaluations = {f"Ta {cfg.policy.action_horizon}": result.evaluation}
+                if args.ensemble_decay is not None:
+                    run = load_bc_run(result.run_dir)
+                    run.cfg.policy = dataclasses.replace(run.cfg.policy, ensemble_decay=args.ensemble_decay)
+                    evaluations[f"ensemble {args.ensemble_decay:g}"] = evaluate_bc_run(run, args.episodes, EVAL_SEEDS)
+                for execution, evaluation in evaluations.items():
+                    lo, hi = evaluation.ci95
+                    rows.append(
+                        {
+                            "task": task,
+                            "policy": f"{policy}, {execution}",
+                            "demos": demos,
+                            "success": evaluation.success_rate,
+                            "ci95": f"{lo:.0%}-{hi:.0%}",
+                            "train_s": train_s,
+                        }
+                    )
+                    print(format_table(rows[-1:]), flush=True)
     print(
         f"\n{args.steps} gradient steps per student, {args.episodes} episodes x {len(EVAL_SEEDS)} seeds each, "
         f"DART noise {args.action_noise if args.action_noise is not None else DART_NOISE}"

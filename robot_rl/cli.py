@@ -132,6 +132,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help="train-bc runs: actions executed per plan, 1..pred_horizon (default: the run's)",
     )
+    ev.add_argument(
+        "--ensemble-decay",
+        type=float,
+        metavar="M",
+        help="train-bc runs: plan every step and average the plans, each older one weighted exp(M) x the next "
+        "newer (M < 0 favours newer plans; default: the run's)",
+    )
 
     col = sub.add_parser(
         "collect", help="record demonstrations of a trained PPO teacher into a LeRobot-style dataset (docs/datasets.md)"
@@ -496,6 +503,10 @@ def _eval_bc(args: argparse.Namespace) -> int:
         _in_range("--action-horizon", args.action_horizon, 1, run.cfg.policy.pred_horizon)
         run.cfg.policy = dataclasses.replace(run.cfg.policy, action_horizon=args.action_horizon)
         run.policy.horizons = dataclasses.replace(run.policy.horizons, action=args.action_horizon)
+    if args.ensemble_decay is not None:
+        if not math.isfinite(args.ensemble_decay):
+            raise ConfigError(f"--ensemble-decay must be a finite number, got {args.ensemble_decay}")
+        run.cfg.policy = dataclasses.replace(run.cfg.policy, ensemble_decay=args.ensemble_decay)
     result = evaluate_bc_run(run, args.episodes, tuple(range(args.seeds)))
     print(f"{run.cfg.task}, {run.cfg.policy.kind} student: {result.line()}")
     print(f"wrote {args.run / 'eval.yaml'} and {args.run / 'eval.png'}")

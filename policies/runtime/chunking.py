@@ -9,8 +9,9 @@ control period, then plans again (receding horizon)::
 
 or, with temporal ensembling (``ensemble_decay`` = ``m``), plans every step and averages, for each step, the
 actions every still-valid plan made for it, weighting each older plan ``exp(m)`` times more than the next newer
-(Zhao et al. 2023, ACT). Every action is mapped to a command *at the step it is applied*, so a relative command
-(``action.reference``) uses the measurement of that step.
+(``m > 0`` as in Zhao et al. 2023, ACT; ``m < 0`` favours the newest plans, which averages out a stochastic
+sampler's draw-to-draw jitter while staying close to closed loop). Every action is mapped to a command *at the
+step it is applied*, so a relative command (``action.reference``) uses the measurement of that step.
 
 :class:`ChunkExecutor` is the scheduling alone (any sampler: the simulator's torch policy in evaluation, the
 ONNX graph on the robot); :class:`ChunkedOnnxPolicy` is the exported file behind the same call interface as
@@ -110,7 +111,8 @@ class ChunkExecutor:
         valid = (offset >= 0) & (offset < tp)
         k = np.clip(offset, 0, tp - 1)
         actions = self._ring[self._rows[:, None], np.arange(tp)[None, :], k]  # [N, slots, D_a]
-        weight = np.where(valid, np.exp(self.spec.ensemble_decay * np.clip(offset, 0, tp)), 0.0)
+        logit = np.where(valid, self.spec.ensemble_decay * k, -np.inf)
+        weight = np.exp(logit - logit.max(1, keepdims=True))  # newest plan always valid: no 0/0, no overflow
         self._step += 1
         return (np.einsum("ns,nsa->na", weight, actions) / weight.sum(1, keepdims=True)).astype(np.float32)
 

@@ -22,7 +22,9 @@ class ChunkPolicyConfig:
         obs_horizon: Observations per query ``To`` (Chi et al.: 2).
         pred_horizon: Actions per query ``Tp`` (Chi et al.: 16).
         action_horizon: Actions executed before re-planning ``Ta`` (Chi et al.: 8).
-        ensemble_decay: Temporal ensembling weight at run time (``null``: receding horizon only).
+        ensemble_decay: Temporal ensembling at run time: plan every step and average the plans, each older plan
+            weighted ``exp(m)`` times the next newer (``m > 0``: older plans count more, ACT; ``m < 0``: newer
+            ones; ``null``: receding horizon only).
         denoiser: ``unet`` (1D U-Net with FiLM) or ``transformer``.
         down_dims: U-Net channels per level.
         d_model: Transformer token width.
@@ -58,8 +60,8 @@ class ChunkPolicyConfig:
             raise ValueError(f"policy.action_horizon {self.action_horizon} exceeds pred_horizon {self.pred_horizon}")
         if not 1 <= self.inference_steps <= self.train_steps:
             raise ValueError("policy.inference_steps must be in [1, train_steps]")
-        if self.ensemble_decay is not None and not (math.isfinite(self.ensemble_decay) and self.ensemble_decay >= 0):
-            raise ValueError(f"policy.ensemble_decay must be >= 0, got {self.ensemble_decay}")
+        if self.ensemble_decay is not None and not math.isfinite(self.ensemble_decay):
+            raise ValueError(f"policy.ensemble_decay must be a finite number, got {self.ensemble_decay}")
         for name in ("down_dims", "mlp_hidden"):
             if not getattr(self, name) or min(getattr(self, name)) < 1:
                 raise ValueError(f"policy.{name} must be a non-empty list of sizes >= 1")

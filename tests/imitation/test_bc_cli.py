@@ -111,6 +111,11 @@ def test_train_bc_evaluates_exports_and_resumes(dataset: Path, tmp_path: Path) -
     evaluated = robot_rl("eval", run, "--episodes", "3", "--seeds", "2", "--steps", "2", "--action-horizon", "1")
     assert evaluated.returncode == 0, evaluated.stderr
     assert "over 6 episodes, 2 seeds" in evaluated.stdout
+    ensembled = robot_rl("eval", run, "--episodes", "2", "--seeds", "1", "--ensemble-decay", "-0.3")
+    assert ensembled.returncode == 0, ensembled.stderr
+    assert yaml.safe_load((run / "eval.yaml").read_text())["execution"]["ensemble_decay"] == -0.3
+    refused = robot_rl("eval", run, "--ensemble-decay", "nan")
+    assert refused.returncode == 2 and "--ensemble-decay must be a finite number" in refused.stderr
     exported = robot_rl("export", "onnx", run, "--out", tmp_path / "deploy")
     assert exported.returncode == 0, exported.stderr
     assert ChunkedOnnxPolicy(tmp_path / "deploy" / "policy.onnx").chunk.obs_horizon == 2

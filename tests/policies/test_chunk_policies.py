@@ -23,6 +23,7 @@ from policies.nets.export import chunk_to_onnx_model, write_onnx
 from policies.runtime.chunking import ChunkedOnnxPolicy, ChunkExecutor
 from policies.runtime.contract import ChunkSpec, Contract, ContractError
 from policies.runtime.onnx_policy import OnnxPolicy
+from robot_rl.imitation.config import ChunkPolicyConfig
 from tests.policies.conftest import NUM_ACTIONS, make_contract
 
 REPO = Path(__file__).resolve().parents[2]
@@ -222,3 +223,26 @@ def test_chunked_runtime_runs_without_torch(exported_diffusion: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert np.asarray(json.loads(result.stdout)).shape == (5, 1, NUM_ACTIONS)
+
+
+@pytest.mark.parametrize("decay", [-0.6, 0.0, 60.0, -1e6])
+def test_temporal_ensembling_either_sign_and_no_overflow(decay: float) -> None:
+    calls: list[int] = []
+    ex = ChunkExecutor(1, ChunkSpec(H.obs, H.pred, H.action, ensemble_decay=decay), 1, _recording_sampler(1, calls))
+    ex(np.zeros((1, 3), np.float32))
+    second = float(ex(np.zeros((1, 3), np.float32))[0, 0])
+    w_old = np.exp(decay) if abs(decay) < 50 else float(decay > 0)  # huge |m|: all weight on one plan
+    w_new = 1.0 if abs(decay) < 50 else float(decay < 0)
+    assert second == pytest.approx((w_old * 101 + w_new * 200) / (w_old + w_new), rel=1e-6)
+    for _ in range(3 * H.pred):  # every plan slot filled and recycled: the weights stay finite
+        assert np.isfinite(ex(np.zeros((1, 3), np.float32))).all()
+
+
+def test_ensemble_decay_must_be_a_finite_number() -> None:
+    contract = _chunk_contract(_policy("unet"))
+    for bad in (float("nan"), float("inf"), "fast"):
+        with pytest.raises(ContractError, match=r"chunk\.ensemble_decay must be"):
+            dataclasses.replace(contract, chunk=dataclasses.replace(contract.chunk, ensemble_decay=bad))
+        if isinstance(bad, float):
+            with pytest.raises(ValueError, match=r"policy\.ensemble_decay must be a finite number"):
+                ChunkPolicyConfig(ensemble_decay=bad)
