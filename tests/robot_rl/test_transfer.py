@@ -120,3 +120,27 @@ def test_sweep_parsing_and_training_range() -> None:
     terms = [RandomizationTerm("link_mass", "uniform", (0.9, 1.1), "scale"), RandomizationTerm("gravity", "uniform")]
     assert training_range(terms, "link_mass") == (0.9, 1.1)
     assert training_range(terms, "com_offset") is None
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({"low": [2], "high": [0]}, r"training_ranges\.action_latency: low \[2\.0\] exceeds high \[0\.0\]"),
+        ({"low": [0]}, r"training_ranges\.action_latency needs 'low' and 'high'"),
+        ({"low": [0, 1], "high": [1]}, r"action_latency: low has 2 values, high 1"),
+        ({"low": ["x"], "high": [1]}, r"action_latency\.low must be a non-empty list of finite numbers"),
+        ({"low": [float("nan")], "high": [1]}, r"action_latency\.low must be a non-empty list of finite numbers"),
+    ],
+)
+def test_pybullet_plug_refuses_a_hand_edited_training_range_by_name(entry: dict[str, Any], message: str) -> None:
+    import torch
+
+    import sim
+    from robot_rl.transfer.pybullet_quadrotor import QuadrotorHoverBullet
+
+    env = sim.make("quadrotor-hover", 1, torch.device("cpu"))
+    contract = env.contract(["policy"])
+    env.close()
+    contract.extra["training_ranges"]["action_latency"] = entry
+    with pytest.raises(TransferError, match=message):
+        QuadrotorHoverBullet(contract)
