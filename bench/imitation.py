@@ -5,8 +5,8 @@ episodes, state-based): the success of
 
 - the teacher that made the demonstrations (the task's scripted expert; its privileged state machine, acting on
   the exact cube position),
-- the same teacher acting on the cube estimate the students see (delayed, noisy, biased): a bound on what a student
-  that imitates it can reach with the onboard observations,
+- the same teacher acting on the cube estimate the students see (delayed, noisy, biased): roughly what a student
+  that imitates it can reach from the onboard observations,
 - a diffusion student (``configs/bc-diffusion.yaml``: U-Net, DDPM 100 / DDIM 10, To 2, Tp 16, Ta 8),
 - an MLP student (``configs/bc-mlp.yaml``: the same windows and chunk, regressed),
 

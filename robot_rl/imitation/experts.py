@@ -8,9 +8,9 @@ Jacobian (MuJoCo ``mj_jacSite`` on the task's own model), turned into the task's
 student has on the robot (the ``policy`` group), like every teacher's.
 
 An expert normally reads the exact cube position (``cube="exact"``). With ``cube="onboard"`` it reads the estimate the
-student sees (the ``object_position`` observation: delayed, noisy, biased) instead; its success then bounds what a
-student imitating it can reach with the onboard observations (``bench/imitation.py`` reports both). The cube's yaw
-and size stay exact: cubes start square to the robot and the onboard observation has neither.
+student sees (the ``object_position`` observation: delayed, noisy, biased) instead; its success then approximates
+what a student imitating it can reach from the onboard observations (``bench/imitation.py`` reports both). The
+cube's yaw and size stay exact: cubes start square to the robot and the onboard observation has neither.
 
 Waypoints (per world, a phase counter; heights relative to the cube's centre):
 
