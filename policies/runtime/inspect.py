@@ -38,13 +38,20 @@ def describe(c: Contract) -> str:
     if c.chunk is not None:
         ch = c.chunk
         noise = f" and '{ch.noise_input}' [B, {ch.pred_horizon}, {a.size}] (standard normal)" if ch.noise_input else ""
-        ens = f"temporal ensembling, decay {ch.ensemble_decay:g}" if ch.ensemble_decay is not None else "no ensembling"
+        if ch.ensemble_decay is None:
+            execute = f"execute {ch.action_horizon}, one per control period, then plan again"
+        else:
+            m = ch.ensemble_decay
+            favour = "older" if m > 0 else "newer" if m < 0 else "no"
+            execute = (
+                f"plan every control period and execute the average of every still-valid plan's action, each older "
+                f"plan weighted exp({m:g}) x the next newer ({favour} plans favoured; temporal ensembling)"
+            )
         lines += [
             "",
             f"chunk: the graph takes the last {ch.obs_horizon} observations '{c.input_name}' [B, {ch.obs_horizon}, "
             f"{c.obs_dim}] (oldest first){noise}",
-            f"  and returns '{c.output_name}' [B, {ch.pred_horizon}, {a.size}] normalised actions; execute "
-            f"{ch.action_horizon}, one per control period, then plan again ({ens})",
+            f"  and returns '{c.output_name}' [B, {ch.pred_horizon}, {a.size}] normalised actions; {execute}",
             f"  sampler: {_fmt(ch.sampler) if ch.sampler else '(deterministic)'}",
             "  each executed action maps to a command by the action section below, at the step it is applied",
         ]

@@ -246,3 +246,13 @@ def test_ensemble_decay_must_be_a_finite_number() -> None:
         if isinstance(bad, float):
             with pytest.raises(ValueError, match=r"policy\.ensemble_decay must be a finite number"):
                 ChunkPolicyConfig(ensemble_decay=bad)
+
+
+def test_inspect_says_how_a_chunk_is_executed() -> None:
+    from policies.runtime.inspect import describe
+
+    contract = _chunk_contract(_policy("unet"))
+    text = describe(contract)
+    assert f"execute {contract.chunk.action_horizon}, one per control period, then plan again" in text
+    ensembled = dataclasses.replace(contract, chunk=dataclasses.replace(contract.chunk, ensemble_decay=-0.3))
+    assert "plan every control period" in describe(ensembled) and "newer plans favoured" in describe(ensembled)
