@@ -229,6 +229,7 @@ class Contract:
         if not isinstance(self.extra, dict):
             raise ContractError(f"extra must be a mapping, got {type(self.extra).__name__}")
         _finite_tree(self.extra, "extra")
+        _validate_training_ranges(self.extra.get("training_ranges"))
         if self.chunk is not None:
             _validate_chunk(self.chunk)
 
@@ -397,6 +398,24 @@ def _validate_chunk(c: ChunkSpec) -> None:
     _finite_tree(c.sampler, "chunk.sampler")
     if c.ensemble_decay is not None:
         _number(c.ensemble_decay, "chunk.ensemble_decay")
+
+
+def _validate_training_ranges(ranges: Any) -> None:
+    """``extra.training_ranges`` (where a task writes one): ``{param: {low, high, ...}}`` with non-empty number lists
+    of one length and ``low <= high`` (simulators draw parameters from them)."""
+    if ranges is None:
+        return
+    if not isinstance(ranges, dict):
+        raise ContractError(f"extra.training_ranges must be a mapping, got {type(ranges).__name__}")
+    for name, entry in ranges.items():
+        where = f"extra.training_ranges.{name}"
+        if not isinstance(entry, dict) or "low" not in entry or "high" not in entry:
+            raise ContractError(f"{where} needs 'low' and 'high'")
+        low, high = (_numbers(entry[k], f"{where}.{k}") for k in ("low", "high"))
+        if not low or len(low) != len(high):
+            raise ContractError(f"{where}: low has {len(low)} values, high {len(high)} (one or more each)")
+        if any(lo > hi for lo, hi in zip(low, high, strict=True)):
+            raise ContractError(f"{where}: low {low} exceeds high {high}")
 
 
 def _finite_tree(value: Any, where: str) -> None:

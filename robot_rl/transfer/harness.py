@@ -70,43 +70,6 @@ class TransferError(ConfigError):
     """No model of that task in that simulator."""
 
 
-def training_ranges(extra: dict[str, object]) -> dict[str, dict[str, list[float]]]:
-    """The contract's ``extra.training_ranges`` checked: every entry ``{low, high}`` lists of finite numbers of one
-    length with ``low <= high`` (a hand-edited contract gets an error naming the entry, not numpy's).
-
-    Returns:
-        ``{param: {"low": [...], "high": [...]}}`` (an empty mapping when the contract lists none).
-
-    Raises:
-        TransferError: An entry is malformed; the message names it.
-    """
-    ranges = extra.get("training_ranges", {})
-    if not isinstance(ranges, dict):
-        raise TransferError(f"contract extra.training_ranges must be a mapping, got {type(ranges).__name__}")
-    out: dict[str, dict[str, list[float]]] = {}
-    for name, entry in ranges.items():
-        where = f"contract extra.training_ranges.{name}"
-        if not isinstance(entry, dict) or "low" not in entry or "high" not in entry:
-            raise TransferError(f"{where} needs 'low' and 'high'")
-        bounds = {}
-        for key in ("low", "high"):
-            value = entry[key]
-            ok = (
-                isinstance(value, list)
-                and value
-                and all(isinstance(v, int | float) and not isinstance(v, bool) for v in value)
-            )
-            if not ok or not np.isfinite(value).all():
-                raise TransferError(f"{where}.{key} must be a non-empty list of finite numbers, got {value!r}")
-            bounds[key] = [float(v) for v in value]
-        if len(bounds["low"]) != len(bounds["high"]):
-            raise TransferError(f"{where}: low has {len(bounds['low'])} values, high {len(bounds['high'])}")
-        if any(lo > hi for lo, hi in zip(bounds["low"], bounds["high"], strict=True)):
-            raise TransferError(f"{where}: low {bounds['low']} exceeds high {bounds['high']}")
-        out[name] = bounds
-    return out
-
-
 def plug(simulator: str, task: str) -> SimFactory:
     """The :class:`TransferSim` factory of ``task`` in ``simulator``; the error lists what exists."""
     plugs = _plugs()

@@ -33,7 +33,6 @@ from typing import Any
 import numpy as np
 
 from policies.runtime.contract import Contract
-from robot_rl.transfer.harness import training_ranges
 
 PHYSICS_HZ = 500
 """Bullet step rate, Hz (the Crazyflie's own attitude loop runs at 500 Hz)."""
@@ -82,7 +81,7 @@ class QuadrotorHoverBullet:
         self.rotor_pos = np.asarray(af["rotor_positions_m"], dtype=np.float64)  # [4, 3] body frame
         self.yaw_sign = np.asarray(af["reaction_torque_sign_z"], dtype=np.float64)
         self.max_rpm = float(af["max_rpm"])
-        self.ranges: dict[str, dict[str, Any]] = training_ranges(extra)
+        self.ranges: dict[str, dict[str, Any]] = extra.get("training_ranges", {})  # checked by Contract.validate
         self.envelope: dict[str, Any] = extra["training_envelope"]
         self.success: dict[str, Any] = extra["success"]
         self.target = np.asarray(extra.get("target_position_m", [0.0, 0.0, 0.0]), dtype=np.float64)

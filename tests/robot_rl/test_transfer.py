@@ -128,19 +128,22 @@ def test_sweep_parsing_and_training_range() -> None:
         ({"low": [2], "high": [0]}, r"training_ranges\.action_latency: low \[2\.0\] exceeds high \[0\.0\]"),
         ({"low": [0]}, r"training_ranges\.action_latency needs 'low' and 'high'"),
         ({"low": [0, 1], "high": [1]}, r"action_latency: low has 2 values, high 1"),
-        ({"low": ["x"], "high": [1]}, r"action_latency\.low must be a non-empty list of finite numbers"),
-        ({"low": [float("nan")], "high": [1]}, r"action_latency\.low must be a non-empty list of finite numbers"),
+        ({"low": [], "high": []}, r"action_latency: low has 0 values, high 0 \(one or more each\)"),
+        ({"low": ["x"], "high": [1]}, r"action_latency\.low\[0\] must be a number"),
+        ({"low": [float("nan")], "high": [1]}, r"action_latency\.low\[0\] must be finite"),
     ],
 )
-def test_pybullet_plug_refuses_a_hand_edited_training_range_by_name(entry: dict[str, Any], message: str) -> None:
+def test_a_hand_edited_training_range_is_refused_by_name(entry: dict[str, Any], message: str) -> None:
+    """Refused when the contract is read (policy file, sim-to-sim plug, ROS node), before any simulator draws."""
     import torch
 
     import sim
-    from robot_rl.transfer.pybullet_quadrotor import QuadrotorHoverBullet
+    from policies.runtime.contract import Contract, ContractError
 
     env = sim.make("quadrotor-hover", 1, torch.device("cpu"))
-    contract = env.contract(["policy"])
+    good = env.contract(["policy"]).to_dict()
     env.close()
-    contract.extra["training_ranges"]["action_latency"] = entry
-    with pytest.raises(TransferError, match=message):
-        QuadrotorHoverBullet(contract)
+    Contract.from_dict(good)
+    good["extra"]["training_ranges"]["action_latency"] = entry
+    with pytest.raises(ContractError, match=message):
+        Contract.from_dict(good)
