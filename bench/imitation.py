@@ -47,7 +47,7 @@ from robot_rl.imitation.evaluate import ChunkEvalResult
 from robot_rl.imitation.experts import CUBE_SOURCES, EXPERTS
 from robot_rl.imitation.train_bc import EVAL_SEEDS, evaluate_bc_run, load_bc_run, train_bc
 
-DART_NOISE = {"panda-lift": 0.2, "panda-push": 0.1}
+DART_NOISE = {"panda-lift": 0.2, "panda-push": 0.05}
 """Default DART noise per task (standard deviation in normalised action units)."""
 
 

@@ -16,9 +16,11 @@ Waypoints (per world, a phase counter; heights relative to the cube's centre):
 
 - ``panda-lift``: above the cube (+10 cm, fingers open, yaw aligned with a cube face) -> down to the cube's centre
   -> close the fingers for 0.3 s -> lift to 16 cm above the table.
-- ``panda-push``: above a point 3 cm behind the cube on the line from the goal -> down to the cube's centre height ->
-  push along the line, re-aiming at the cube every step -> hold when the cube is within 1 cm of the goal; if the
-  cube slips sideways off the finger tips, go back up and start again behind it.
+- ``panda-push`` (no phase memory: the move follows from the finger tips' place relative to the cube): above a
+  point 3 cm behind the cube on the line from the goal -> down to the cube's centre height -> push along the line,
+  every step re-aiming at the cube and steering the finger tips back onto the line through the cube's centre (a push
+  off the centre turns the cube and lets it slide off sideways) -> hold when the cube is within 2 cm of the goal. If
+  the cube slips sideways off the finger tips anyway, the tips are low but no longer behind it: up, and start again.
 """
 
 from __future__ import annotations
@@ -167,12 +169,28 @@ class LiftExpert(ScriptedExpert):
 
 
 class PushExpert(ScriptedExpert):
-    """``panda-push``: get behind the cube, push it along the line to the goal (see the module docstring)."""
+    """``panda-push``: get behind the cube, push it along the line to the goal (see the module docstring).
+
+    The expert keeps no memory: each step's target follows from where the finger tips are relative to the cube and
+    the goal, so a student that sees the same (onboard) quantities can tell which move comes next. ``phase`` reports
+    the move (0 above / around, 1 descend, 2 push, 3 hold) for diagnostics only.
+    """
 
     behind = 0.03
+    """Start of the push: finger tips this far behind the cube's near face, m."""
     hover = 0.08
+    """Height of moves around the cube above the pushing height, m."""
     done_within = 0.02
+    """Hold still once the cube's centre is this close to the goal, m."""
     lead = 0.015
+    """Push advance per control period: the target leads the finger tips' current depth behind the cube by this, m."""
+    lost_at = 1.0
+    """Sideways offset of the finger tips from the cube's centre line beyond which they no longer push, in cube
+    half-edges."""
+    low = 0.04
+    """Finger tips lower than this above the cube's centre are at pushing height, m."""
+    over = 0.02
+    """Finger tips within this of the start point (in the table plane) descend onto it, m."""
 
     def act(self) -> torch.Tensor:
         env = self.env
@@ -180,26 +198,29 @@ class PushExpert(ScriptedExpert):
         half = env.cube_half()
         goal: torch.Tensor = env.goal  # type: ignore[attr-defined]  # PandaPush's
         to_goal = goal - cube[:, :2]
-        dist = to_goal.norm(dim=-1, keepdim=True)
-        d = to_goal / dist.clamp_min(1e-6)
+        dist = to_goal.norm(dim=-1)
+        d = to_goal / dist[:, None].clamp_min(1e-6)
         z = (cube[:, 2] - 0.2 * half)[:, None]
-        pre_xy = cube[:, :2] - d * (half[:, None] + self.behind)
-        pre = torch.cat((pre_xy, z), 1)
-        above = pre + torch.tensor([0.0, 0.0, self.hover], device=env.device)
-        push = torch.cat((cube[:, :2] + d * self.lead, z), 1)
-        rel = env._tcp_pos[:, :2] - cube[:, :2]
+        start_xy = cube[:, :2] - d * (half[:, None] + self.behind)
+        tcp = env._tcp_pos
+        rel = tcp[:, :2] - cube[:, :2]
         lateral = (rel[:, 0] * d[:, 1] - rel[:, 1] * d[:, 0]).abs()
         along = (rel * d).sum(-1)
-        p = self.phase
-        p[(p == 0) & (self.tcp_error(above)[:] < 0.015)] = 1
-        p[(p == 1) & (self.tcp_error(pre) < 0.01)] = 2
-        lost = (p == 2) & ((lateral > 0.8 * half) | (along > -half * 0.5))
-        p[lost] = 0
-        p[(p == 2) & (dist[:, 0] < self.done_within)] = 3
-        hold = env._tcp_pos.clone()
-        target = torch.where((p == 0)[:, None], above, pre)
-        target = torch.where((p == 2)[:, None], push, target)
-        target = torch.where((p == 3)[:, None], hold, target)
+        low = tcp[:, 2] < cube[:, 2] + self.low
+        behind = (along < -0.5 * half) & (along > -(half + self.behind + 0.02))
+        pushing = low & behind & (lateral < self.lost_at * half)
+        over_start = (tcp[:, :2] - start_xy).norm(dim=-1) < self.over
+        # pushing: on the centre line at the finger tips' current depth, advanced by `lead` (corrects sideways drift)
+        push = torch.cat((cube[:, :2] + d * (along[:, None] + self.lead), z), 1)
+        descend = torch.cat((start_xy, z), 1)
+        rise = torch.cat((tcp[:, :2], z + self.hover), 1)  # low but not pushing: straight up first, clear of the cube
+        above = torch.cat((start_xy, z + self.hover), 1)
+        target = torch.where((low & ~over_start)[:, None], rise, above)
+        target = torch.where(over_start[:, None], descend, target)
+        target = torch.where(pushing[:, None], push, target)
+        done = dist < self.done_within
+        target = torch.where(done[:, None], tcp, target)
+        self.phase[:] = torch.where(done, 3, torch.where(pushing, 2, torch.where(over_start, 1, 0)))
         r_des = GRIPPER_DOWN.to(env.device).expand(env.num_envs, 3, 3)
         return self.arm_action(target, r_des)
 
