@@ -12,7 +12,7 @@ student sees (the ``object_position`` observation: delayed, noisy, biased) inste
 what a student imitating it can reach from the onboard observations (``bench/imitation.py`` reports both). The
 cube's yaw and size stay exact: cubes start square to the robot and the onboard observation has neither.
 
-Waypoints (per world, a phase counter; heights relative to the cube's centre):
+Waypoints (heights relative to the cube's centre; the lift expert keeps a phase counter per world):
 
 - ``panda-lift``: above the cube (+10 cm, fingers open, yaw aligned with a cube face) -> down to the cube's centre
   -> close the fingers for 0.3 s -> lift to 16 cm above the table.

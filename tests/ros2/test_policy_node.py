@@ -141,6 +141,14 @@ def test_a_console_script_refuses_an_unknown_executor_by_name(tmp_path: Path) ->
     assert proc.returncode == 2 and "invalid choice: 'multi'" in err, err
 
 
+@pytest.mark.parametrize("node", ["policy_node", "sim_robot_node"])
+def test_a_console_script_refuses_a_missing_params_file_in_one_line(node: str, tmp_path: Path) -> None:
+    proc = _console_script(node, "x", tmp_path / "nope.yaml")
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2, err
+    assert f"Couldn't parse params file: '--params-file {tmp_path / 'nope.yaml'}'" in err and err.count("\n") == 1
+
+
 # ------------------------------------------------------------------------------------------ faults, in process
 class Rig:
     """A policy node plus a test node that publishes odometry / e-stop and records the commands."""

@@ -12,12 +12,14 @@ Executors (``--executor`` of the console scripts and of ``robot-rl deploy``):
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Callable
 from typing import Any
 
 import rclpy
 from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
 from rclpy.experimental import EventsExecutor
+from rclpy.impl.implementation_singleton import rclpy_implementation
 from rclpy.utilities import remove_ros_args
 
 EXECUTORS: dict[str, Callable[[], Executor]] = {"single": SingleThreadedExecutor, "events": EventsExecutor}
@@ -41,10 +43,19 @@ def make_executor(kind: str) -> Executor:
 
 def spin_node(make: Callable[[], Any], args: list[str] | None = None) -> None:
     """``rclpy.init``, build the node, spin it on ``--executor`` (default ``single``) until Ctrl-C, then destroy it
-    and shut down. ``args``: the command line (ROS arguments included); default ``sys.argv``."""
+    and shut down. ``args``: the command line (ROS arguments included); default ``sys.argv``.
+
+    ROS arguments rclpy cannot parse (a ``--params-file`` that does not exist or is not YAML, a malformed remap) end
+    the process with exit status 2 and rcl's one-line reason, like any other command-line error.
+    """
     parser = argparse.ArgumentParser(description="robot_rl_ros node (ROS arguments after --ros-args)")
     parser.add_argument("--executor", choices=list(EXECUTORS), default="single", help="executor to spin on")
-    own = parser.parse_args(remove_ros_args(args)[1:])
+    try:
+        rest = remove_ros_args(args)
+    except rclpy_implementation.RCLInvalidROSArgsError as exc:
+        reason = re.sub(r", at \S+:\d+", "", str(exc).splitlines()[0])  # rcl's source locations
+        parser.exit(2, f"{parser.prog}: error: {reason}\n")
+    own = parser.parse_args(rest[1:])
     rclpy.init(args=args)
     node = make()
     executor = make_executor(own.executor)
