@@ -207,7 +207,8 @@ class PushExpert(ScriptedExpert):
         lateral = (rel[:, 0] * d[:, 1] - rel[:, 1] * d[:, 0]).abs()
         along = (rel * d).sum(-1)
         low = tcp[:, 2] < cube[:, 2] + self.low
-        behind = (along < -0.5 * half) & (along > -(half + self.behind + 0.02))
+        # behind the cube: past its centre's half-edge, no farther back than the start point's descent zone
+        behind = (along < -0.5 * half) & (along > -(half + self.behind + self.over))
         pushing = low & behind & (lateral < self.lost_at * half)
         over_start = (tcp[:, :2] - start_xy).norm(dim=-1) < self.over
         # pushing: on the centre line at the finger tips' current depth, advanced by `lead` (corrects sideways drift)
