@@ -112,7 +112,11 @@ def main(argv: list[str] | None = None) -> None:
             for policy in args.policies:
                 cfg = load_bc_config(
                     policy,
-                    overrides=[f"train.max_steps={args.steps}", f"train.eval_episodes={args.episodes}"],
+                    overrides=[
+                        f"train.max_steps={args.steps}",
+                        f"train.eval_episodes={args.episodes}",
+                        "policy.ensemble_decay=null",  # first as configured without ensembling, then ensembled
+                    ],
                     dataset=str(data),
                     max_episodes=demos,
                     run_root=str(runs),

@@ -130,7 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument(
         "--action-horizon",
         type=int,
-        help="train-bc runs: actions executed per plan, 1..pred_horizon (default: the run's)",
+        help="train-bc runs: receding horizon, K actions executed per plan, 1..pred_horizon (turns the run's "
+        "temporal ensembling off unless --ensemble-decay is given; default: the run's)",
     )
     ev.add_argument(
         "--ensemble-decay",
@@ -501,7 +502,7 @@ def _eval_bc(args: argparse.Namespace) -> int:
             run.policy.sampler = dataclasses.replace(run.policy.sampler, inference_steps=args.steps)
     if args.action_horizon is not None:
         _in_range("--action-horizon", args.action_horizon, 1, run.cfg.policy.pred_horizon)
-        run.cfg.policy = dataclasses.replace(run.cfg.policy, action_horizon=args.action_horizon)
+        run.cfg.policy = dataclasses.replace(run.cfg.policy, action_horizon=args.action_horizon, ensemble_decay=None)
         run.policy.horizons = dataclasses.replace(run.policy.horizons, action=args.action_horizon)
     if args.ensemble_decay is not None:
         if not math.isfinite(args.ensemble_decay):

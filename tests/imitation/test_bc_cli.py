@@ -101,6 +101,7 @@ def test_train_bc_evaluates_exports_and_resumes(dataset: Path, tmp_path: Path) -
     assert summary["episodes"] == 12 and len(summary["success_ci95"]) == 2 and summary["seeds"] == [0, 1, 2]
     policy = ChunkedOnnxPolicy(run / "policy.onnx")
     assert policy.chunk.pred_horizon == 8 and policy.chunk.sampler["inference_steps"] == 3
+    assert policy.chunk.ensemble_decay == -0.3  # configs/bc-diffusion.yaml: temporal ensembling
     policy.self_test()
 
     resumed = robot_rl("train-bc", "--resume", run, "--max-steps", "15", "--quiet", "--no-export")
@@ -111,9 +112,11 @@ def test_train_bc_evaluates_exports_and_resumes(dataset: Path, tmp_path: Path) -
     evaluated = robot_rl("eval", run, "--episodes", "3", "--seeds", "2", "--steps", "2", "--action-horizon", "1")
     assert evaluated.returncode == 0, evaluated.stderr
     assert "over 6 episodes, 2 seeds" in evaluated.stdout
-    ensembled = robot_rl("eval", run, "--episodes", "2", "--seeds", "1", "--ensemble-decay", "-0.3")
+    execution = yaml.safe_load((run / "eval.yaml").read_text())["execution"]
+    assert execution["action_horizon"] == 1 and execution["ensemble_decay"] is None  # receding horizon asked for
+    ensembled = robot_rl("eval", run, "--episodes", "2", "--seeds", "1", "--ensemble-decay", "-0.6")
     assert ensembled.returncode == 0, ensembled.stderr
-    assert yaml.safe_load((run / "eval.yaml").read_text())["execution"]["ensemble_decay"] == -0.3
+    assert yaml.safe_load((run / "eval.yaml").read_text())["execution"]["ensemble_decay"] == -0.6
     refused = robot_rl("eval", run, "--ensemble-decay", "nan")
     assert refused.returncode == 2 and "--ensemble-decay must be a finite number" in refused.stderr
     exported = robot_rl("export", "onnx", run, "--out", tmp_path / "deploy")

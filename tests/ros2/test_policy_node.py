@@ -414,9 +414,13 @@ def test_a_position_policy_without_impedance_stiffness_is_refused_when_the_tank_
 
 
 @E2E
-def test_a_diffusion_chunk_policy_drives_the_simulated_panda_over_dds(ros: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("ensemble_decay", [None, -0.3], ids=["receding", "ensembled"])
+def test_a_diffusion_chunk_policy_drives_the_simulated_panda_over_dds(
+    ros: str, tmp_path: Path, ensemble_decay: float | None
+) -> None:
     """The node runs an exported diffusion student (ChunkedOnnxPolicy: plans every action_horizon periods inside
-    the control period) behind the tank at the contract's rate; its skill is tested in tests/imitation."""
+    the control period, or every period when the contract ensembles plans, as configs/bc-diffusion.yaml does) behind
+    the tank at the contract's rate; its skill is tested in tests/imitation."""
     import dataclasses
 
     import sim
@@ -432,7 +436,7 @@ def test_a_diffusion_chunk_policy_drives_the_simulated_panda_over_dds(ros: str, 
         d, a, Horizons(2, 8, 4), -np.ones(d), np.ones(d), -0.1 * np.ones(a), 0.1 * np.ones(a), "unet", (16, 32),
         sampler=SamplerSettings(20, 3),
     ).eval()  # fmt: skip
-    spec = ChunkSpec(2, 8, 4, "noise", student.sampler_settings())
+    spec = ChunkSpec(2, 8, 4, "noise", student.sampler_settings(), ensemble_decay)
     contract = dataclasses.replace(contract, output_name="action_chunk", chunk=spec)
     path = write_onnx(chunk_to_onnx_model(student, contract), contract, tmp_path)
     data = read_params(PKG / "config" / "panda_reach_sim.yaml")
