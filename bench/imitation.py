@@ -7,13 +7,14 @@ episodes, state-based): the success of
   the exact cube position),
 - the same teacher acting on the cube estimate the students see (delayed, noisy, biased): roughly what a student
   that imitates it can reach from the onboard observations,
-- a diffusion student (``configs/bc-diffusion.yaml``: U-Net, DDPM 100 / DDIM 10, To 2, Tp 16, Ta 8),
+- a diffusion student (``configs/bc-diffusion.yaml``: U-Net, DDPM 100 / DDIM 10, To 2, Tp 16),
 - an MLP student (``configs/bc-mlp.yaml``: the same windows and chunk, regressed),
 
 the students trained on the same demonstrations with the same gradient-step budget, each evaluated over
 ``--episodes`` randomised episodes x 3 seeds in the batched simulator (success pooled, Wilson 95 % interval), and
-each executed two ways: receding horizon as configured (Ta 8 of Tp 16) and temporal ensembling (``--ensemble-decay``,
-default ``-0.3``: plan every step, average the still-valid plans, newer ones weighted more).
+each executed two ways: receding horizon (Ta 8 of Tp 16) and temporal ensembling (``--ensemble-decay``, default
+``-0.3``, what ``configs/bc-diffusion.yaml`` ships: plan every step, average the still-valid plans, newer ones
+weighted more).
 
 Demonstrations are collected once into ``--data`` (200 per task; the 100-demo students train on the first 100), with
 DART noise (``robot-rl collect --action-noise``: the teacher's executed actions are perturbed, its clean actions
