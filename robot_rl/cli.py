@@ -125,6 +125,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="instead: success and errors with one parameter scaled from LO to HI x nominal (e.g. link_mass=0.5:1.5)",
     )
     ev.add_argument("--points", type=int, default=11, help="values of a --sweep (default: 11)")
+    ev.add_argument(
+        "--control-rate",
+        type=float,
+        metavar="HZ",
+        help="instead: evaluate at this control rate, not the trained one (what a robot running the policy at "
+        "another rate gets; physics step kept, action latency in control periods); writes eval_<HZ>hz.yaml/png",
+    )
     ev.add_argument("--seeds", type=int, default=3, help="train-bc runs: evaluation seeds, pooled (default: 3)")
     ev.add_argument("--steps", type=int, help="train-bc diffusion runs: DDIM steps per chunk (default: the run's)")
     ev.add_argument(
@@ -447,15 +454,17 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     _in_range("--episodes", args.episodes, 1, MAX_EPISODES)
     check_device(args.device)
-    if args.sim and args.sweep:
-        raise ConfigError("--sim and --sweep are separate evaluations; give one of them")
+    if sum(x is not None for x in (args.sim, args.sweep, args.control_rate)) > 1:
+        raise ConfigError("--sim, --sweep and --control-rate are separate evaluations; give one of them")
+    if args.control_rate is not None and not (math.isfinite(args.control_rate) and args.control_rate > 0):
+        raise ConfigError(f"--control-rate must be a positive rate in Hz, got {args.control_rate}")
     if args.sweep:
         from robot_rl.transfer.sweep import Sweep
 
         sweep = Sweep.parse(args.sweep, args.points)  # malformed specs fail before any loading
     if _is_bc_run(args.run):
-        if args.sim or args.sweep:
-            raise ConfigError("--sim and --sweep are not available for train-bc runs yet")
+        if args.sim or args.sweep or args.control_rate:
+            raise ConfigError("--sim, --sweep and --control-rate are not available for train-bc runs yet")
         return _eval_bc(args)
     run = load_run(args.run, args.device)
     check_folder_writable(args.run, "run folder")
@@ -463,12 +472,20 @@ def cmd_eval(args: argparse.Namespace) -> int:
         return _eval_sim_to_sim(run, args.sim, args.episodes)
     if args.sweep:
         return _eval_sweep(run, sweep, args.episodes)
-    for r in evaluate_run(run, args.episodes):
+    stem = "eval"
+    if args.control_rate is not None:
+        from sim.tasks.base import at_control_period
+
+        trained = 1.0 / run.cfg.env.dt
+        run.cfg.env = at_control_period(run.cfg.env, 1.0 / args.control_rate)
+        stem = f"eval_{args.control_rate:g}hz"
+        print(f"control rate {args.control_rate:g} Hz (trained at {trained:g} Hz)")
+    for r in evaluate_run(run, args.episodes, stem=stem):
         print(
             f"randomisation {'on ' if r.randomized else 'off'}: criterion {'MET' if r.met else 'not met'}  "
             + "  ".join(f"{k}={v:.4g}" for k, v in r.summary().items() if isinstance(v, float))
         )
-    print(f"wrote {args.run / 'eval.yaml'} and {args.run / 'eval.png'}")
+    print(f"wrote {args.run / f'{stem}.yaml'} and {args.run / f'{stem}.png'}")
     return 0
 
 

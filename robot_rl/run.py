@@ -104,8 +104,11 @@ def export_run(run: LoadedRun, out_dir: Path | None = None) -> Path:
     return export_onnx(run.model, contract, out_dir or run.run_dir)
 
 
-def evaluate_run(run: LoadedRun, episodes: int, settings: tuple[bool, ...] = (True, False)) -> list[EvalResult]:
-    """Evaluate the run's policy with randomisation on and/or off; writes ``eval.yaml`` and ``eval.png``."""
+def evaluate_run(
+    run: LoadedRun, episodes: int, settings: tuple[bool, ...] = (True, False), stem: str = "eval"
+) -> list[EvalResult]:
+    """Evaluate the run's policy (in ``run.cfg.env``) with randomisation on and/or off; writes ``<stem>.yaml`` and
+    ``<stem>.png`` into the run folder."""
     cfg, device = run.cfg, torch.device(run.cfg.device)
     policy = deterministic_policy(run.model, cfg.policy.actor_obs)
     results = []
@@ -114,6 +117,7 @@ def evaluate_run(run: LoadedRun, episodes: int, settings: tuple[bool, ...] = (Tr
         results.append(evaluate_env(env, policy, seed=cfg.seed + EVAL_SEED_OFFSET))
         env.close()
     summary = {("randomization_on" if r.randomized else "randomization_off"): r.summary() for r in results}
-    atomic_write_text(run.run_dir / "eval.yaml", yaml.safe_dump(summary, sort_keys=False))
-    plot_evaluation(results, run.run_dir / "eval.png", f"{cfg.task}: {episodes} episodes per setting")
+    atomic_write_text(run.run_dir / f"{stem}.yaml", yaml.safe_dump(summary, sort_keys=False))
+    rate = f", {1.0 / cfg.env.dt:g} Hz control" if stem != "eval" else ""
+    plot_evaluation(results, run.run_dir / f"{stem}.png", f"{cfg.task}: {episodes} episodes per setting{rate}")
     return results

@@ -129,6 +129,7 @@ class ChunkedOnnxPolicy(OnnxPolicy):
         seed: Seed of the sampler's noise (numpy ``default_rng``).
         providers, intra_op_threads: As for :class:`OnnxPolicy`.
         ensemble_decay: Override of the contract's temporal ensembling (``None``: the contract's).
+        control_period_s: As for :class:`OnnxPolicy`.
 
     Raises:
         FileNotFoundError, PolicyFileError, ContractError: As for :class:`OnnxPolicy`; also a contract without
@@ -143,9 +144,10 @@ class ChunkedOnnxPolicy(OnnxPolicy):
         providers: Sequence[str] | None = None,
         intra_op_threads: int = 1,
         ensemble_decay: float | None = None,
+        control_period_s: float | None = None,
     ) -> None:
         self._rng = np.random.default_rng(seed)
-        super().__init__(path, num_envs, providers, intra_op_threads)
+        super().__init__(path, num_envs, providers, intra_op_threads, control_period_s)
         spec = self.chunk
         if ensemble_decay is not None:
             spec = ChunkSpec(**{**spec.__dict__, "ensemble_decay": ensemble_decay})

@@ -54,11 +54,12 @@ class ObservationBuilder:
         self.obs_dim = sum(t.dim for t in self.terms)
 
     @classmethod
-    def for_contract(cls, contract: Contract, num_envs: int) -> ObservationBuilder:
-        """A numpy builder of ``contract``'s observation for ``num_envs`` robots (its control period as ``dt``)."""
+    def for_contract(cls, contract: Contract, num_envs: int, dt: float | None = None) -> ObservationBuilder:
+        """A numpy builder of ``contract``'s observation for ``num_envs`` robots, sampled every ``dt`` seconds
+        (default: the contract's control period)."""
         import numpy as np
 
-        return cls(contract.observation, num_envs, xp=np, dt=contract.control_period_s)
+        return cls(contract.observation, num_envs, xp=np, dt=contract.control_period_s if dt is None else dt)
 
     def __call__(self, signals: Mapping[str, Array]) -> Array:
         """Push one sample of every signal and return the policy input.

@@ -15,6 +15,7 @@ and builds the policy input from named robot signals with the same
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -71,9 +72,13 @@ class OnnxPolicy:
         num_envs: Batch size ``N`` (robots or worlds queried together; 1 on a robot).
         providers: onnxruntime execution providers (default: CPU only, deterministic).
         intra_op_threads: Threads onnxruntime may use inside one operator (1 keeps latency predictable).
+        control_period_s: Period at which the caller will query the policy, s (default: the contract's). Integral
+            observation terms integrate over it. A period other than the trained one is the integrator's decision:
+            measure it first (``robot-rl eval RUN --control-rate HZ``).
 
     Attributes:
         contract: The deployment contract read from the file.
+        control_period_s: The period the policy is queried at, s.
         num_envs: Batch size ``N``.
         obs_dim: Policy input size.
         num_actions: Command size ``A``.
@@ -90,9 +95,12 @@ class OnnxPolicy:
         num_envs: int = 1,
         providers: Sequence[str] | None = None,
         intra_op_threads: int = 1,
+        control_period_s: float | None = None,
     ) -> None:
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        if control_period_s is not None and not (math.isfinite(control_period_s) and control_period_s > 0):
+            raise ValueError(f"control_period_s must be a positive number of seconds, got {control_period_s}")
         self.path = Path(path)
         self.num_envs = num_envs
         self._session = _open_session(self.path, providers, intra_op_threads)
@@ -100,7 +108,8 @@ class OnnxPolicy:
         self._verify_graph()
         self.obs_dim = self.contract.obs_dim
         self.num_actions = self.contract.action.size
-        self._builder = ObservationBuilder.for_contract(self.contract, num_envs)
+        self.control_period_s = self.contract.control_period_s if control_period_s is None else control_period_s
+        self._builder = ObservationBuilder.for_contract(self.contract, num_envs, self.control_period_s)
         self._sources = {t.source for t in self.contract.observation}
         a = self.contract.action
         self._offset = np.asarray(a.offset, dtype=np.float32)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import torch
@@ -65,6 +65,28 @@ class SensorNoise:
             for name, value in getattr(self, what).items():
                 if not (math.isfinite(value) and value >= 0):
                     raise TaskConfigError(f"noise.{what}.{name} must be finite and >= 0, got {value}")
+
+
+def at_control_period(cfg: Any, period_s: float) -> Any:
+    """A copy of the task config ``cfg`` (a dataclass with ``dt``) whose control loop runs every ``period_s`` s.
+
+    The physics step never grows: a task with ``substeps`` takes ``ceil(period_s / (dt / substeps))`` of them per
+    control period; a task with ``physics_dt`` keeps it, and ``period_s`` must be a whole multiple of it. Rewards
+    are per second and episode lengths in seconds, so both carry over. Action latency stays in control periods
+    (a loop's latency is about one of its periods).
+
+    Raises:
+        TaskConfigError: ``period_s`` is not a positive number, or not a whole multiple of ``physics_dt``.
+    """
+    if not (isinstance(period_s, int | float) and math.isfinite(period_s) and period_s > 0):
+        raise TaskConfigError(f"the control period must be a positive number of seconds, got {period_s!r}")
+    names = {f.name for f in fields(cfg)}
+    if "physics_dt" in names:  # the config's own check refuses a period that is not a whole multiple
+        return replace(cfg, dt=float(period_s))
+    if "substeps" in names:
+        step = cfg.dt / cfg.substeps
+        return replace(cfg, dt=float(period_s), substeps=max(1, math.ceil(period_s / step - 1e-9)))
+    raise TaskConfigError(f"{type(cfg).__name__} has no physics step (substeps or physics_dt) to keep")
 
 
 def check_fields(obj: object, names: Sequence[str], prefix: str, positive: bool = True) -> None:

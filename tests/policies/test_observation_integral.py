@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -86,3 +88,28 @@ def test_latest_sample_is_unscaled_and_names_are_checked() -> None:
     np.testing.assert_allclose(b.latest("position_integral"), b.integral("position_integral"), rtol=1e-6)
     with pytest.raises(ContractError, match=r"no observation term 'velocity'.*position_integral"):
         b.latest("velocity")
+
+
+def test_a_policy_queried_at_another_period_integrates_over_that_period(tmp_path: Path) -> None:
+    """A robot running the policy at 250 Hz (``control_period_s=0.004``) builds the same integral over the same
+    time as one at the contract's 50 Hz; with the contract's period the integral would grow 5x too fast."""
+    from policies.nets import ActorCritic
+    from policies.nets.export import export_onnx
+    from policies.runtime import OnnxPolicy
+
+    action = ActionSpec(2, ["a", "b"], "torque", [1.0, 1.0], [0.0, 0.0], [-1.0, -1.0], [1.0, 1.0], unit="N m")
+    contract = Contract("t", DT, TERMS, action, joint_names=["a", "b"], default_pose=[0.0, 0.0])
+    torch.manual_seed(0)
+    path = export_onnx(ActorCritic(contract.obs_dim, 4, 2, actor_hidden=(8,), critic_hidden=(8,)), contract, tmp_path)
+    x = np.array([[0.1, -0.2, 0.3]], dtype=np.float32)
+    slow, fast = OnnxPolicy(path), OnnxPolicy(path, control_period_s=DT / 5)
+    assert (slow.control_period_s, fast.control_period_s) == (DT, DT / 5)
+    for _ in range(4):
+        a = slow.observation({"pos_w": x})
+    for _ in range(20):
+        b = fast.observation({"pos_w": x})
+    np.testing.assert_allclose(a[:, 3:6], 2.0 * 4 * DT * x, rtol=1e-5)  # 0.08 s of the signal, scaled by 2
+    np.testing.assert_allclose(b[:, 3:6], a[:, 3:6], rtol=1e-5)
+    for bad in (0.0, -0.01, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="control_period_s must be a positive number of seconds"):
+            OnnxPolicy(path, control_period_s=bad)

@@ -93,6 +93,14 @@ def test_train_export_eval_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixt
         assert s["episodes"] == 4
         assert 0.0 <= s["success_rate"] <= 1.0 and np.isfinite(s["return_mean"])
 
+    # --- evaluation at another control rate: its own files, eval.yaml untouched
+    before = (run / "eval.yaml").read_bytes()
+    assert main(["eval", str(run), "--episodes", "4", "--control-rate", "100"]) == 0
+    out = capsys.readouterr().out
+    assert "control rate 100 Hz (trained at 50 Hz)" in out and "eval_100hz.yaml" in out
+    assert set(yaml.safe_load((run / "eval_100hz.yaml").read_text())) == {"randomization_on", "randomization_off"}
+    assert (run / "eval_100hz.png").is_file() and (run / "eval.yaml").read_bytes() == before
+
 
 def check_onnx_matches_torch(run_dir: Path, onnx_path: Path) -> None:
     """The ONNX policy equals ``clip(offset + scale * clip(action_mean, -1, 1), low, high)`` on sim observations."""
@@ -375,6 +383,9 @@ USER_ERRORS: list[Any] = [
     (["eval", "{run}", "--device", "foo"], "device 'foo'"),
     (["eval", "{nan}"], "holds non-finite values in 'actor.0.weight'"),
     (["eval", "{readonly_run}"], "run folder '{readonly_run}' cannot be written"),
+    (["eval", "{run}", "--control-rate", "0"], "--control-rate must be a positive rate in Hz, got 0.0"),
+    (["eval", "{run}", "--control-rate", "nan"], "--control-rate must be a positive rate in Hz, got nan"),
+    (["eval", "{run}", "--control-rate", "250", "--sweep", "mass=1:2"], "separate evaluations; give one of them"),
     # export
     (["export", "onnx", "{run}", "--out", "{tmp}/binary.yaml"], "output folder '{tmp}/binary.yaml' is a file"),
     (["export", "onnx", "{run}", "--out", "{tmp}/binary.yaml/deploy"], "'{tmp}/binary.yaml' is a file"),

@@ -73,6 +73,26 @@ def test_the_trained_hover_policy_flies_the_simulated_crazyflie_over_dds(
     assert errors[-round(2.0 / period) :].mean() < 0.05  # ... and holds the hover criterion over the last 2 s
 
 
+@E2E
+@pytest.mark.parametrize("executor", ["single", "events"])
+def test_the_hover_policy_flies_the_simulated_crazyflie_at_250_hz_over_dds(
+    trained_hover: Any, ros: str, executor: str
+) -> None:
+    # The robot publishes odometry at 250 Hz and the node steps on each message: 250 commands a second over DDS.
+    # The policy was trained at 50 Hz; `robot-rl eval RUN --control-rate 250` is what says it holds at 250 Hz.
+    config = params(trained_hover.onnx, watchdog_s=0.5, control_rate_hz=250.0)
+    config["sim_robot_node"]["rate_hz"] = 250.0
+    result = run_graph(config, sim=True, duration_s=5.0, namespace=ros, executor_kind=executor)
+    period = result.sim["control_period_s"]
+    assert period == pytest.approx(0.004)
+    assert result.fault == "" and result.rejected == 0 and result.sim["rejected"] == 0
+    assert result.sim["crashes"] == 0, result.sim["stale_ticks"]
+    assert result.commands >= 0.6 * 5.0 * 250, result.commands  # ≥ 150 commands per second, over DDS
+    errors = np.array(result.sim["position_errors_m"])
+    assert errors[0] > 0.1
+    assert errors[-round(2.0 / period) :].mean() < 0.05
+
+
 def _console_script(node: str, ns: str, params_file: Path, *extra: str) -> subprocess.Popen[str]:
     """``<node> [extra] --ros-args ...`` as ``ros2 launch`` starts it: its own process, ``main()`` of the module that
     ``setup.py`` names as the console script."""

@@ -9,6 +9,8 @@ import torch
 
 import sim
 from sim.registry import UnknownTaskError, get_task
+from sim.tasks.base import at_control_period
+from sim.vec_env import TaskConfigError
 
 TASKS = sim.task_names()
 N = 16
@@ -134,3 +136,22 @@ def test_an_env_without_randomisation_refuses_to_switch_it_off() -> None:
     assert env.randomization_enabled
     with pytest.raises(TaskConfigError, match="Bare cannot switch randomisation off"):
         env.set_randomization(False)
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_every_task_runs_at_another_control_period_with_its_physics_step_kept(task: str) -> None:
+    cfg = get_task(task).config_cls()
+    step = cfg.dt / cfg.substeps  # the physics step (a field, or derived from physics_dt)
+    for period in (2 * cfg.dt, step):  # slower than trained, and as fast as the physics steps
+        fast = at_control_period(cfg, period)
+        assert fast.dt == pytest.approx(period) and fast.dt / fast.substeps <= step + 1e-12
+        env = sim.make(task, 2, cfg=fast)
+        env.reset(seed=0)
+        assert env.dt == pytest.approx(period) and env.contract(["policy"]).control_period_s == pytest.approx(period)
+        env.step(torch.zeros(2, env.num_actions))
+    for bad in (0.0, -0.02, float("nan")):
+        with pytest.raises(TaskConfigError, match="control period must be a positive number of seconds"):
+            at_control_period(cfg, bad)
+    if hasattr(cfg, "physics_dt"):
+        with pytest.raises(TaskConfigError, match=r"whole multiple of env.physics_dt"):
+            at_control_period(cfg, 1.5 * cfg.physics_dt)

@@ -6,7 +6,9 @@ Lifecycle (``ros2 lifecycle set /policy_node configure`` ...):
   policy's self-test and a warm-up inference, and creates publishers and subscriptions. Any mismatch or a corrupt
   file is refused (the transition fails with a logged error naming it; the node stays unconfigured).
 - **activate** resets the observation histories, starts the safety layer's fade-in and the control timer at the
-  contract's control period (``control_rate_hz`` overrides it).
+  contract's control period. ``control_rate_hz`` overrides it (read at configure): integral observation terms, the
+  rate limit and the energy tank then work with that period; whether the policy holds its criterion at that rate is
+  measured with ``robot-rl eval RUN --control-rate HZ``.
 - **deactivate** stops the timer; **cleanup** releases the policy and the communication objects.
 
 Every period: the newest inputs -> signals -> ``OnnxPolicy`` (``ChunkedOnnxPolicy`` for action-chunk policies,
@@ -46,6 +48,7 @@ it.
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -143,7 +146,11 @@ class PolicyNode(Node):
     def on_configure(self, state: State) -> TransitionCallbackReturn:
         """Load and verify the policy; create publishers and subscriptions."""
         try:
-            policy = open_policy(self.p("model_path"))  # chunk policies plan inside the period
+            rate = float(self.p("control_rate_hz"))
+            if not (math.isfinite(rate) and rate >= 0):
+                raise ValueError(f"parameter control_rate_hz is {rate}; expected Hz > 0, or 0 for the contract's rate")
+            # chunk policies plan inside the period; integral terms integrate over the period the node runs at
+            policy = open_policy(self.p("model_path"), control_period_s=1.0 / rate if rate > 0 else None)
             c = policy.contract
             if self.p("expected_task") and c.task != self.p("expected_task"):
                 raise ContractError(
@@ -177,12 +184,12 @@ class PolicyNode(Node):
             policy.run_obs(np.zeros((1, policy.obs_dim), dtype=np.float32))  # warm-up
             a = c.action
             safe = tuple(self.p("safe_command")) if self.p("safe_mode") == "command" else ()
-            rate = float(self.p("max_rate"))
+            max_rate = float(self.p("max_rate"))
             cfg = SafetyConfig(
-                tuple(a.low), tuple(a.high), (rate,) * a.size, float(self.p("watchdog_s")), float(self.p("fade_in_s")),
-                self.p("safe_mode"), safe,
+                tuple(a.low), tuple(a.high), (max_rate,) * a.size, float(self.p("watchdog_s")),
+                float(self.p("fade_in_s")), self.p("safe_mode"), safe,
             )  # fmt: skip
-            self.safety = SafetyLayer(cfg, c.control_period_s, np.asarray(a.offset, dtype=np.float32))
+            self.safety = SafetyLayer(cfg, policy.control_period_s, np.asarray(a.offset, dtype=np.float32))
         except (FileNotFoundError, ContractError, ValueError, RuntimeError) as exc:
             self.get_logger().error(f"configure refused: {exc}")
             return TransitionCallbackReturn.FAILURE
@@ -235,8 +242,7 @@ class PolicyNode(Node):
         self._setpoint: np.ndarray | None = None  # manipulators: the command in force (position kind)
         if self.tank is not None:
             self.tank.reset()
-        rate = float(self.p("control_rate_hz"))
-        period = 1.0 / rate if rate > 0 else self.policy.contract.control_period_s  # 0: the contract's period
+        period = self.policy.control_period_s  # the contract's, or 1 / control_rate_hz
         self._period, self._due, self._last_tick = period, float("-inf"), None
         self._on_input = self.p("trigger") == "input"
         self._timer = self.create_timer(period, self._fallback if self._on_input else self._tick)
@@ -430,11 +436,11 @@ class PolicyNode(Node):
         out = command.astype(np.float64).copy()
         if c.action.kind == "position":
             previous = self._setpoint if self._setpoint is not None else q
-            tank_step = self.tank.setpoint(out[:n], previous, q, dq, self._stiffness, c.control_period_s)
+            tank_step = self.tank.setpoint(out[:n], previous, q, dq, self._stiffness, self._period)
             out[:n] = tank_step.command
             self._setpoint = out[:n].copy()
         else:
-            tank_step = self.tank.torque(out[:n], q, dq, c.control_period_s)
+            tank_step = self.tank.torque(out[:n], q, dq, self._period)
             out[:n] = tank_step.command
         self.tank_state = (tank_step.tank, tank_step.alpha, tank_step.injected, tank_step.harvested)
         self._record("tank", Float64MultiArray(data=[float(v) for v in self.tank_state]))

@@ -11,7 +11,8 @@ base frame) — plus the episode's goal pose (latched, as an operator would send
 target command (``Float64MultiArray``, rad, contract joint order) as a forward position controller would. Each
 episode (the task's length) draws a new goal; the node counts episodes that met the task's success test.
 
-Common to both: Physics: ``sim.tasks.quadrotor_hover`` with one world,
+Common to both: Physics: the task's simulation with one world, stepped (and its sensors published) every control
+period of the task's config, or at ``rate_hz`` (e.g. a motion-capture system at 250 Hz; the physics step is kept);
 randomisation as configured; a crash or the end of an episode starts a new episode. Commands outside the rotor
 limits are clamped, malformed ones are rejected and counted, and with no command at all the rotors hold their
 last speed (as real ESCs do; the policy node's watchdog is what must catch silence).
@@ -19,6 +20,7 @@ last speed (as real ESCs do; the policy node's watchdog is what must catch silen
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -33,6 +35,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
 import sim
+from sim.tasks.base import at_control_period
 
 PARAMETERS: dict[str, Any] = {
     "task": "quadrotor-hover",
@@ -41,6 +44,7 @@ PARAMETERS: dict[str, Any] = {
     "randomize": False,
     "seed": 0,
     "episode_length_s": 3600.0,
+    "rate_hz": 0.0,
     "joint_states_topic": "joint_states",
     "tcp_pose_topic": "tcp_pose",
     "goal_topic": "goal_pose",
@@ -61,7 +65,11 @@ class SimRobotNode(Node):
         self.manipulator = task.startswith("panda-")
         length = [] if self.manipulator else [f"env.episode_length_s={self.get_parameter('episode_length_s').value}"]
         cfg = load_config(task, None, length)
-        self.env = sim.make(task, 1, "cpu", cfg.env, seed=int(self.get_parameter("seed").value))
+        rate = float(self.get_parameter("rate_hz").value)
+        if not (math.isfinite(rate) and rate >= 0):
+            raise ValueError(f"parameter rate_hz is {rate}; expected Hz > 0, or 0 for the task's control rate")
+        env_cfg = at_control_period(cfg.env, 1.0 / rate) if rate > 0 else cfg.env
+        self.env = sim.make(task, 1, "cpu", env_cfg, seed=int(self.get_parameter("seed").value))
         self.env.set_randomization(bool(self.get_parameter("randomize").value))
         self.contract = self.env.contract(["policy"])
         self.env.reset(seed=int(self.get_parameter("seed").value))
