@@ -373,14 +373,19 @@ def test_launch_files_name_only_what_exists() -> None:
 
 
 # ------------------------------------------------------------------------------------------ recording, replay
-def test_a_recorded_run_replays_to_the_same_commands(trained_hover: Any, ros: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("rate_hz", [0.0, 250.0], ids=["contract-rate", "250Hz"])
+def test_a_recorded_run_replays_to_the_same_commands(
+    trained_hover: Any, ros: str, tmp_path: Path, rate_hz: float
+) -> None:
     from mcap_ros2.reader import read_ros2_messages
     from robot_rl_ros.recording import RecordingError, replay
 
     path = tmp_path / "run.mcap"
     # A generous watchdog, as in the hover tests: with the default 0.1 s, a stall of this process on a loaded 2-core
     # CI machine tripped it once (replay then skips the safe commands chosen under the fault, as it should).
-    config = params(trained_hover.onnx, watchdog_s=0.5)
+    # At 250 Hz the recording carries the node's period: the replayed integral term must integrate over it too.
+    config = params(trained_hover.onnx, watchdog_s=0.5, control_rate_hz=rate_hz)
+    config["sim_robot_node"]["rate_hz"] = rate_hz
     result = run_graph(config, sim=True, duration_s=2.0, namespace=ros, record=path)
     topics = {m.channel.topic for m in read_ros2_messages(str(path))}  # readable with the MCAP reader alone
     assert {"/odom", "/command"} <= topics and result.recorded > result.commands

@@ -123,7 +123,9 @@ def run_graph(
         if record is not None:
             from robot_rl_ros.recording import Recorder
 
-            policy.recorder = Recorder(record, Path(params["policy_node"]["model_path"]))
+            assert policy.policy is not None
+            model = Path(params["policy_node"]["model_path"])
+            policy.recorder = Recorder(record, model, policy.policy.control_period_s)
         if activate and policy.trigger_activate() != TransitionCallbackReturn.SUCCESS:
             raise DeployError("policy_node refused to activate")
         end = time.monotonic() + duration_s

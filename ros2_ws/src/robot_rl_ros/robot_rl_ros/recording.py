@@ -95,7 +95,7 @@ def to_plain(value: Any) -> Any:
 class Recorder:
     """Writes one MCAP file atomically (visible under its name only once :meth:`close` finished it)."""
 
-    def __init__(self, path: Path, model: Path) -> None:
+    def __init__(self, path: Path, model: Path, control_period_s: float | None = None) -> None:
         self.path = path
         self._ctx = atomic_path(path)
         tmp = self._ctx.__enter__()
@@ -104,6 +104,8 @@ class Recorder:
         self._schemas = {k: self._writer.register_msgdef(t, msgdef(_message_class(t))) for k, t in TOPICS.items()}
         contract = load_contract(model).to_json()
         self._meta = {"model_path": str(Path(model).resolve()), "contract": contract}
+        if control_period_s is not None:  # the node ran at another rate than the contract's (control_rate_hz)
+            self._meta["control_period_s"] = repr(float(control_period_s))
         self.count = 0
 
     def write(self, kind: str, msg: Any, t_ns: int) -> None:
@@ -158,7 +160,8 @@ def replay(path: Path, model: Path | None = None) -> ReplayResult:
         raise
     except Exception as exc:  # the mcap reader raises its own types for damaged files
         raise RecordingError(f"recording '{path}' could not be read ({type(exc).__name__}: {exc})") from None
-    policy = open_policy(model or meta["model_path"])
+    period = float(meta["control_period_s"]) if "control_period_s" in meta else None  # None: the contract's
+    policy = open_policy(model or meta["model_path"], control_period_s=period)
     target = json.loads(meta["contract"]).get("extra", {}).get("target_position_m", [0.0, 0.0, 0.0])
     signals, fault, prev = None, "", np.asarray(policy.contract.action.offset, dtype=np.float32)[None]
     steps = skipped = 0
