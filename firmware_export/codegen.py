@@ -289,6 +289,11 @@ def _header(c: Contract) -> str:
 #define RR_OBS_DIM {c.obs_dim}
 #define RR_ACTION_DIM {a.size}
 #define RR_CONTROL_PERIOD_S {c_float(c.control_period_s)}
+/* The period rr_obs_build is called at, s: integral terms integrate over it. Build with -DRR_OBS_DT=... to run the
+ * policy at another rate than it was trained at (after `robot-rl eval RUN --control-rate HZ` says it holds). */
+#ifndef RR_OBS_DT
+#define RR_OBS_DT RR_CONTROL_PERIOD_S
+#endif
 
 #define RR_OK 0
 #define RR_ERR_NONFINITE_INPUT (-1)
@@ -347,7 +352,7 @@ def _obs_builder(c: Contract) -> str:
             lim, integral = c_float(t.integral_limit), f"s->{name}_integral[i]"
             pushes.append(
                 f"    for (i = 0; i < {t.size}; ++i) {{ float v = (s->fresh ? 0.0f : {integral}) + "
-                f"RR_CONTROL_PERIOD_S * sig->{src}[i]; {integral} = v > {lim} ? {lim} : (v < -{lim} ? -{lim} : v); }}"
+                f"RR_OBS_DT * sig->{src}[i]; {integral} = v > {lim} ? {lim} : (v < -{lim} ? -{lim} : v); }}"
             )
             value = f"{integral} * {scale}"
         if h > 1:

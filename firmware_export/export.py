@@ -4,7 +4,7 @@
 
     rr_policy.h, rr_policy.c      the generated policy (weights, rr_policy_step, observation helpers)
     rr_safety.h, rr_safety.c      action limits and the energy-tank passivity filter
-    rr_example_task.c             a 500 Hz control task calling them
+    rr_example_task.c             a control task at the contract's rate calling them
     rr_policy.mk                  Makefile fragment: sources and flags for the target
     firmware_report.yaml          what the CLI prints: size, cost, verification
 

@@ -1,4 +1,4 @@
-/* Example: the policy in a 500 Hz control task (replace the two robot_* functions with your drivers).
+/* Example: the policy in a control task at its contract's rate (replace the two robot_* functions with your drivers).
  * Per period: read sensors -> rr_obs_build -> rr_policy_step -> rr_limit_command -> motors. Any error holds the
  * previous (safe) command. */
 #include "rr_policy.h"
@@ -7,9 +7,9 @@
 void robot_read_signals(rr_signals *sig);     /* your sensor fusion, SI units, world/body frames of the contract */
 void robot_write_command(const float *command); /* your motor driver, units of the contract's action kind */
 
-void rr_control_task_500hz(void); /* call every 2 ms from a timer */
+void rr_control_task(void); /* call every RR_OBS_DT seconds from a timer (default: the contract's period) */
 
-void rr_control_task_500hz(void) {
+void rr_control_task(void) {
     static rr_obs_state state = {0};
     static float previous[RR_ACTION_DIM];
     static int started = 0;

@@ -299,9 +299,13 @@ def test_cli_export_firmware_end_to_end(trained_hover: Any, tmp_path: Path, caps
     assert err.count("\n") == 1 and "does not exist" in err
 
 
-def test_c_observation_builder_matches_the_runtime_builder(save_model: SaveModel, tmp_path: Path) -> None:
+@pytest.mark.parametrize("obs_dt", [None, 0.0025], ids=["contract-period", "RR_OBS_DT"])
+def test_c_observation_builder_matches_the_runtime_builder(
+    save_model: SaveModel, tmp_path: Path, obs_dt: float | None
+) -> None:
     """Same terms, scales, histories (newest first), fresh-history fill, clipped integrals and NaN refusal as
-    ObservationBuilder."""
+    ObservationBuilder; built with ``-DRR_OBS_DT`` the integrals integrate over that period, as the runtime's do when
+    given ``control_period_s``."""
     from firmware_export.codegen import generate
     from policies.runtime.contract import ActionSpec, ObservationTerm
     from policies.runtime.observation import ObservationBuilder
@@ -360,11 +364,12 @@ int main(void) {{
 """
     (tmp_path / "main.c").write_text(body)
     cmd = ["cc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "main.c", "rr_policy.c", "-lm", "-o", "obs"]
+    cmd += [] if obs_dt is None else [f"-DRR_OBS_DT={obs_dt}f"]
     subprocess.run(cmd, cwd=tmp_path, check=True, capture_output=True)
     rows = [
         r.split() for r in subprocess.run([str(tmp_path / "obs")], capture_output=True, text=True).stdout.splitlines()
     ]
-    builder = ObservationBuilder(terms, 1, xp=np, dt=c.control_period_s)
+    builder = ObservationBuilder(terms, 1, xp=np, dt=c.control_period_s if obs_dt is None else obs_dt)
     last = None
     for k, row in enumerate(rows):
         if k == 3:
