@@ -154,7 +154,7 @@ def export_firmware(
         (package / "rr_policy.mk").write_text(_makefile(target, contract))
         _build_and_measure(graph, contract, onnx_path, package, work, target, vectors if verify else 0, seed, report)
         (package / "firmware_report.yaml").write_text(yaml.safe_dump(asdict(report), sort_keys=False))
-        _replace_folder(package, out)
+        replace_folder(package, out)
     return report
 
 
@@ -269,7 +269,7 @@ def _copy(src: Path, dst: Path) -> Path:
     return dst
 
 
-def _replace_folder(staged: Path, out: Path) -> None:
+def replace_folder(staged: Path, out: Path) -> None:
     """Move ``staged`` to ``out`` (replacing an earlier export) with no moment of a half-written ``out``."""
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))

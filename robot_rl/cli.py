@@ -210,6 +210,16 @@ def build_parser() -> argparse.ArgumentParser:
     fw.add_argument("--out", type=Path, help="output folder (default: firmware-<target> beside the policy)")
     fw.add_argument("--vectors", type=int, default=1000, help="random observations to verify (default: 1000)")
     fw.add_argument("--no-verify", action="store_true", help="generate, build and size only")
+    node = ex_sub.add_parser(
+        "ros2-node",
+        help="a multirotor policy as a native ROS 2 node (rcl + the generated C) for 1 kHz loops, built here",
+    )
+    node.add_argument("source", type=Path, help="run folder or exported policy.onnx")
+    node.add_argument("--out", type=Path, help="output folder (default: ros2-node beside the policy)")
+    node.add_argument(
+        "--rate", type=float, metavar="HZ", help="control rate the node runs at (default: the contract's)"
+    )
+    node.add_argument("--vectors", type=int, default=1000, help="random observations to verify (default: 1000)")
 
     bench = sub.add_parser("bench", help="measure environment steps per second")
     bench.add_argument("--task", default="quadrotor-hover", help="task to step (default: quadrotor-hover)")
@@ -655,7 +665,7 @@ def _eval_sweep(run: Any, sweep: Any, episodes: int) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """``robot-rl export onnx RUN`` and ``robot-rl export firmware RUN|ONNX``."""
-    if args.format == "firmware":
+    if args.format in ("firmware", "ros2-node"):
         return cmd_export_firmware(args)
     from robot_rl.run import export_run, load_run
 
@@ -677,16 +687,22 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_export_firmware(args: argparse.Namespace) -> int:
-    """``robot-rl export firmware``: C99 for a microcontroller with its report (nothing written on failure)."""
+    """``robot-rl export firmware``: C99 for a microcontroller with its report; ``robot-rl export ros2-node``: that
+    C built into a native ROS 2 node (nothing written on failure)."""
     import tempfile
 
     from firmware_export.export import export_firmware
+    from firmware_export.ros2_node import build_ros2_node
 
+    node = args.format == "ros2-node"
     _in_range("--vectors", args.vectors, 1, 100_000)
+    if node and args.rate is not None and not (math.isfinite(args.rate) and 0 < args.rate < 1e6):
+        raise ConfigError(f"--rate must be a positive rate in Hz, got {args.rate}")
     src: Path = args.source
     if not src.exists():
         raise CheckpointError(f"'{src}' does not exist (expected a run folder or a policy.onnx)")
-    out = args.out or (src if src.is_dir() else src.parent) / f"firmware-{args.target}"
+    name = "ros2-node" if node else f"firmware-{args.target}"
+    out = args.out or (src if src.is_dir() else src.parent) / name
     check_folder_writable(out, "output folder")
     with tempfile.TemporaryDirectory(prefix="robot-rl-onnx-") as tmp:
         onnx_path = src
@@ -694,8 +710,15 @@ def cmd_export_firmware(args: argparse.Namespace) -> int:
             from robot_rl.run import export_run, load_run
 
             onnx_path = export_run(load_run(src), Path(tmp))
-        report = export_firmware(onnx_path, out, args.target, args.vectors, verify=not args.no_verify)
+        if node:
+            report = build_ros2_node(onnx_path, out, args.rate, args.vectors)
+        else:
+            report = export_firmware(onnx_path, out, args.target, args.vectors, verify=not args.no_verify)
     print("\n".join(report.lines()))
+    if node:
+        print(f"wrote {out} (rr_policy_node, policy/, src/, CMakeLists.txt, package.xml); run it as")
+        print(f"  {out / 'rr_policy_node'} [--watchdog S] [--stats FILE] --ros-args -r __ns:=/<robot>")
+        return 0
     print(f"wrote {out} (rr_policy.h/.c, rr_safety.h/.c, rr_example_task.c, rr_policy.mk, firmware_report.yaml)")
     return 0
 

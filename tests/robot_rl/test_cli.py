@@ -399,6 +399,9 @@ USER_ERRORS: list[Any] = [
     (["export", "firmware", "{run}", "--out", "{tmp}/binary.yaml"], "output folder '{tmp}/binary.yaml' is a file"),
     (["export", "firmware", "{tmp}/binary.yaml"], "is not a valid ONNX model"),
     (["export", "firmware", "{nan}", "--out", "{tmp}/fw"], "holds non-finite values in 'actor.0.weight'"),
+    (["export", "ros2-node", "{run}", "--rate", "0"], "--rate must be a positive rate in Hz, got 0.0"),
+    (["export", "ros2-node", "{tmp}/nowhere"], "'{tmp}/nowhere' does not exist"),
+    (["export", "ros2-node", "{run}", "--out", "{tmp}/binary.yaml"], "output folder '{tmp}/binary.yaml' is a file"),
     # bench
     (["bench", "--num-envs", "0"], "--num-envs must be in [1, 16777216], got 0"),
     (["bench", "--seconds", "-1"], "--seconds must be in"),

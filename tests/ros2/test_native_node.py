@@ -1,0 +1,183 @@
+"""The native ROS 2 node (``robot-rl export ros2-node``: rcl + the generated C) over real DDS: the same commands as
+``policies.runtime`` on the same odometry, and the safety rules of the Python node (bad messages, watchdog, e-stop)."""
+
+from __future__ import annotations
+
+import math
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import rclpy
+import yaml
+from nav_msgs.msg import Odometry
+from rclpy.qos import qos_profile_sensor_data
+from robot_rl_ros.messages import fill_odometry, odometry_signals
+from robot_rl_ros.policy_node import ESTOP_QOS
+from std_msgs.msg import Bool, Float64MultiArray
+
+from firmware_export.graph import UnsupportedModelError
+from firmware_export.ros2_node import build_ros2_node
+from policies.runtime import OnnxPolicy
+from robot_rl.cli import main
+
+TOLERANCE = 1e-5
+"""Largest difference to ``policies.runtime``, normalised command units (as the firmware export verifies)."""
+
+
+@pytest.fixture(scope="module")
+def native(trained_hover: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The trained hover policy as a native node, built once for this module by the CLI."""
+    out = tmp_path_factory.mktemp("native") / "node"
+    assert main(["export", "ros2-node", str(trained_hover.onnx), "--out", str(out), "--vectors", "100"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["CMakeLists.txt", "package.xml", "policy", "rr_policy_node", "src"]
+    return out
+
+
+class Peer:
+    """The robot's side in this process: odometry and e-stop out, commands in."""
+
+    def __init__(self, namespace: str) -> None:
+        self.node = rclpy.create_node("robot", namespace=namespace)
+        self.odom = self.node.create_publisher(Odometry, "odom", qos_profile_sensor_data)
+        self.estop = self.node.create_publisher(Bool, "estop", ESTOP_QOS)
+        self.commands: list[np.ndarray] = []
+        self.node.create_subscription(
+            Float64MultiArray, "command", lambda m: self.commands.append(np.array(m.data)), qos_profile_sensor_data
+        )
+
+    def spin(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            rclpy.spin_once(self.node, timeout_sec=0.005)
+
+    def wait_for(self, count: int, timeout: float) -> bool:
+        end = time.monotonic() + timeout
+        while len(self.commands) < count and time.monotonic() < end:
+            rclpy.spin_once(self.node, timeout_sec=0.005)
+        return len(self.commands) >= count
+
+
+@pytest.fixture
+def ros() -> Iterator[Callable[[], Peer]]:
+    rclpy.init()
+    try:
+        yield lambda: Peer(f"n{uuid.uuid4().hex[:8]}")
+    finally:
+        rclpy.try_shutdown()
+
+
+def start(node_dir: Path, peer: Peer, tmp_path: Path, *args: str) -> subprocess.Popen[str]:
+    ns = peer.node.get_namespace()
+    cmd = [str(node_dir / "rr_policy_node"), *args, "--stats", str(tmp_path / "stats.yaml"), "--ros-args"]
+    return subprocess.Popen([*cmd, "-r", f"__ns:={ns}"], stderr=subprocess.PIPE, text=True)
+
+
+def stop(proc: subprocess.Popen[str], tmp_path: Path) -> tuple[dict[str, Any], str]:
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
+    return yaml.safe_load((tmp_path / "stats.yaml").read_text()), proc.stderr.read() if proc.stderr else ""
+
+
+def odometry(k: int) -> Odometry:
+    """A drone drifting around its hover point (k-th sample): every signal moves, the quaternion is unnormalised."""
+    msg = Odometry()
+    angle = 0.2 * math.sin(0.3 * k)
+    quat = 1.3 * np.array([math.cos(angle / 2), math.sin(angle / 2) * 0.6, math.sin(angle / 2) * 0.8, 0.0])
+    fill_odometry(
+        msg,
+        np.array([0.1 * math.sin(0.2 * k), -0.05, 0.02 * k % 0.3]),
+        quat,
+        np.array([0.3 * math.cos(0.2 * k), 0.1, -0.05]),
+        np.array([0.4, -0.2 * math.sin(k), 0.1]),
+    )
+    return msg
+
+
+def connect(peer: Peer, first: Odometry) -> int:
+    """Send ``first`` every 100 ms until a command comes back; returns how many copies the node stepped on."""
+    end = time.monotonic() + 30.0
+    while not peer.commands and time.monotonic() < end:
+        peer.odom.publish(first)
+        peer.spin(0.1)
+    assert peer.commands, "the native node never answered"
+    peer.spin(0.3)  # commands of copies still in flight
+    return len(peer.commands)
+
+
+def test_the_native_node_commands_what_the_runtime_computes_and_rejects_bad_odometry(
+    native: Path, trained_hover: Any, ros: Callable[[], Peer], tmp_path: Path
+) -> None:
+    peer = ros()
+    proc = start(native, peer, tmp_path, "--watchdog", "1.0")
+    try:
+        copies = connect(peer, odometry(0))
+        sent = [odometry(0)] * copies
+        for k in range(1, 40):  # lock-step: one message, its command, the next (no decimation, nothing in flight)
+            msg = odometry(k)
+            before = len(peer.commands)
+            peer.odom.publish(msg)
+            assert peer.wait_for(before + 1, 5.0), f"no command for odometry {k}"
+            sent.append(msg)
+            peer.spin(0.025)  # the next message comes after the 20 ms control period
+        bad = odometry(40)
+        bad.pose.pose.position.x = float("nan")
+        before = len(peer.commands)
+        peer.odom.publish(bad)
+        peer.spin(0.2)
+        assert len(peer.commands) == before  # rejected: no command, no fault (the watchdog is 1 s)
+        peer.odom.publish(odometry(41))
+        assert peer.wait_for(before + 1, 5.0), "the node stopped answering after a bad message"
+        sent.append(odometry(41))
+        peer.spin(1.5)  # silence: the watchdog trips and the motor-stop command follows every period
+    finally:
+        stats, err = stop(proc, tmp_path)
+    policy = OnnxPolicy(trained_hover.onnx)
+    target = policy.contract.extra.get("target_position_m", [0.0, 0.0, 0.0])
+    previous = np.asarray(policy.contract.action.offset, dtype=np.float32)[None]
+    scale = np.asarray(policy.contract.action.scale)
+    for k, msg in enumerate(sent):
+        want = policy({**odometry_signals(msg, target), "last_action": policy.normalized_action(previous)})
+        diff = np.abs(peer.commands[k] - want[0]) / scale
+        assert diff.max() <= TOLERANCE, (k, peer.commands[k], want[0])
+        previous = peer.commands[k][None].astype(np.float32)
+    safe = peer.commands[len(sent) :]
+    assert len(safe) >= 5 and all((c == 0.0).all() for c in safe), safe[:3]
+    assert stats["fault"] == "watchdog" and stats["rejected"] == 1 and stats["steps"] == len(sent)
+    assert "odometry rejected" in err and "no odometry for 1.000 s" in err
+
+
+def test_the_native_node_latches_an_estop(native: Path, ros: Callable[[], Peer], tmp_path: Path) -> None:
+    peer = ros()
+    proc = start(native, peer, tmp_path, "--watchdog", "5")
+    try:
+        connect(peer, odometry(0))
+        assert (peer.commands[-1] > 0).all()
+        peer.estop.publish(Bool(data=True))
+        peer.spin(0.3)
+        peer.estop.publish(Bool(data=False))  # releasing the button does not restart the motors
+        peer.commands.clear()
+        for k in range(10):
+            peer.odom.publish(odometry(k))
+            peer.spin(0.03)
+    finally:
+        stats, _ = stop(proc, tmp_path)
+    assert len(peer.commands) >= 5 and all((c == 0.0).all() for c in peer.commands)
+    assert stats["fault"] == "estop"
+
+
+def test_policies_the_native_node_cannot_feed_are_refused_by_name(trained_reach: Any, tmp_path: Path) -> None:
+    with pytest.raises(UnsupportedModelError, match=r"action kind 'rpm'.*commands 'position' and reads"):
+        build_ros2_node(trained_reach.onnx, tmp_path / "node", vectors=10)
+    assert not (tmp_path / "node").exists()
