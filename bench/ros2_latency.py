@@ -13,9 +13,15 @@ tick with ``timer``, and inference); odometry messages received against sent (lo
 steps expected; the node process's CPU time over wall time. Then the per-step inference time of ``OnnxPolicy``
 (numpy + onnxruntime, one thread) and of the torch actor on one observation.
 
+``--native``: the same policy as a native node (``robot-rl export ros2-node``: rcl + the generated C, built here for
+each rate) in its own process against the same publisher process; its figures come from the node's ``--stats``
+(latency from the odometry's stamp to the command's publication, as above; CPU of the node process).
+
 Run::
 
     python bench/ros2_latency.py --model runs/quadrotor-hover/<run>/policy.onnx --seconds 60
+    python bench/ros2_latency.py --model ... --seconds 60 --native --executors events --triggers input
+    python bench/ros2_latency.py --model ... --rates 1000 --native --executors events --triggers input --load-threads 2
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import argparse
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -83,7 +90,10 @@ def publish_odometry(namespace: str, rate: float, seconds: float) -> int:
     try:
         peer = rclpy.create_node("peer", namespace=namespace)
         odometry = _HoverOdometry(peer)
-        time.sleep(1.0)  # discovery
+        deadline = time.monotonic() + 10.0  # discovery: publish once the node's subscription is matched
+        while odometry.pub.get_subscription_count() == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)
         period = 1.0 / rate
         end = next_pub = time.monotonic()
         end += seconds
@@ -183,6 +193,45 @@ def run_rate(
         rclpy.try_shutdown()
 
 
+def run_native(model: Path, rate: float, seconds: float, work: Path) -> dict[str, Any]:
+    """The policy as a native node (built for ``rate``) in its own process against the odometry publisher process."""
+    import signal
+
+    import yaml
+
+    from firmware_export.ros2_node import build_ros2_node
+
+    node_dir, stats, namespace = work / f"node{int(rate)}", work / f"stats{int(rate)}.yaml", f"native{int(rate)}"
+    build_ros2_node(model, node_dir, rate_hz=rate, vectors=100)
+    cmd = [str(node_dir / "rr_policy_node"), "--watchdog", "1.0", "--stats", str(stats), "--ros-args"]
+    node = subprocess.Popen([*cmd, "-r", f"__ns:=/{namespace}"], stderr=subprocess.DEVNULL)
+    time.sleep(1.0)
+    publisher = [sys.executable, __file__, "--publish", namespace, str(rate), str(seconds)]
+    sent = int(subprocess.run(publisher, capture_output=True, text=True, check=True).stdout.split()[-1])
+    node.send_signal(signal.SIGINT)
+    _, _, usage = os.wait4(node.pid, 0)
+    s = yaml.safe_load(stats.read_text())
+    span = s["stamps_s"][1] - s["stamps_s"][0]
+    lat, per = s["latency_ms"], s["period_ms"]
+    return {
+        "rate_hz": rate,
+        "peer": "process",
+        "executor": "native (rcl + C)",
+        "trigger": "input",
+        "period_p50_ms": per["p50"],
+        "period_p99_ms": per["p99"],
+        "period_max_ms": per["max"],
+        "latency_p50_ms": lat["p50"],
+        "latency_p99_ms": lat["p99"],
+        "latency_max_ms": lat["max"],
+        "odom_lost": sent - s["received"],
+        "odom_sent": sent,
+        "commands_vs_ticks": s["steps"] / (span * rate + 1),
+        "node_cpu_%": 100.0 * (usage.ru_utime + usage.ru_stime) / span,
+        "fault": "none" if s["fault"] in ("", "watchdog") else s["fault"],  # the watchdog trips when the peer stops
+    }
+
+
 def inference_side_by_side(model: Path, run_dir: Path | None, repeats: int = 20000) -> dict[str, float]:
     """Median µs per single-observation step: OnnxPolicy (what the node runs) and the torch actor."""
     from policies.runtime import OnnxPolicy
@@ -224,14 +273,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--triggers", nargs="+", default=["timer", "input"], choices=["timer", "input"])
     ap.add_argument("--peers", nargs="+", default=["process"], choices=["process", "same"])
     ap.add_argument("--executors", nargs="+", default=["single", "events"], choices=["single", "events"])
+    ap.add_argument("--native", action="store_true", help="also the native node (rcl + generated C), per rate")
+    ap.add_argument(
+        "--load-threads", type=int, default=0, help="run a process of float32 matrix products on N threads beside"
+    )
     args = ap.parse_args(argv)
     rows = []
-    for r in args.rates:
-        for peer in args.peers:
-            for ex in args.executors:
-                for t in args.triggers:
-                    rows.append(run_rate(args.model, r, args.seconds, t, peer, ex))
-                    print(format_table(rows[-1:]), flush=True)
+    hog = None
+    if args.load_threads:  # what a second test worker or a training run does to the machine
+        from ros2_closed_loop import LOAD
+
+        hog = subprocess.Popen([sys.executable, "-c", LOAD.format(threads=args.load_threads)])
+        time.sleep(2.0)
+    with tempfile.TemporaryDirectory(prefix="ros2-latency-") as work:
+        for r in args.rates:
+            for peer in args.peers:
+                for ex in args.executors:
+                    for t in args.triggers:
+                        rows.append(run_rate(args.model, r, args.seconds, t, peer, ex))
+                        print(format_table(rows[-1:]), flush=True)
+            if args.native:
+                rows.append(run_native(args.model, r, args.seconds, Path(work)))
+                print(format_table(rows[-1:]), flush=True)
+    if hog is not None:
+        hog.kill()
     print(format_table(rows))
     run_dir = args.model.parent if (args.model.parent / "checkpoint.pt").exists() else None
     inf = inference_side_by_side(args.model, run_dir)
