@@ -17,11 +17,17 @@ steps expected; the node process's CPU time over wall time. Then the per-step in
 each rate) in its own process against the same publisher process; its figures come from the node's ``--stats``
 (latency from the odometry's stamp to the command's publication, as above; CPU of the node process).
 
+For a manipulator policy (``--model`` of ``panda-reach``) the peer publishes a Panda at rest instead: joint states
+(stamped) and the tool pose every period and a latched goal, as the Franka driver and an operator would; latency and
+lost messages count joint states, and the energy tank is on (the shipped Panda settings). The native node drives
+multirotors only: ``--native`` is skipped for it.
+
 Run::
 
     python bench/ros2_latency.py --model runs/quadrotor-hover/<run>/policy.onnx --seconds 60
     python bench/ros2_latency.py --model ... --seconds 60 --native --executors events --triggers input
     python bench/ros2_latency.py --model ... --rates 1000 --native --executors events --triggers input --load-threads 2
+    python bench/ros2_latency.py --model runs/panda-reach/<run>/policy.onnx --rates 1000 --seconds 60
 """
 
 from __future__ import annotations
@@ -45,22 +51,30 @@ from rclpy.parameter import Parameter
 from rclpy.qos import qos_profile_sensor_data
 from robot_rl_ros.messages import fill_odometry
 from robot_rl_ros.policy_node import PolicyNode
+from sensor_msgs.msg import JointState
 
 from robot_rl.bench import format_table
 
 
 class _TimedNode(PolicyNode):
-    """The policy node, also recording the time from each odometry message's stamp (set by the publisher when it
-    sent it) to the command computed from it: measurement to command, DDS transport included."""
+    """The policy node, also recording the time from each odometry or joint state message's stamp (set by the
+    publisher when it sent it) to the command computed from it: measurement to command, DDS transport included."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.stamp_ns = 0
         self.stamp_to_command_ns: list[int] = []
+        self.measurements = 0  # odometry or joint state messages taken
 
     def _on_odom(self, msg: Odometry) -> None:
         self.stamp_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+        self.measurements += 1
         super()._on_odom(msg)
+
+    def _on_joints(self, msg: JointState) -> None:
+        self.stamp_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+        self.measurements += 1
+        super()._on_joints(msg)
 
     def _tick(self) -> None:
         super()._tick()
@@ -83,13 +97,52 @@ class _HoverOdometry:
         self.sent += 1
 
 
-def publish_odometry(namespace: str, rate: float, seconds: float) -> int:
-    """The robot side: publish a hovering drone's odometry at ``rate`` for ``seconds``, each message stamped with
-    the wall time it was sent; returns the number sent."""
+class _ArmStates:
+    """A publisher of a Panda at rest (``sensor_msgs/JointState`` stamped with the wall time it is sent, and the tool
+    pose) with a latched goal 10 cm from the tool: what the Franka driver and an operator publish."""
+
+    def __init__(self, node: Any, model: Path) -> None:
+        from geometry_msgs.msg import PoseStamped
+        from robot_rl_ros.messages import fill_joint_state, fill_pose
+        from robot_rl_ros.sim_robot_node import LATCHED
+
+        from policies.runtime import load_contract
+
+        c = load_contract(model)
+        joints = [n for n in c.joint_names if n.startswith("panda_joint")]
+        self.pub = node.create_publisher(JointState, "joint_states", qos_profile_sensor_data)
+        self.tcp_pub = node.create_publisher(PoseStamped, "tcp_pose", qos_profile_sensor_data)
+        self.msg, self.tcp, goal = JointState(), PoseStamped(), PoseStamped()
+        fill_joint_state(self.msg, joints, np.asarray(c.default_pose[: len(joints)]), np.zeros(len(joints)))
+        fill_pose(self.tcp, np.array([0.3, 0.0, 0.5]), np.diag([1.0, -1.0, -1.0]))
+        fill_pose(goal, np.array([0.35, 0.05, 0.45]), np.diag([1.0, -1.0, -1.0]))
+        self.tcp.header.frame_id = goal.header.frame_id = "panda_link0"
+        node.create_publisher(PoseStamped, "goal_pose", LATCHED).publish(goal)
+        self.sent = 0
+
+    def publish(self) -> None:
+        stamp = divmod(time.time_ns(), 1_000_000_000)
+        self.msg.header.stamp.sec, self.msg.header.stamp.nanosec = stamp
+        self.tcp.header.stamp.sec, self.tcp.header.stamp.nanosec = stamp
+        self.tcp_pub.publish(self.tcp)  # the pose first: the joint state starts the step
+        self.pub.publish(self.msg)
+        self.sent += 1
+
+
+def _manipulator(model: Path) -> bool:
+    from policies.runtime import load_contract
+
+    return load_contract(model).action.kind in ("position", "torque")
+
+
+def publish_odometry(namespace: str, rate: float, seconds: float, model: Path | None = None) -> int:
+    """The robot side: publish a hovering drone's odometry (or, for a manipulator ``model``, a Panda's joint states
+    and tool pose) at ``rate`` for ``seconds``, each message stamped with the wall time it was sent; returns the
+    number sent."""
     rclpy.init()
     try:
         peer = rclpy.create_node("peer", namespace=namespace)
-        odometry = _HoverOdometry(peer)
+        odometry: Any = _ArmStates(peer, model) if model is not None and _manipulator(model) else _HoverOdometry(peer)
         deadline = time.monotonic() + 10.0  # discovery: publish once the node's subscription is matched
         while odometry.pub.get_subscription_count() == 0 and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -128,25 +181,27 @@ def run_rate(
         params = {
             "model_path": str(model), "fade_in_s": 0.0, "watchdog_s": 1.0, "control_rate_hz": rate, "trigger": trigger
         }  # fmt: skip
+        if _manipulator(model):
+            params["safe_mode"] = "hold"  # the shipped Panda files' settings; the energy tank is on
         node = _TimedNode(namespace=namespace, parameter_overrides=[Parameter(k, value=v) for k, v in params.items()])
         spinner: Any = SingleThreadedExecutor() if executor == "single" else EventsExecutor()
         spinner.add_node(node)
         node.trigger_configure()
         sent, period = 0, 1.0 / rate
         if peer == "process":
-            cmd = [sys.executable, __file__, "--publish", namespace, str(rate), str(seconds)]
+            cmd = [sys.executable, __file__, "--publish", namespace, str(rate), str(seconds), str(model)]
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
             done: list[int] = []  # the publisher's count, the moment it has sent its last message
             assert proc.stdout is not None
             reader = threading.Thread(target=lambda: done.append(int(proc.stdout.readline())), daemon=True)  # type: ignore[union-attr]
             reader.start()
-            while node.received == 0 and not done:  # discovery: wait for the first message
+            while node.measurements == 0 and not done:  # discovery: wait for the first message
                 spinner.spin_once(timeout_sec=0.01)
             node.trigger_activate()  # now: a watchdog started earlier would trip (and latch) before the first one
             node._periods.clear()
             node.input_age_s.clear()
             node.stamp_to_command_ns.clear()
-            received0, published0 = node.received - 1, node.published
+            received0, published0 = node.measurements - 1, node.published
             cpu0, t0 = os.times(), time.monotonic()
             while not done:
                 spinner.spin_once(timeout_sec=0.001)
@@ -155,7 +210,7 @@ def run_rate(
             node.trigger_activate()
             other = rclpy.create_node("peer", namespace=namespace)
             spinner.add_node(other)
-            odometry = _HoverOdometry(other)
+            odometry: Any = _ArmStates(other, model) if _manipulator(model) else _HoverOdometry(other)
             received0, published0 = 0, 0
             cpu0, t0 = os.times(), time.monotonic()
             next_pub = t0
@@ -181,7 +236,7 @@ def run_rate(
             "latency_p50_ms": float(np.percentile(age, 50)),
             "latency_p99_ms": float(np.percentile(age, 99)),
             "latency_max_ms": float(age.max()),
-            "odom_lost": sent - (node.received - received0),
+            "odom_lost": sent - (node.measurements - received0),
             "odom_sent": sent,
             "commands_vs_ticks": (node.published - published0) / (wall * rate),
             "node_cpu_%": 100.0 * ((cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)) / wall,
@@ -292,7 +347,9 @@ def main(argv: list[str] | None = None) -> int:
                     for t in args.triggers:
                         rows.append(run_rate(args.model, r, args.seconds, t, peer, ex))
                         print(format_table(rows[-1:]), flush=True)
-            if args.native:
+            if args.native and _manipulator(args.model):
+                print("--native: the native node drives multirotors only; skipped for this manipulator policy")
+            elif args.native:
                 rows.append(run_native(args.model, r, args.seconds, Path(work)))
                 print(format_table(rows[-1:]), flush=True)
     if hog is not None:
@@ -306,6 +363,7 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--publish"]:  # the robot side of run_rate(peer="process")
-        publish_odometry(sys.argv[2], float(sys.argv[3]), float(sys.argv[4]))
+        model_arg = Path(sys.argv[5]) if sys.argv[5:] else None
+        publish_odometry(sys.argv[2], float(sys.argv[3]), float(sys.argv[4]), model_arg)
         sys.exit(0)
     sys.exit(main())

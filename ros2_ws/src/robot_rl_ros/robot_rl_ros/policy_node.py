@@ -19,10 +19,10 @@ When a step runs (``trigger``):
 
 - ``timer``: on the node's own timer, from the newest inputs. The timer's phase against the robot's sensor clock is
   arbitrary, so an input waits up to one period before it is used (measured in docs/ros2.md).
-- ``input`` (multirotors): as soon as a new odometry message arrives, at most once per control period (faster
-  odometry is decimated to the period), so the command answers the newest measurement with no waiting. The timer
-  stays as the fall-back: with the odometry silent for 1.5 periods it steps the loop (stale inputs, the watchdog
-  counting) until the watchdog trips. Manipulators read several topics per step and use ``timer``.
+- ``input``: as soon as a new odometry message (multirotors) or joint state (manipulators; with the newest tool pose
+  and goal) arrives, at most once per control period (faster inputs are decimated to the period), so the command
+  answers the newest measurement with no waiting. The timer stays as the fall-back: with the inputs silent for 1.5
+  periods it steps the loop (stale inputs, the watchdog counting) until the watchdog trips.
 
 Which inputs, from the contract's action kind:
 
@@ -168,11 +168,6 @@ class PolicyNode(Node):
                 raise ContractError(
                     f"action kind '{c.action.kind}': this node drives multirotors (rpm) and manipulators "
                     "(position, torque)"
-                )
-            if self.manipulator and self.p("trigger") == "input":
-                raise ValueError(
-                    "trigger 'input' steps on each odometry message (multirotors); a manipulator's step reads several "
-                    "topics (joint states, tool pose): use trigger 'timer'"
                 )
             if self.manipulator:
                 unknown = [t.source for t in c.observation if t.source not in MANIPULATOR_SIGNALS]
@@ -329,6 +324,8 @@ class PolicyNode(Node):
             return
         self._record("joint_states", msg)
         self._input_arrived()
+        if self._signals is not None:  # `trigger: input`: the joint state (the robot's own clock) starts the step
+            self._input_step()
 
     def _on_pose(self, msg: PoseStamped, which: str) -> None:
         try:
