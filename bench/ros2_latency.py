@@ -28,6 +28,8 @@ Run::
     python bench/ros2_latency.py --model ... --seconds 60 --native --executors events --triggers input
     python bench/ros2_latency.py --model ... --rates 1000 --native --executors events --triggers input --load-threads 2
     python bench/ros2_latency.py --model runs/panda-reach/<run>/policy.onnx --rates 1000 --seconds 60
+    python bench/ros2_latency.py --model ... --rates 1000 --executors events --triggers input \
+        --backends onnxruntime torch
 """
 
 from __future__ import annotations
@@ -170,12 +172,15 @@ def run_rate(
     trigger: str = "timer",
     peer: str = "process",
     executor: str = "single",
+    backend: str = "onnxruntime",
 ) -> dict[str, Any]:
-    """One rate, trigger and peer placement: figures of the node and its process.
+    """One rate, trigger, peer placement and policy backend: figures of the node and its process.
 
     ``peer="process"``: the odometry comes from a separate process (as from a robot's driver); ``"same"``: from a
-    node on the policy node's own executor (one process, one core's worth of Python for both)."""
-    namespace = f"bench{int(rate)}{trigger}{peer}"
+    node on the policy node's own executor (one process, one core's worth of Python for both). ``backend="torch"``:
+    the node's policy graph runs in torch (the run folder's checkpoint, one thread) instead of onnxruntime; the
+    observation builder, checks and safety layer are the same."""
+    namespace = f"bench{int(rate)}{trigger}{peer}{backend}"
     rclpy.init()
     try:
         params = {
@@ -187,6 +192,8 @@ def run_rate(
         spinner: Any = SingleThreadedExecutor() if executor == "single" else EventsExecutor()
         spinner.add_node(node)
         node.trigger_configure()
+        if backend == "torch":
+            _run_in_torch(node, model)
         sent, period = 0, 1.0 / rate
         if peer == "process":
             cmd = [sys.executable, __file__, "--publish", namespace, str(rate), str(seconds), str(model)]
@@ -230,6 +237,7 @@ def run_rate(
             "peer": peer,
             "executor": executor,
             "trigger": trigger,
+            "policy": backend,
             "period_p50_ms": float(np.percentile(periods, 50)),
             "period_p99_ms": float(np.percentile(periods, 99)),
             "period_max_ms": float(periods.max()),
@@ -246,6 +254,25 @@ def run_rate(
         return figures
     finally:
         rclpy.try_shutdown()
+
+
+def _run_in_torch(node: PolicyNode, model: Path) -> None:
+    """Swap the configured node's onnxruntime graph for the torch actor of ``model``'s run folder."""
+    import torch
+
+    from policies.nets.export import DeployedActor
+    from robot_rl.run import load_run
+
+    assert node.policy is not None
+    torch.set_num_threads(1)
+    actor = DeployedActor(load_run(model.parent).model, node.policy.contract).eval()
+
+    def run_obs(obs: np.ndarray) -> np.ndarray:
+        with torch.inference_mode():
+            out: np.ndarray = actor(torch.from_numpy(np.ascontiguousarray(obs, dtype=np.float32))).numpy()
+        return out
+
+    node.policy.run_obs = run_obs  # type: ignore[method-assign]
 
 
 def run_native(model: Path, rate: float, seconds: float, work: Path) -> dict[str, Any]:
@@ -273,6 +300,7 @@ def run_native(model: Path, rate: float, seconds: float, work: Path) -> dict[str
         "peer": "process",
         "executor": "native (rcl + C)",
         "trigger": "input",
+        "policy": "generated C",
         "period_p50_ms": per["p50"],
         "period_p99_ms": per["p99"],
         "period_max_ms": per["max"],
@@ -330,6 +358,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--executors", nargs="+", default=["single", "events"], choices=["single", "events"])
     ap.add_argument("--native", action="store_true", help="also the native node (rcl + generated C), per rate")
     ap.add_argument(
+        "--backends",
+        nargs="+",
+        default=["onnxruntime"],
+        choices=["onnxruntime", "torch"],
+        help="policy graph in the Python node (torch: the run folder's checkpoint beside policy.onnx)",
+    )
+    ap.add_argument(
         "--load-threads", type=int, default=0, help="run a process of float32 matrix products on N threads beside"
     )
     args = ap.parse_args(argv)
@@ -345,8 +380,9 @@ def main(argv: list[str] | None = None) -> int:
             for peer in args.peers:
                 for ex in args.executors:
                     for t in args.triggers:
-                        rows.append(run_rate(args.model, r, args.seconds, t, peer, ex))
-                        print(format_table(rows[-1:]), flush=True)
+                        for b in args.backends:
+                            rows.append(run_rate(args.model, r, args.seconds, t, peer, ex, b))
+                            print(format_table(rows[-1:]), flush=True)
             if args.native and _manipulator(args.model):
                 print("--native: the native node drives multirotors only; skipped for this manipulator policy")
             elif args.native:
