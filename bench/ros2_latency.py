@@ -67,6 +67,8 @@ class _TimedNode(PolicyNode):
         self.stamp_ns = 0
         self.stamp_to_command_ns: list[int] = []
         self.measurements = 0  # odometry or joint state messages taken
+        self.draining = False  # the peer has stopped: count only the steps of messages still arriving
+        self._last_stamp = 0
 
     def _on_odom(self, msg: Odometry) -> None:
         self.stamp_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
@@ -80,8 +82,9 @@ class _TimedNode(PolicyNode):
 
     def _tick(self) -> None:
         super()._tick()
-        if self.stamp_ns:
+        if self.stamp_ns and not (self.draining and self.stamp_ns == self._last_stamp):
             self.stamp_to_command_ns.append(time.time_ns() - self.stamp_ns)
+        self._last_stamp = self.stamp_ns
 
 
 class _HoverOdometry:
@@ -212,6 +215,11 @@ def run_rate(
             cpu0, t0 = os.times(), time.monotonic()
             while not done:
                 spinner.spin_once(timeout_sec=0.001)
+            drain = time.monotonic() + 0.05  # the last messages may still be in flight when the publisher says done
+            node.draining, kept_periods = True, len(node._periods)
+            while time.monotonic() < drain:
+                spinner.spin_once(timeout_sec=0.001)
+            del node._periods[kept_periods:]  # the fall-back timer's steps on the silent input
             sent = done[0]
         else:
             node.trigger_activate()
