@@ -36,8 +36,11 @@ MASS_TOLERANCE = 0.25
 KEYS = ("robot", "mass_kg", "actuators", "airframe", "control_period_s")
 
 
-def check_robot(contract: Contract, description: Mapping[str, Any]) -> None:
+def check_robot(contract: Contract, description: Mapping[str, Any], control_period_s: float | None = None) -> None:
     """Raise :class:`ContractError` naming the first field of ``description`` that contradicts ``contract``.
+
+    ``control_period_s`` is the period the policy will be queried at on this robot (default: the contract's; e.g.
+    the ROS 2 node's ``control_rate_hz``): the description's ``control_period_s`` must match it.
 
     Raises:
         ContractError: An unknown key, a field the contract has no fact for, or a mismatch.
@@ -61,10 +64,12 @@ def check_robot(contract: Contract, description: Mapping[str, Any]) -> None:
         )
     if "control_period_s" in description:
         period = _number("control_period_s", description["control_period_s"])
-        if abs(period - contract.control_period_s) > 1e-6:
+        run = contract.control_period_s if control_period_s is None else control_period_s
+        if abs(period - run) > 1e-6:
+            setting = "" if control_period_s is None else f" and is set to run at {run:g} s"
             raise ContractError(
                 f"control_period_s: the robot runs at {period:g} s, the policy was trained at "
-                f"{contract.control_period_s:g} s"
+                f"{contract.control_period_s:g} s{setting}"
             )
     if "airframe" in description:
         _check_airframe(description["airframe"], contract.extra.get("airframe"))

@@ -63,6 +63,15 @@ def test_a_contradiction_is_refused_naming_the_field(
     assert message in str(err.value)
 
 
+def test_a_robot_running_the_policy_faster_is_checked_against_the_rate_it_is_set_to(hover_contract: Contract) -> None:
+    fast = {"control_period_s": 0.004}
+    with pytest.raises(ContractError, match=r"runs at 0.004 s, the policy was trained at 0.02 s$"):
+        check_robot(hover_contract, fast)
+    check_robot(hover_contract, fast, control_period_s=0.004)  # e.g. policy_node's control_rate_hz: 250
+    with pytest.raises(ContractError, match=r"trained at 0.02 s and is set to run at 0.002 s"):
+        check_robot(hover_contract, fast, control_period_s=0.002)
+
+
 def test_a_manipulator_policy_has_no_airframe_to_check() -> None:
     contract = sim.make("panda-reach", 1, torch.device("cpu")).contract(["policy"])
     with pytest.raises(ContractError, match="no airframe section"):

@@ -160,7 +160,7 @@ class PolicyNode(Node):
             if expected and expected != list(c.action.names):
                 raise ContractError(f"the model commands {list(c.action.names)}, the parameters expect {expected}")
             if self.p("robot_description"):  # the integrator's facts about the real machine (robot_check.py)
-                check_robot(c, _read_yaml(self.p("robot_description")))
+                check_robot(c, _read_yaml(self.p("robot_description")), policy.control_period_s)
             if self.p("trigger") not in ("timer", "input"):
                 raise ValueError(f"parameter trigger is '{self.p('trigger')}'; expected 'timer' or 'input'")
             self.manipulator = c.action.kind in ("position", "torque")
