@@ -67,6 +67,10 @@ class SensorNoise:
                     raise TaskConfigError(f"noise.{what}.{name} must be finite and >= 0, got {value}")
 
 
+MIN_CONTROL_PERIOD_S = 1e-4
+"""Shortest control period a task is stepped at, s (10 kHz: beyond it an episode is millions of steps)."""
+
+
 def at_control_period(cfg: Any, period_s: float) -> Any:
     """A copy of the task config ``cfg`` (a dataclass with ``dt``) whose control loop runs every ``period_s`` s.
 
@@ -76,10 +80,17 @@ def at_control_period(cfg: Any, period_s: float) -> Any:
     (a loop's latency is about one of its periods).
 
     Raises:
-        TaskConfigError: ``period_s`` is not a positive number, or not a whole multiple of ``physics_dt``.
+        TaskConfigError: ``period_s`` is not a number in ``[MIN_CONTROL_PERIOD_S, episode length]``, or not a whole
+            multiple of ``physics_dt``.
     """
     if not (isinstance(period_s, int | float) and math.isfinite(period_s) and period_s > 0):
         raise TaskConfigError(f"the control period must be a positive number of seconds, got {period_s!r}")
+    longest = getattr(cfg, "episode_length_s", math.inf)
+    if not MIN_CONTROL_PERIOD_S <= period_s <= longest:
+        raise TaskConfigError(
+            f"the control period must be within [{MIN_CONTROL_PERIOD_S:g}, {longest:g}] s (10 kHz to one episode), "
+            f"got {period_s:g} s"
+        )
     names = {f.name for f in fields(cfg)}
     if "physics_dt" in names:  # the config's own check refuses a period that is not a whole multiple
         return replace(cfg, dt=float(period_s))

@@ -399,7 +399,9 @@ USER_ERRORS: list[Any] = [
     (["export", "firmware", "{run}", "--out", "{tmp}/binary.yaml"], "output folder '{tmp}/binary.yaml' is a file"),
     (["export", "firmware", "{tmp}/binary.yaml"], "is not a valid ONNX model"),
     (["export", "firmware", "{nan}", "--out", "{tmp}/fw"], "holds non-finite values in 'actor.0.weight'"),
-    (["export", "ros2-node", "{run}", "--rate", "0"], "--rate must be a positive rate in Hz, got 0.0"),
+    (["export", "ros2-node", "{run}", "--rate", "0"], "--rate must be a rate in (0, 10000] Hz, got 0.0"),
+    (["export", "ros2-node", "{run}", "--rate", "1e9"], "--rate must be a rate in (0, 10000] Hz, got 1000000000.0"),
+    (["eval", "{run}", "--control-rate", "1e9"], "control period must be within [0.0001, "),
     (["export", "ros2-node", "{tmp}/nowhere"], "'{tmp}/nowhere' does not exist"),
     (["export", "ros2-node", "{run}", "--out", "{tmp}/binary.yaml"], "output folder '{tmp}/binary.yaml' is a file"),
     # bench

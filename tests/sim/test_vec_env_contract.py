@@ -152,6 +152,9 @@ def test_every_task_runs_at_another_control_period_with_its_physics_step_kept(ta
     for bad in (0.0, -0.02, float("nan")):
         with pytest.raises(TaskConfigError, match="control period must be a positive number of seconds"):
             at_control_period(cfg, bad)
+    for bad in (1e-9, 2 * cfg.episode_length_s):  # a 1 GHz loop; one step longer than an episode
+        with pytest.raises(TaskConfigError, match=r"control period must be within \[0.0001, "):
+            at_control_period(cfg, bad)
     if hasattr(cfg, "physics_dt"):
         with pytest.raises(TaskConfigError, match=r"whole multiple of env.physics_dt"):
             at_control_period(cfg, 1.5 * cfg.physics_dt)

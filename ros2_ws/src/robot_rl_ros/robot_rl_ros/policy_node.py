@@ -104,6 +104,8 @@ PARAMETERS: dict[str, Any] = {
     "tank_margin_j": -1.0,
 }
 """Declared parameters and their defaults (the YAML files in ``config/`` set them under ``ros__parameters``)."""
+MAX_CONTROL_RATE_HZ = 10_000.0
+"""Highest ``control_rate_hz`` accepted (a timer beyond it is a busy loop, not a control loop)."""
 
 
 class PolicyNode(Node):
@@ -147,8 +149,11 @@ class PolicyNode(Node):
         """Load and verify the policy; create publishers and subscriptions."""
         try:
             rate = float(self.p("control_rate_hz"))
-            if not (math.isfinite(rate) and rate >= 0):
-                raise ValueError(f"parameter control_rate_hz is {rate}; expected Hz > 0, or 0 for the contract's rate")
+            if not (math.isfinite(rate) and 0 <= rate <= MAX_CONTROL_RATE_HZ):
+                raise ValueError(
+                    f"parameter control_rate_hz is {rate}; expected Hz in (0, {MAX_CONTROL_RATE_HZ:g}], or 0 for the "
+                    "contract's rate"
+                )
             # chunk policies plan inside the period; integral terms integrate over the period the node runs at
             policy = open_policy(self.p("model_path"), control_period_s=1.0 / rate if rate > 0 else None)
             c = policy.contract
