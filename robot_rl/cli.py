@@ -126,6 +126,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ev.add_argument("--points", type=int, default=11, help="values of a --sweep (default: 11)")
     ev.add_argument(
+        "--sweep-others",
+        default="randomised",
+        metavar="randomised|nominal",
+        help="the parameters a --sweep does not scale: randomised as in training (default), or all at nominal "
+        "(one at a time; latency and sensor noise stay as trained)",
+    )
+    ev.add_argument(
         "--control-rate",
         type=float,
         metavar="HZ",
@@ -468,10 +475,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise ConfigError("--sim, --sweep and --control-rate are separate evaluations; give one of them")
     if args.control_rate is not None and not (math.isfinite(args.control_rate) and args.control_rate > 0):
         raise ConfigError(f"--control-rate must be a positive rate in Hz, got {args.control_rate}")
+    if args.sweep_others != "randomised" and not args.sweep:
+        raise ConfigError("--sweep-others applies to a --sweep; give --sweep PARAM=LO:HI as well")
     if args.sweep:
         from robot_rl.transfer.sweep import Sweep
 
-        sweep = Sweep.parse(args.sweep, args.points)  # malformed specs fail before any loading
+        sweep = Sweep.parse(args.sweep, args.points, args.sweep_others)  # malformed specs fail before any loading
     if _is_bc_run(args.run):
         if args.sim or args.sweep or args.control_rate:
             raise ConfigError("--sim, --sweep and --control-rate are not available for train-bc runs yet")
@@ -659,7 +668,7 @@ def _eval_sweep(run: Any, sweep: Any, episodes: int) -> int:
     print(f"{sweep.param} (x nominal)  " + "  ".join(keys))
     for row in rows:
         print(f"{row['value']:>8.3f}            " + "  ".join(f"{row[k]:.4g}" for k in keys))
-    print(f"wrote {run.run_dir / f'sweep_{sweep.param}.csv'} and {run.run_dir / f'sweep_{sweep.param}.png'}")
+    print(f"wrote {run.run_dir / f'{sweep.stem}.csv'} and {run.run_dir / f'{sweep.stem}.png'}")
     return 0
 
 

@@ -2,9 +2,18 @@
 
 ``robot-rl eval RUN --sweep PARAM=LO:HI --points K`` evaluates the run's policy at ``K`` values of ``PARAM`` (a
 randomisable parameter of the task, as a *scale* of its nominal value: ``link_mass=0.5:1.5`` runs from half to one
-and a half times the nominal masses). At each point the parameter is fixed to that scale in every world; every
-other randomisation term and the sensor noise stay on, as in training. The run folder gets ``sweep_<PARAM>.csv``
-(one row per point: value, success rate, the criterion's figures) and ``sweep_<PARAM>.png``.
+and a half times the nominal masses). At each point the parameter is fixed to that scale in every world. The other
+parameters are, with ``--sweep-others``:
+
+- ``randomised`` (default): every other randomisation term stays on, as in training. The worst combinations of the
+  range meet the swept value (e.g. the heaviest airframe with the weakest rotors): what a fleet drawn from the
+  training ranges gets.
+- ``nominal``: every other *physical* parameter at its nominal value (one at a time: what this parameter alone
+  does). Action latency stays randomised and the sensor noise stays on, as in training; they are not properties of
+  the robot's body.
+
+The run folder gets ``sweep_<PARAM>.csv`` (``sweep_<PARAM>_others-nominal.csv`` for ``nominal``; one row per point:
+value, success rate, the criterion's figures) and a ``.png`` of the same name.
 """
 
 from __future__ import annotations
@@ -26,6 +35,11 @@ from robot_rl.run import LoadedRun
 from robot_rl.typed_config import ConfigError
 from sim.randomization import RandomizationTerm, sample_bounds
 
+OTHERS = ("randomised", "nominal")
+"""What the parameters a sweep does not scale do (see the module docstring)."""
+TIMING_PARAMS = ("action_latency",)
+"""Randomisation terms that are not physical parameters of the robot: kept randomised with ``others="nominal"``."""
+
 
 class SweepError(ConfigError):
     """A ``--sweep`` specification is malformed or names a parameter the task cannot randomise."""
@@ -33,15 +47,17 @@ class SweepError(ConfigError):
 
 @dataclass(frozen=True)
 class Sweep:
-    """``param`` scaled from ``low`` to ``high`` (ratios of nominal) at ``points`` values."""
+    """``param`` scaled from ``low`` to ``high`` (ratios of nominal) at ``points`` values, the other parameters
+    ``others`` (one of :data:`OTHERS`)."""
 
     param: str
     low: float
     high: float
     points: int
+    others: str = "randomised"
 
     @classmethod
-    def parse(cls, text: str, points: int) -> Sweep:
+    def parse(cls, text: str, points: int, others: str = "randomised") -> Sweep:
         """Read ``PARAM=LO:HI``; the message says what is wrong."""
         name, eq, span = text.partition("=")
         lo, colon, hi = span.partition(":")
@@ -55,7 +71,14 @@ class Sweep:
             raise SweepError(f"--sweep {text}: need 0 < LO < HI (scales of the nominal value)")
         if not 2 <= points <= 101:
             raise SweepError(f"--points must be in [2, 101], got {points}")
-        return cls(name, low, high, points)
+        if others not in OTHERS:
+            raise SweepError(f"--sweep-others must be one of {', '.join(OTHERS)}, got '{others}'")
+        return cls(name, low, high, points, others)
+
+    @property
+    def stem(self) -> str:
+        """File name stem of the sweep's CSV and plot in the run folder."""
+        return f"sweep_{self.param}" + ("" if self.others == "randomised" else f"_others-{self.others}")
 
     def values(self) -> np.ndarray:
         """The ``points`` scales, evenly spaced."""
@@ -71,6 +94,15 @@ def training_range(terms: list[RandomizationTerm], param: str) -> tuple[float, f
                 return None
             spans.append(sample_bounds(term))
     return (min(a for a, _ in spans), max(b for _, b in spans)) if spans else None
+
+
+def sweep_terms(terms: list[RandomizationTerm], sweep: Sweep, value: float) -> list[RandomizationTerm]:
+    """The randomisation of one sweep point: ``sweep.param`` fixed at ``value`` x nominal, the other terms kept
+    (``others="randomised"``) or only the timing terms kept (``"nominal"``: every other physical parameter nominal)."""
+    others = [t for t in terms if t.param != sweep.param]
+    if sweep.others == "nominal":
+        others = [t for t in others if t.param in TIMING_PARAMS]
+    return [*others, RandomizationTerm(sweep.param, "uniform", (value, value), "scale")]
 
 
 def run_sweep(run: LoadedRun, sweep: Sweep, episodes: int) -> list[dict[str, float]]:
@@ -89,8 +121,7 @@ def run_sweep(run: LoadedRun, sweep: Sweep, episodes: int) -> list[dict[str, flo
     rows: list[dict[str, float]] = []
     for value in sweep.values():
         env_cfg = copy.deepcopy(cfg.env)
-        others = [t for t in env_cfg.randomization if t.param != sweep.param]
-        env_cfg.randomization = [*others, RandomizationTerm(sweep.param, "uniform", (value, value), "scale")]
+        env_cfg.randomization = sweep_terms(env_cfg.randomization, sweep, float(value))
         env = make_eval_env(cfg.task, env_cfg, episodes, device, randomize=True)
         result = evaluate_env(env, policy, seed=cfg.seed + EVAL_SEED_OFFSET)
         env.close()
@@ -108,7 +139,7 @@ def _write(run_dir: Path, sweep: Sweep, rows: list[dict[str, float]], trained: t
     writer = csv.DictWriter(buf, fieldnames=list(rows[0]))
     writer.writeheader()
     writer.writerows(rows)
-    atomic_write_text(run_dir / f"sweep_{sweep.param}.csv", buf.getvalue())
+    atomic_write_text(run_dir / f"{sweep.stem}.csv", buf.getvalue())
     import matplotlib
 
     matplotlib.use("Agg")
@@ -130,7 +161,8 @@ def _write(run_dir: Path, sweep: Sweep, rows: list[dict[str, float]], trained: t
             ax.axvspan(trained[0], trained[1], color="green", alpha=0.12, label="training range")
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
-    fig.suptitle(f"robustness sweep: {sweep.param} from {sweep.low:g} to {sweep.high:g} x nominal")
+    others = "other parameters randomised as trained" if sweep.others == "randomised" else "other parameters nominal"
+    fig.suptitle(f"robustness sweep: {sweep.param} from {sweep.low:g} to {sweep.high:g} x nominal ({others})")
     fig.tight_layout()
-    save_png(fig, run_dir / f"sweep_{sweep.param}.png")
+    save_png(fig, run_dir / f"{sweep.stem}.png")
     plt.close(fig)

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from robot_rl.transfer.harness import TransferError, plug, run_episodes
-from robot_rl.transfer.sweep import Sweep, SweepError, training_range
+from robot_rl.transfer.sweep import Sweep, SweepError, sweep_terms, training_range
 from sim.randomization import RandomizationTerm
 from sim.tasks.panda_reach import PandaReach
 
@@ -66,6 +66,8 @@ def test_cli_sim_to_sim_and_sweep_on_a_trained_run(trained_reach: Any) -> None:
         (["--sweep", "link_mass=a:b"], "LO and HI must be numbers"),
         (["--sweep", "link_mass=0.5:1.5", "--points", "1"], "--points must be in [2, 101]"),
         (["--sweep", "link_mass=0.5:1.5", "--sim", "pybullet"], "--sim, --sweep and --control-rate are separate"),
+        (["--sweep", "link_mass=0.5:1.5", "--sweep-others", "x"], "--sweep-others must be one of randomised, nominal"),
+        (["--sweep-others", "nominal"], "--sweep-others applies to a --sweep"),
         (["--sim", "gazebo"], "invalid choice: 'gazebo'"),
     ],
 )
@@ -83,6 +85,12 @@ def test_hover_sweep_past_the_training_range_and_an_unknown_parameter(trained_ho
     assert [float(r["value"]) for r in rows] == pytest.approx([0.6, 1.0, 1.4])
     assert {"crash_free_rate", "tail_position_error_m", "criterion_met"} <= set(rows[0])
     assert float(rows[1]["crash_free_rate"]) == 1.0  # nominal thrust, inside the range
+    out = robot_rl("eval", trained_hover.run_dir, "--sweep", "mass=0.7:1.5", "--points", "2", "--episodes", "8",
+                   "--sweep-others", "nominal")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    rows = list(csv.DictReader((trained_hover.run_dir / "sweep_mass_others-nominal.csv").open()))
+    assert [float(r["value"]) for r in rows] == pytest.approx([0.7, 1.5])
+    assert (trained_hover.run_dir / "sweep_mass_others-nominal.png").is_file()
     out = robot_rl("eval", trained_hover.run_dir, "--sweep", "link_mass=0.5:1.5", "--episodes", "2")
     assert out.returncode == 2
     assert "task 'quadrotor-hover' has no physical parameter 'link_mass'; sweepable: " in out.stderr
@@ -120,6 +128,23 @@ def test_sweep_parsing_and_training_range() -> None:
     terms = [RandomizationTerm("link_mass", "uniform", (0.9, 1.1), "scale"), RandomizationTerm("gravity", "uniform")]
     assert training_range(terms, "link_mass") == (0.9, 1.1)
     assert training_range(terms, "com_offset") is None
+
+
+def test_sweep_others_randomised_or_nominal() -> None:
+    """``nominal`` drops every other physical term and keeps the timing (latency); the swept term is pinned."""
+    terms = [
+        RandomizationTerm("mass", "uniform", (0.95, 1.3), "scale"),
+        RandomizationTerm("thrust_to_weight", "uniform", (0.85, 1.15), "scale"),
+        RandomizationTerm("action_latency", "uniform", (0.0, 2.0), "add"),
+    ]
+    randomised = sweep_terms(terms, Sweep.parse("mass=0.5:2", 3), 0.7)
+    assert [t.param for t in randomised] == ["thrust_to_weight", "action_latency", "mass"]
+    assert randomised[-1].range == (0.7, 0.7) and randomised[-1].operation == "scale"
+    nominal = Sweep.parse("mass=0.5:2", 3, "nominal")
+    assert [t.param for t in sweep_terms(terms, nominal, 1.6)] == ["action_latency", "mass"]
+    assert nominal.stem == "sweep_mass_others-nominal" and Sweep.parse("mass=0.5:2", 3).stem == "sweep_mass"
+    with pytest.raises(SweepError, match="--sweep-others must be one of randomised, nominal, got 'none'"):
+        Sweep.parse("mass=0.5:2", 3, "none")
 
 
 @pytest.mark.parametrize(
