@@ -149,8 +149,9 @@ def _write(run_dir: Path, sweep: Sweep, rows: list[dict[str, float]], trained: t
     fig, axes = plt.subplots(1, 1 + len(errors), figsize=(5 * (1 + len(errors)), 3.8))
     axes = np.atleast_1d(axes)
     x = [r["value"] for r in rows]
-    axes[0].plot(x, [r["success_rate"] for r in rows], "o-")
-    axes[0].set_ylabel("success rate")
+    for key in (k for k in rows[0] if k.endswith("_rate")):  # success, and the criterion's rates (crash-free)
+        axes[0].plot(x, [r[key] for r in rows], "o-", label=key.removesuffix("_rate").replace("_", "-"))
+    axes[0].set_ylabel("rate")
     axes[0].set_ylim(-0.02, 1.02)
     for ax, key in zip(axes[1:], errors, strict=True):
         ax.plot(x, [r[key] for r in rows], "o-")
