@@ -1,6 +1,7 @@
 """How long OpenMP threads spin before they sleep: set by the ``robot-rl`` command before torch is loaded.
 
-torch's CPU kernels run on OpenMP (libgomp). A worker thread that waits for work spins ``GOMP_SPINCOUNT`` times
+torch's CPU kernels run on OpenMP (GNU libgomp in torch's Linux wheels; a build on Intel's OpenMP reads
+``KMP_BLOCKTIME`` instead, which is not set here). A worker thread that waits for work spins ``GOMP_SPINCOUNT`` times
 before it sleeps: 300,000 by default, which is the fastest choice on an idle machine and the worst on a busy one,
 where the spinning threads take the cores the main thread needs. ``OMP_WAIT_POLICY=PASSIVE`` (no spinning) is safe
 there but costs speed on an idle machine. A short spin keeps most of the idle speed and most of the busy one
