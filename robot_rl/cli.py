@@ -667,10 +667,15 @@ def _eval_sweep(run: Any, sweep: Any, episodes: int) -> int:
     from robot_rl.transfer.sweep import run_sweep
 
     rows = run_sweep(run, sweep, episodes)
-    keys = [k for k in rows[0] if k not in ("value", "criterion_met", "episodes")]
+    keys = [k for k in rows[0] if k not in ("value", "criterion_met", "episodes", "failures_go_with")]
     print(f"{sweep.param} (x nominal)  " + "  ".join(keys))
     for row in rows:
         print(f"{row['value']:>8.3f}            " + "  ".join(f"{row[k]:.4g}" for k in keys))
+    factors = [(row["value"], row["failures_go_with"]) for row in rows if row["failures_go_with"]]
+    if factors:
+        print("failed episodes went with (their mean, and the mean of all episodes at that point):")
+        for value, text in factors:
+            print(f"  {sweep.param} x{value:.3g}: {text}")
     print(f"wrote {run.run_dir / f'{sweep.stem}.csv'} and {run.run_dir / f'{sweep.stem}.png'}")
     return 0
 

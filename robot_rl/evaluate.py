@@ -47,6 +47,8 @@ class EvalResult:
         curves: Per-step means over worlds still running, ``{metric: [T]}``, for plots.
         randomized: Whether domain randomisation was on.
         dt: Control period of the curves, s.
+        start_params: Each world's randomised parameters as its episode started, ``{name: [E, k]}`` (tasks with a
+            randomiser; empty otherwise).
     """
 
     episodes: dict[str, np.ndarray]
@@ -55,6 +57,7 @@ class EvalResult:
     curves: dict[str, np.ndarray] = field(default_factory=dict)
     randomized: bool = True
     dt: float = 0.0
+    start_params: dict[str, np.ndarray] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
         """Plain-data summary (for YAML/JSON and printing)."""
@@ -79,6 +82,10 @@ def evaluate_env(env: VecEnv, policy: PolicyFn, seed: int) -> EvalResult:
     """
     n = env.num_envs
     obs = env.reset(seed=seed)
+    params = getattr(env, "params", None)  # drawn by the reset; a world's next episode draws anew
+    start = {}
+    if isinstance(params, dict):
+        start = {k: v.detach().cpu().numpy().reshape(n, -1).copy() for k, v in params.items()}
     finished = torch.zeros(n, dtype=torch.bool, device=env.device)
     episodes: dict[str, torch.Tensor] = {}
     curves: dict[str, list[float]] = {}
@@ -107,7 +114,9 @@ def evaluate_env(env: VecEnv, policy: PolicyFn, seed: int) -> EvalResult:
     data = {k: v.cpu().numpy() for k, v in episodes.items()}
     met, figures = type(env).criterion(data)
     curves_np = {k: np.asarray(v) for k, v in curves.items()}
-    return EvalResult(data, met, figures, curves_np, randomized=env.randomization_enabled, dt=env.dt)
+    return EvalResult(
+        data, met, figures, curves_np, randomized=env.randomization_enabled, dt=env.dt, start_params=start
+    )
 
 
 def make_eval_env(task: str, env_cfg: Any, episodes: int, device: torch.device, randomize: bool) -> VecEnv:

@@ -13,7 +13,8 @@ parameters are, with ``--sweep-others``:
   the robot's body.
 
 The run folder gets ``sweep_<PARAM>.csv`` (``sweep_<PARAM>_others-nominal.csv`` for ``nominal``; one row per point:
-value, success rate, the criterion's figures) and a ``.png`` of the same name.
+value, success rate, the criterion's figures, and ``failures_go_with``: the randomised parameters whose values in the
+failed episodes stand out, see :func:`failure_factors`) and a ``.png`` of the same name.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import numpy as np
 import torch
 
 from policies.runtime.files import atomic_write_text
-from robot_rl.evaluate import EVAL_SEED_OFFSET, deterministic_policy, evaluate_env, make_eval_env
+from robot_rl.evaluate import EVAL_SEED_OFFSET, EvalResult, deterministic_policy, evaluate_env, make_eval_env
 from robot_rl.logger import save_png
 from robot_rl.run import LoadedRun
 from robot_rl.typed_config import ConfigError
@@ -105,7 +106,47 @@ def sweep_terms(terms: list[RandomizationTerm], sweep: Sweep, value: float) -> l
     return [*others, RandomizationTerm(sweep.param, "uniform", (value, value), "scale")]
 
 
-def run_sweep(run: LoadedRun, sweep: Sweep, episodes: int) -> list[dict[str, float]]:
+MIN_FAILURES = 5
+"""Fewest failed episodes at a point for :func:`failure_factors` to name anything."""
+MIN_EFFECT = 0.3
+"""Smallest difference, in standard deviations over all episodes, that :func:`failure_factors` names."""
+
+
+def failed_episodes(episodes: dict[str, np.ndarray]) -> np.ndarray:
+    """Which episodes failed ``[E]``: crashed where the task reports crashes, else not successful."""
+    if "crashed" in episodes:
+        return np.asarray(episodes["crashed"]) > 0.5
+    return np.asarray(episodes["success"]) < 0.5
+
+
+def failure_factors(result: EvalResult, top: int = 2) -> list[tuple[str, float, float]]:
+    """The randomised parameters the failures of one evaluation go with: ``(name, mean over failed episodes, mean
+    over all)`` for the ``top`` parameters whose failed-episode mean lies farthest from the mean of all episodes, in
+    standard deviations over all episodes (at least :data:`MIN_EFFECT`; nothing with fewer than
+    :data:`MIN_FAILURES` failures). Vector parameters count by the mean of their elements; parameters that do not
+    vary (the swept one, nominal ones) are skipped."""
+    failed = failed_episodes(result.episodes)
+    if failed.sum() < MIN_FAILURES or failed.all():
+        return []
+    scored = []
+    for name, values in result.start_params.items():
+        v = values.mean(axis=1)
+        spread = float(v.std())
+        if spread <= 1e-6 * float(np.abs(v).max()):  # constant up to float rounding: swept or nominal
+            continue
+        effect = (float(v[failed].mean()) - float(v.mean())) / spread
+        if abs(effect) >= MIN_EFFECT:
+            scored.append((abs(effect), name, float(v[failed].mean()), float(v.mean())))
+    scored.sort(reverse=True)
+    return [(name, fail, everyone) for _, name, fail, everyone in scored[:top]]
+
+
+def describe_factors(factors: list[tuple[str, float, float]]) -> str:
+    """One line: ``name <failed mean> (all <mean>); ...`` (empty when nothing stands out)."""
+    return "; ".join(f"{name} {fail:.4g} (all {everyone:.4g})" for name, fail, everyone in factors)
+
+
+def run_sweep(run: LoadedRun, sweep: Sweep, episodes: int) -> list[dict[str, float | str]]:
     """Evaluate the run's policy at every point of ``sweep``; writes the CSV and the plot into the run folder."""
     cfg, device = run.cfg, torch.device(run.cfg.device)
     specs = run.env.randomizer.specs  # type: ignore[attr-defined]
@@ -118,7 +159,7 @@ def run_sweep(run: LoadedRun, sweep: Sweep, episodes: int) -> list[dict[str, flo
             "a sweep scales the nominal value, so it would not change anything"
         )
     policy = deterministic_policy(run.model, cfg.policy.actor_obs)
-    rows: list[dict[str, float]] = []
+    rows: list[dict[str, float | str]] = []
     for value in sweep.values():
         env_cfg = copy.deepcopy(cfg.env)
         env_cfg.randomization = sweep_terms(env_cfg.randomization, sweep, float(value))
@@ -128,13 +169,16 @@ def run_sweep(run: LoadedRun, sweep: Sweep, episodes: int) -> list[dict[str, flo
         numbers = {
             k: float(v) for k, v in result.summary().items() if isinstance(v, float | int) and not isinstance(v, bool)
         }
-        rows.append({"value": float(value), **numbers, "criterion_met": float(result.met)})
+        factors = describe_factors(failure_factors(result))
+        rows.append({"value": float(value), **numbers, "criterion_met": float(result.met), "failures_go_with": factors})
     trained = training_range(list(cfg.env.randomization), sweep.param)
     _write(run.run_dir, sweep, rows, trained)
     return rows
 
 
-def _write(run_dir: Path, sweep: Sweep, rows: list[dict[str, float]], trained: tuple[float, float] | None) -> None:
+def _write(
+    run_dir: Path, sweep: Sweep, rows: list[dict[str, float | str]], trained: tuple[float, float] | None
+) -> None:
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=list(rows[0]))
     writer.writeheader()

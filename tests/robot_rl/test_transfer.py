@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 import yaml
 
+from robot_rl.evaluate import EvalResult
 from robot_rl.transfer.harness import TransferError, plug, run_episodes
-from robot_rl.transfer.sweep import Sweep, SweepError, sweep_terms, training_range
+from robot_rl.transfer.sweep import Sweep, SweepError, failure_factors, sweep_terms, training_range
 from sim.randomization import RandomizationTerm
 from sim.tasks.panda_reach import PandaReach
 
@@ -83,8 +84,9 @@ def test_hover_sweep_past_the_training_range_and_an_unknown_parameter(trained_ho
     assert out.returncode == 0, out.stderr
     rows = list(csv.DictReader((trained_hover.run_dir / "sweep_thrust_to_weight.csv").open()))
     assert [float(r["value"]) for r in rows] == pytest.approx([0.6, 1.0, 1.4])
-    assert {"crash_free_rate", "tail_position_error_m", "criterion_met"} <= set(rows[0])
+    assert {"crash_free_rate", "tail_position_error_m", "criterion_met", "failures_go_with"} <= set(rows[0])
     assert float(rows[1]["crash_free_rate"]) == 1.0  # nominal thrust, inside the range
+    assert rows[1]["failures_go_with"] == ""  # nothing failed, nothing named
     out = robot_rl("eval", trained_hover.run_dir, "--sweep", "mass=0.7:1.5", "--points", "2", "--episodes", "8",
                    "--sweep-others", "nominal")  # fmt: skip
     assert out.returncode == 0, out.stderr
@@ -172,3 +174,29 @@ def test_a_hand_edited_training_range_is_refused_by_name(entry: dict[str, Any], 
     good["extra"]["training_ranges"]["action_latency"] = entry
     with pytest.raises(ContractError, match=message):
         Contract.from_dict(good)
+
+
+def test_failure_factors_name_the_parameters_the_failures_go_with() -> None:
+    """Crashes that come with slow rotors and latency name those two, strongest first; a constant (swept) parameter
+    and one unrelated to the crashes are not named; too few failures name nothing."""
+    rng = np.random.default_rng(0)
+    n = 400
+    tau = rng.uniform(0.02, 0.16, (n, 1))
+    latency = rng.uniform(0.0, 2.0, (n, 1))
+    crashed = (tau[:, 0] > 0.13) & (latency[:, 0] > 1.0)
+    params = {
+        "mass": np.full((n, 1), 0.0189),
+        "inertia": rng.uniform(0.7, 1.2, (n, 3)),
+        "motor_time_constant_down": tau,
+        "action_latency": latency,
+    }
+    result = EvalResult({"crashed": crashed.astype(float), "success": (~crashed).astype(float)}, False, {},
+                        start_params=params)  # fmt: skip
+    factors = failure_factors(result)
+    assert [name for name, _, _ in factors] == ["motor_time_constant_down", "action_latency"]
+    _, failed_mean, all_mean = factors[0]
+    assert failed_mean == pytest.approx(tau[crashed].mean()) and all_mean == pytest.approx(tau.mean())
+    few = crashed & (np.cumsum(crashed) <= 4)
+    assert failure_factors(EvalResult({"crashed": few.astype(float)}, False, {}, start_params=params)) == []
+    # tasks without crashes: failures are the unsuccessful episodes
+    assert failure_factors(EvalResult({"success": (~crashed).astype(float)}, False, {}, start_params=params))
