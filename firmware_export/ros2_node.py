@@ -31,12 +31,11 @@ from pathlib import Path
 from firmware_export.export import FirmwareReport, export_firmware, read_model, replace_folder
 from firmware_export.graph import UnsupportedModelError
 from firmware_export.targets import ToolchainError
+from policies.runtime.contract import MAX_CONTROL_RATE_HZ
 
 PACKAGE = Path(__file__).resolve().parents[1] / "ros2_ws" / "src" / "robot_rl_fast"
 NODE_SIGNALS = {"pos_w", "rot_mat", "lin_vel_w", "ang_vel_b", "last_action"}
 """The signals the node builds from ``nav_msgs/Odometry`` (and its own last command)."""
-MAX_RATE_HZ = 10_000.0
-"""Highest control rate the node is built for (as ``policy_node``'s ``control_rate_hz``)."""
 CFLAGS = ("-std=c11", "-D_POSIX_C_SOURCE=200809L", "-O2", "-Wall", "-Wextra", "-Werror")
 
 
@@ -103,8 +102,8 @@ def build_ros2_node(onnx_path: Path, out: Path, rate_hz: float | None = None, ve
             f"the native ROS 2 node drives multirotors from odometry (action kind 'rpm', signals "
             f"{sorted(NODE_SIGNALS)}); this policy commands '{contract.action.kind}' and reads {sorted(signals)}"
         )
-    if rate_hz is not None and not 0 < rate_hz <= MAX_RATE_HZ:
-        raise ValueError(f"rate_hz must be in (0, {MAX_RATE_HZ:g}] Hz, got {rate_hz}")
+    if rate_hz is not None and not 0 < rate_hz <= MAX_CONTROL_RATE_HZ:
+        raise ValueError(f"rate_hz must be in (0, {MAX_CONTROL_RATE_HZ:g}] Hz, got {rate_hz}")
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         raise ToolchainError("no C compiler (cc or gcc) on PATH")

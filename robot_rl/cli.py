@@ -709,12 +709,13 @@ def cmd_export_firmware(args: argparse.Namespace) -> int:
     import tempfile
 
     from firmware_export.export import export_firmware
-    from firmware_export.ros2_node import MAX_RATE_HZ, build_ros2_node
+    from firmware_export.ros2_node import build_ros2_node
+    from policies.runtime.contract import MAX_CONTROL_RATE_HZ
 
     node = args.format == "ros2-node"
     _in_range("--vectors", args.vectors, 1, 100_000)
-    if node and args.rate is not None and not (math.isfinite(args.rate) and 0 < args.rate <= MAX_RATE_HZ):
-        raise ConfigError(f"--rate must be a rate in (0, {MAX_RATE_HZ:g}] Hz, got {args.rate}")
+    if node and args.rate is not None and not (math.isfinite(args.rate) and 0 < args.rate <= MAX_CONTROL_RATE_HZ):
+        raise ConfigError(f"--rate must be a rate in (0, {MAX_CONTROL_RATE_HZ:g}] Hz, got {args.rate}")
     src: Path = args.source
     if not src.exists():
         raise CheckpointError(f"'{src}' does not exist (expected a run folder or a policy.onnx)")

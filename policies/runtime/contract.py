@@ -25,6 +25,11 @@ MAX_TERM_SIZE = 1 << 20
 """Largest number of values in one observation term or action (guards against absurd sizes in a file)."""
 MAX_HISTORY = 1000
 """Longest observation history (control steps) a contract may ask for."""
+MIN_CONTROL_PERIOD_S = 1e-4
+"""Shortest period a policy is run at, s (10 kHz). Every place a rate enters checks against it: the runtime's
+``control_period_s``, the ROS 2 node's ``control_rate_hz``, the native node's ``--rate``, ``eval --control-rate``."""
+MAX_CONTROL_RATE_HZ = 1.0 / MIN_CONTROL_PERIOD_S
+"""The same bound as a rate, Hz."""
 
 
 class ContractError(ValueError):

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from policies.runtime.contract import METADATA_KEY, Contract, ContractError
+from policies.runtime.contract import METADATA_KEY, MIN_CONTROL_PERIOD_S, Contract, ContractError
 from policies.runtime.observation import ObservationBuilder
 
 LAST_ACTION_SIGNAL = "last_action"
@@ -101,6 +101,8 @@ class OnnxPolicy:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         if control_period_s is not None and not (math.isfinite(control_period_s) and control_period_s > 0):
             raise ValueError(f"control_period_s must be a positive number of seconds, got {control_period_s}")
+        if control_period_s is not None and control_period_s < MIN_CONTROL_PERIOD_S:
+            raise ValueError(f"control_period_s must be >= {MIN_CONTROL_PERIOD_S:g} s (10 kHz), got {control_period_s}")
         self.path = Path(path)
         self.num_envs = num_envs
         self._session = _open_session(self.path, providers, intra_op_threads)

@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from policies.runtime.contract import ActionSpec, Contract, ContractError, ObservationTerm
+from policies.runtime.contract import MIN_CONTROL_PERIOD_S, ActionSpec, Contract, ContractError, ObservationTerm
 from policies.runtime.observation import ObservationBuilder
 from sim.randomization import (
     DomainRandomizer,
@@ -65,10 +65,6 @@ class SensorNoise:
             for name, value in getattr(self, what).items():
                 if not (math.isfinite(value) and value >= 0):
                     raise TaskConfigError(f"noise.{what}.{name} must be finite and >= 0, got {value}")
-
-
-MIN_CONTROL_PERIOD_S = 1e-4
-"""Shortest control period a task is stepped at, s (10 kHz: beyond it an episode is millions of steps)."""
 
 
 def at_control_period(cfg: Any, period_s: float) -> Any:

@@ -113,3 +113,6 @@ def test_a_policy_queried_at_another_period_integrates_over_that_period(tmp_path
     for bad in (0.0, -0.01, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="control_period_s must be a positive number of seconds"):
             OnnxPolicy(path, control_period_s=bad)
+    with pytest.raises(ValueError, match=r"control_period_s must be >= 0.0001 s \(10 kHz\), got 1e-06"):
+        OnnxPolicy(path, control_period_s=1e-6)  # 1 MHz: refused where every deployment opens the policy
+    assert OnnxPolicy(path, control_period_s=1e-4).control_period_s == 1e-4  # exactly 10 kHz is allowed

@@ -64,6 +64,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, Float64MultiArray, String
 
 from policies.runtime import ContractError, OnnxPolicy, open_policy
+from policies.runtime.contract import MAX_CONTROL_RATE_HZ
 from policies.runtime.passivity import EnergyTank, TankParams
 from policies.runtime.robot_check import check_robot
 from policies.runtime.safety import SafetyConfig, SafetyLayer
@@ -104,8 +105,6 @@ PARAMETERS: dict[str, Any] = {
     "tank_margin_j": -1.0,
 }
 """Declared parameters and their defaults (the YAML files in ``config/`` set them under ``ros__parameters``)."""
-MAX_CONTROL_RATE_HZ = 10_000.0
-"""Highest ``control_rate_hz`` accepted (a timer beyond it is a busy loop, not a control loop)."""
 
 
 class PolicyNode(Node):
