@@ -39,7 +39,8 @@ from sim.randomization import RandomizationTerm, sample_bounds
 OTHERS = ("randomised", "nominal")
 """What the parameters a sweep does not scale do (see the module docstring)."""
 TIMING_PARAMS = ("action_latency",)
-"""Randomisation terms that are not physical parameters of the robot: kept randomised with ``others="nominal"``."""
+"""Randomisation terms that are not physical parameters of the robot: not sweepable, and kept randomised with
+``others="nominal"``."""
 
 
 class SweepError(ConfigError):
@@ -134,9 +135,9 @@ def failure_factors(result: EvalResult, top: int = 2) -> list[tuple[str, float, 
         spread = float(v.std())
         if spread <= 1e-6 * float(np.abs(v).max()):  # constant up to float rounding: swept or nominal
             continue
-        effect = (float(v[failed].mean()) - float(v.mean())) / spread
-        if abs(effect) >= MIN_EFFECT:
-            scored.append((abs(effect), name, float(v[failed].mean()), float(v.mean())))
+        fail, everyone = float(v[failed].mean()), float(v.mean())
+        if abs(fail - everyone) >= MIN_EFFECT * spread:
+            scored.append((abs(fail - everyone) / spread, name, fail, everyone))
     scored.sort(reverse=True)
     return [(name, fail, everyone) for _, name, fail, everyone in scored[:top]]
 
@@ -150,8 +151,8 @@ def run_sweep(run: LoadedRun, sweep: Sweep, episodes: int) -> list[dict[str, flo
     """Evaluate the run's policy at every point of ``sweep``; writes the CSV and the plot into the run folder."""
     cfg, device = run.cfg, torch.device(run.cfg.device)
     specs = run.env.randomizer.specs  # type: ignore[attr-defined]
-    if sweep.param not in specs or sweep.param == "action_latency":
-        have = ", ".join(sorted(k for k in specs if k != "action_latency"))
+    if sweep.param not in specs or sweep.param in TIMING_PARAMS:
+        have = ", ".join(sorted(k for k in specs if k not in TIMING_PARAMS))
         raise SweepError(f"task '{cfg.task}' has no physical parameter '{sweep.param}'; sweepable: {have}")
     if not any(specs[sweep.param].nominal):
         raise SweepError(
