@@ -12,6 +12,10 @@ Run::
 
     python bench/compare_revisions.py --seeds 0 1 2 --max-time 400
     python bench/compare_revisions.py --before HEAD~3 --task cartpole-balance --seeds 0 --max-time 60
+    python bench/compare_revisions.py --before f8390f3 --after-set compile=true --max-time 300
+
+``--after-set KEY=VALUE`` (repeatable) passes ``--set KEY=VALUE`` to the after side only (an option the before side
+does not have).
 """
 
 from __future__ import annotations
@@ -45,14 +49,18 @@ def first_success(metrics: Path) -> tuple[float, float]:
     return math.inf, float(rows[-1]["env_steps"]) if rows else 0.0
 
 
-def train(checkout: Path, task: str, seed: int, max_time: float, root: Path) -> dict[str, Any]:
-    """One training run in ``checkout``; its time and steps to the criterion."""
+def train(
+    checkout: Path, task: str, seed: int, max_time: float, root: Path, overrides: list[str] | None = None
+) -> dict[str, Any]:
+    """One training run in ``checkout`` (with ``--set`` ``overrides``); its time and steps to the criterion."""
     cmd = [sys.executable, "-m", "robot_rl.cli", "train", task, "--seed", str(seed), "--max-time", str(max_time),
            "--quiet", "--no-export", "--run-root", str(root)]  # fmt: skip
+    for item in overrides or []:
+        cmd += ["--set", item]
     subprocess.run(cmd, cwd=checkout, check=True, capture_output=True, text=True)
     metrics = next(root.glob(f"{task}/*/metrics.csv"))
     seconds, steps = first_success(metrics)
-    return {"seed": seed, "time_to_criterion_s": seconds, "env_steps": steps}
+    return {"seed": seed, "time_to_criterion_s": seconds, "env_steps": steps, "steps/s": steps / seconds}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -62,6 +70,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--task", default="quadrotor-hover")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--max-time", type=float, default=400.0, help="training budget per run, s")
+    p.add_argument("--after-set", action="append", default=[], metavar="KEY=VALUE", help="--set for the after side")
     return p.parse_args(argv)
 
 
@@ -79,7 +88,8 @@ def main(argv: list[str] | None = None) -> None:
                     label = args.before if side == "before" else "this checkout"
                     print(f"{side} ({label}) seed {seed} ...", flush=True)
                     out = Path(tmp) / f"{side}-{seed}"
-                    rows.append({"side": side, **train(checkout, args.task, seed, args.max_time, out)})
+                    extra = args.after_set if side == "after" else []
+                    rows.append({"side": side, **train(checkout, args.task, seed, args.max_time, out, extra)})
                     shutil.rmtree(out, ignore_errors=True)
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(before)], cwd=ROOT, capture_output=True)
@@ -88,7 +98,8 @@ def main(argv: list[str] | None = None) -> None:
         return seconds if math.isfinite(seconds) else f"> {args.max_time:g}"
 
     table = [{**r, "time_to_criterion_s": shown(r["time_to_criterion_s"])} for r in rows]
-    print(f"\n{args.task}: time to criterion per seed (before = {args.before}, after = this checkout)")
+    after = "this checkout" + "".join(f" --set {item}" for item in args.after_set)
+    print(f"\n{args.task}: time to criterion per seed (before = {args.before}, after = {after})")
     print(format_table(table))
     summary = []
     for key in ("time_to_criterion_s", "env_steps"):

@@ -12,6 +12,7 @@ Run::
     python bench/env_steps.py                              # quadrotor-hover, 1..16384 worlds, cpu (+ cuda if present)
     python bench/env_steps.py --device cpu --num-envs 64 1024 --seconds 1
     python bench/env_steps.py --task cartpole-balance --num-envs 1 64 256
+    python bench/env_steps.py --device cpu --num-envs 256 4096 --compile --adapter-envs 0   # eager vs compiled
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--num-envs", type=int, nargs="+", default=[1, 64, 1024, 4096, 16384], help="world counts")
     p.add_argument("--seconds", type=float, default=2.0, help="timed seconds per measurement")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--compile", action="store_true", help="also measure each row with VecEnv.compile()")
     p.add_argument("--adapter-envs", type=int, default=1024, help="world count of the adapter comparison (0: skip)")
     return p.parse_args(argv)
 
@@ -52,7 +54,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     if "cuda" in devices and torch.cuda.is_available():
         print(f"cuda: {torch.cuda.get_device_name()}")
-    print(format_table(env_steps_rows(args.task, args.num_envs, devices, args.seconds)))
+    print(format_table(env_steps_rows(args.task, args.num_envs, devices, args.seconds, args.compile)))
     if args.adapter_envs:
         print("\nnumpy conversion overhead of the gymnasium adapter (cpu, back to back):")
         print(format_table(adapter_overhead_rows(args.task, args.adapter_envs, args.seconds)))

@@ -33,6 +33,7 @@ def measure_env_steps(
     env_cfg: Any | None = None,
     warmup_s: float | None = None,
     seed: int = 0,
+    compile: bool = False,
 ) -> float:
     """World steps per second of ``task`` with ``num_envs`` worlds on ``device`` under random actions.
 
@@ -45,12 +46,15 @@ def measure_env_steps(
         env_cfg: The task's config (``None``: its defaults).
         warmup_s: Untimed warm-up (``None``: 20 % of ``seconds``, at least 3 steps either way).
         seed: Seed of the env and of the random actions.
+        compile: Call :meth:`sim.vec_env.VecEnv.compile` first (the compile happens in the untimed warm-up).
 
     Returns:
         ``num_envs * timed_steps / elapsed_seconds``.
     """
     dev = torch.device(device)
     env = sim.make(task, num_envs, dev, env_cfg, seed=seed)
+    if compile:
+        env.compile()
     warmup = 0.2 * seconds if warmup_s is None else warmup_s
     try:
         with torch.inference_mode():
@@ -101,13 +105,22 @@ def _run_for(step: Any, seconds: float, device: torch.device, min_steps: int = 3
     return steps, time.perf_counter() - start
 
 
-def env_steps_rows(task: str, num_envs: Sequence[int], devices: Sequence[str], seconds: float) -> list[dict[str, Any]]:
-    """One row of world steps/s per ``(device, num_envs)``, with the per-world time in microseconds."""
+def env_steps_rows(
+    task: str, num_envs: Sequence[int], devices: Sequence[str], seconds: float, compile: bool = False
+) -> list[dict[str, Any]]:
+    """One row of world steps/s per ``(device, num_envs)``, with the per-world time in microseconds.
+
+    With ``compile``, each row also measures the env after :meth:`~sim.vec_env.VecEnv.compile`, right after the
+    eager figure, and gives the ratio.
+    """
     rows: list[dict[str, Any]] = []
     for device in devices:
         for n in num_envs:
             sps = measure_env_steps(task, n, device, seconds)
             rows.append({"device": device, "num_envs": n, "steps/s": sps, "us/world-step": 1e6 / sps})
+            if compile:
+                compiled = measure_env_steps(task, n, device, seconds, compile=True, warmup_s=max(1.0, seconds))
+                rows[-1].update({"compiled steps/s": compiled, "compiled / eager": compiled / sps})
     return rows
 
 

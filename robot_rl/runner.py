@@ -19,7 +19,7 @@ import sim
 from policies.nets import ActorCritic
 from robot_rl.algorithms.ppo import PPO, RANK_SEED_STRIDE, TrainingDivergedError
 from robot_rl.checkpoint import CheckpointError, load_checkpoint, read_checkpoint, save_checkpoint
-from robot_rl.config import TrainConfig
+from robot_rl.config import TrainConfig, check_compile
 from robot_rl.distributed import SingleProcess
 from robot_rl.evaluate import (
     EVAL_SEED_OFFSET,
@@ -89,7 +89,7 @@ class OnPolicyRunner:
 
     Raises:
         CheckpointError: ``resume`` is unusable, is for another task or another network architecture.
-        ConfigError: ``num_envs`` is not divisible by the number of ranks.
+        ConfigError: ``num_envs`` is not divisible by the number of ranks; ``compile`` without a C++ compiler.
     """
 
     def __init__(
@@ -106,15 +106,19 @@ class OnPolicyRunner:
         self.dist = dist = dist or SingleProcess()
         self.quiet = quiet or not dist.is_main
         self.device = torch.device(device or cfg.device)  # a rank's own GPU under torchrun (cfg keeps "cuda")
+        if cfg.compile:
+            check_compile(str(self.device))
         if cfg.num_envs % dist.world_size:
             raise ConfigError(f"num_envs={cfg.num_envs} is not divisible by the {dist.world_size} ranks of this job")
         self.local_envs = cfg.num_envs // dist.world_size
         self.env_seed = cfg.seed + RANK_SEED_STRIDE * dist.rank
         torch.manual_seed(cfg.seed)  # the same initial networks on every rank (and broadcast below to be sure)
         self.env = sim.make(cfg.task, self.local_envs, self.device, cfg.env, seed=self.env_seed)
+        if cfg.compile:
+            self.env.compile()
         self.model = build_model(cfg, self.env).to(self.device)
         dist.broadcast_([*self.model.parameters(), *self.model.buffers()])
-        self.ppo = PPO(self.model, cfg.ppo, self.local_envs, self.device, cfg.seed, dist)
+        self.ppo = PPO(self.model, cfg.ppo, self.local_envs, self.device, cfg.seed, dist, cfg.compile)
         self.iteration = 0
         self.env_steps = 0
         self.elapsed_s = 0.0
@@ -306,6 +310,8 @@ class OnPolicyRunner:
         if randomize and episodes is None:
             if self._eval_env is None:
                 self._eval_env = make_eval_env(self.cfg.task, self.cfg.env, n, self.device, True)
+                if self.cfg.compile:
+                    self._eval_env.compile()
             env = self._eval_env
         else:
             env = make_eval_env(self.cfg.task, self.cfg.env, n, self.device, randomize)

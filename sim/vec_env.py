@@ -127,6 +127,12 @@ class VecEnv(abc.ABC):
         """
         raise NotImplementedError(f"{type(self).__name__} does not define a deployment contract")
 
+    def compile(self) -> None:  # noqa: B027 - optional hook
+        """Run the env's hot path (its physics step) through ``torch.compile`` from the next step on.
+
+        Optional: envs whose physics is not torch code (MuJoCo, PyBullet) keep the default, which does nothing.
+        """
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release simulator resources (thread pools, GPU memory)."""
 

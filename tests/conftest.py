@@ -10,12 +10,21 @@ A file lock in pytest's shared temporary folder makes the first worker train and
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
+# The suite runs torch.compile'd code eagerly (this process and every subprocess it starts): configs that ship
+# `compile: true` would otherwise compile anew for each test's world count (seconds to tens of seconds apiece).
+# tests/robot_rl/test_compile.py switches it back on and checks the compiled code against the eager code.
+os.environ.setdefault("TORCH_COMPILE_DISABLE", "1")
+
 import pytest
 import torch
+import torch._dynamo
 from filelock import FileLock
+
+torch._dynamo.config.disable = os.environ["TORCH_COMPILE_DISABLE"] == "1"
 
 HOVER_OVERRIDES = ["runner.max_iterations=200", "runner.eval_interval=25", "runner.stop_on_success=false"]
 """A fixed 200 iterations (13 M steps), not "until the criterion": the shipped seed meets the criterion after about

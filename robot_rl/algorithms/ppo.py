@@ -15,7 +15,7 @@ from policies.nets import ActorCritic
 from robot_rl.algorithms.losses import gae, gaussian_kl, surrogate_loss, value_loss
 from robot_rl.config import PPOConfig
 from robot_rl.distributed import SingleProcess
-from robot_rl.storage import RolloutStorage
+from robot_rl.storage import Batch, RolloutStorage
 
 RANK_SEED_STRIDE = 7919
 """Rank ``r`` draws its action noise (and its env its episodes) from ``seed + RANK_SEED_STRIDE * r``."""
@@ -51,6 +51,8 @@ class PPO:
         num_envs: Worlds per rollout ``N``.
         device: Device of model and buffers.
         seed: Seed of the minibatch shuffling.
+        dist: This process's role in data-parallel training (default: alone).
+        compile: Run the rollout's sampling and the minibatch loss (forward and backward) through ``torch.compile``.
     """
 
     def __init__(
@@ -61,6 +63,7 @@ class PPO:
         device: torch.device,
         seed: int,
         dist: SingleProcess | None = None,
+        compile: bool = False,
     ) -> None:
         self.model = model
         self.cfg = cfg
@@ -74,6 +77,8 @@ class PPO:
         self.gen.manual_seed(seed + RANK_SEED_STRIDE * self.dist.rank)
         self.shuffle_gen = torch.Generator(device=device)  # minibatch order: the same on every rank
         self.shuffle_gen.manual_seed(seed)
+        self._loss_fn = torch.compile(self._minibatch_loss, dynamic=False) if compile else self._minibatch_loss
+        self._sample_fn = torch.compile(self._sample, dynamic=False) if compile else self._sample
 
     def rng_state(self) -> dict[str, torch.Tensor]:
         """States of the sampling and shuffling streams (for an exact resume)."""
@@ -92,18 +97,30 @@ class PPO:
         rollout's own inputs: before the first gradient step every probability ratio is 1 (on-policy), however
         the normaliser's statistics move during the rollout.
         """
-        s, t, m = self.storage, self.storage.step, self.model
+        s, t = self.storage, self.storage.step
+        noise = torch.randn(actor_obs.shape[0], s.actions.shape[-1], generator=self.gen, device=self.gen.device)
+        step = self._sample_fn(actor_obs, critic_obs, noise)
+        buffers = (s.actor_obs, s.critic_obs, s.actions, s.mean, s.std, s.log_prob, s.values)
+        for buffer, value in zip(buffers, step, strict=True):
+            buffer[t] = value
+        return step[2]
+
+    def _sample(
+        self, actor_obs: torch.Tensor, critic_obs: torch.Tensor, noise: torch.Tensor
+    ) -> tuple[torch.Tensor, ...]:
+        """One rollout step's numbers (what ``compile`` compiles), for ``noise`` ``[N, A]`` standard normal.
+
+        Returns:
+            ``(actor_in, critic_in, actions, mean, std, log_prob, value)``: the normalised inputs, the sampled
+            actions ``[N, A]``, the Gaussian's mean and standard deviation, ``log pi(actions)`` ``[N]`` and the
+            normalised value ``[N]``.
+        """
+        m = self.model
         actor_in, critic_in = m.actor_normalizer(actor_obs), m.critic_normalizer(critic_obs)
         dist = m.distribution_normalized(actor_in)
-        actions = dist.mean + dist.stddev * torch.randn(dist.mean.shape, generator=self.gen, device=self.gen.device)
-        s.actor_obs[t] = actor_in
-        s.critic_obs[t] = critic_in
-        s.actions[t] = actions
-        s.mean[t] = dist.mean
-        s.std[t] = dist.stddev
-        s.log_prob[t] = dist.log_prob(actions).sum(-1)
-        s.values[t] = m.value_normalized(critic_in)
-        return actions
+        actions = dist.mean + dist.stddev * noise
+        log_prob = dist.log_prob(actions).sum(-1)
+        return actor_in, critic_in, actions, dist.mean, dist.stddev, log_prob, m.value_normalized(critic_in)
 
     @torch.no_grad()
     def record(
@@ -155,16 +172,10 @@ class PPO:
         count = 0
         first_dev = 0.0
         for b in self.storage.minibatches(cfg.num_minibatches, cfg.num_epochs, self.shuffle_gen):
-            dist = model.distribution_normalized(b.actor_obs)
-            log_prob = dist.log_prob(b.actions).sum(-1)
+            loss, parts, ratio_dev = self._loss_fn(b)
             if count == 0:
-                first_dev = float((log_prob.detach() - b.old_log_prob).exp().sub(1.0).abs().max())
-            entropy = dist.entropy().sum(-1).mean()
-            kl = gaussian_kl(b.old_mean, b.old_std, dist.mean.detach(), dist.stddev.detach())
-            surr = surrogate_loss(log_prob, b.old_log_prob, b.advantages, cfg.clip_param)
-            v_loss = value_loss(model.value_normalized(b.critic_obs), b.old_values, b.returns, cfg.value_clip)
-            loss = surr + cfg.value_loss_coef * v_loss - cfg.entropy_coef * entropy
-            parts = self.dist.mean_(torch.stack((surr.detach(), v_loss.detach(), entropy.detach(), kl)))
+                first_dev = float(ratio_dev)
+            parts = self.dist.mean_(parts)
             _require_finite(parts, ("surrogate loss", "value loss", "entropy", "KL divergence"), count)
             if cfg.schedule == "adaptive":
                 self._adapt_learning_rate(float(parts[3]))  # the global KL: every rank takes the same step
@@ -184,6 +195,24 @@ class PPO:
         m = (totals / max(count, 1)).tolist()
         std = float(model.log_std.detach().exp().mean())
         return UpdateStats(m[0], m[1], m[2], m[3], self.learning_rate, std, first_dev)
+
+    def _minibatch_loss(self, b: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """PPO's loss on one minibatch (what ``compile`` compiles).
+
+        Returns:
+            ``(loss, parts, ratio_deviation)``: the scalar to minimise; ``[4]`` detached surrogate, value loss,
+            entropy and KL; ``max |pi / pi_old - 1|`` over the minibatch.
+        """
+        cfg, model = self.cfg, self.model
+        dist = model.distribution_normalized(b.actor_obs)
+        log_prob = dist.log_prob(b.actions).sum(-1)
+        ratio_dev = (log_prob.detach() - b.old_log_prob).exp().sub(1.0).abs().max()
+        entropy = dist.entropy().sum(-1).mean()
+        kl = gaussian_kl(b.old_mean, b.old_std, dist.mean.detach(), dist.stddev.detach())
+        surr = surrogate_loss(log_prob, b.old_log_prob, b.advantages, cfg.clip_param)
+        v_loss = value_loss(model.value_normalized(b.critic_obs), b.old_values, b.returns, cfg.value_clip)
+        loss = surr + cfg.value_loss_coef * v_loss - cfg.entropy_coef * entropy
+        return loss, torch.stack((surr.detach(), v_loss.detach(), entropy.detach(), kl)), ratio_dev
 
     def set_learning_rate(self, learning_rate: float) -> None:
         """Set the current learning rate (the optimiser's too)."""

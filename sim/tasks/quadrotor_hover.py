@@ -280,6 +280,7 @@ class QuadrotorHover(BatchedTask):
             reward_scales=cfg.reward_scales,
         )
         self.model = MultirotorModel(r.arm_length, device)
+        self._advance_fn = self._advance  # torch.compile'd by compile()
         self.state = MultirotorState.zeros(num_envs, device)
         self.hover = r.hover_rotor
         self.tail_steps = min(max(1, round(cfg.success_window_s / cfg.dt)), self.max_episode_length)
@@ -305,12 +306,19 @@ class QuadrotorHover(BatchedTask):
         """Rotor speed fraction ``[N, 4]`` in ``[0, 1]`` for normalised actions ``[N, 4]`` (the contract mapping)."""
         return (self.hover + (1.0 - self.hover) * action).clamp(0.0, 1.0)
 
-    def _simulate(self, action: torch.Tensor) -> None:
-        command = self.rotor_command(action)
-        p = self.physical_params()
+    def _advance(self, state: MultirotorState, command: torch.Tensor, p: MultirotorParams) -> MultirotorState:
+        """One control period: ``substeps`` RK4 steps of the rigid body and rotors (``command``: ``[N, 4]``)."""
         h = self.cfg.dt / self.cfg.substeps
         for _ in range(self.cfg.substeps):
-            self.state = self.model.step(self.state, command, p, h)
+            state = self.model.step(state, command, p, h)
+        return state
+
+    def compile(self) -> None:
+        """Compile :meth:`_advance`: the RK4 steps' many small elementwise ops fuse into a few kernels."""
+        self._advance_fn = torch.compile(self._advance, dynamic=False)
+
+    def _simulate(self, action: torch.Tensor) -> None:
+        self.state = self._advance_fn(self.state, self.rotor_command(action), self.physical_params())
         err = self.state.pos.norm(dim=-1)
         in_tail = self.episode_step >= self.max_episode_length - self.tail_steps  # step k+1 is in the tail
         self.tail_error += torch.where(in_tail, err, torch.zeros_like(err))
