@@ -6,6 +6,7 @@ stays short: losses and advantages are the pure functions of :mod:`robot_rl.algo
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -186,7 +187,9 @@ class PPO:
             _require_finite(grad_norm[None], ("gradient norm",), count)
             self.optimizer.step()
             with torch.no_grad():
-                model.log_std.clamp_(min=float(torch.log(torch.tensor(cfg.min_std))))
+                model.log_std.clamp_(
+                    min=math.log(cfg.min_std), max=None if cfg.max_std is None else math.log(cfg.max_std)
+                )
             totals += parts.cpu()
             count += 1
         if (name := model.first_non_finite()) is not None:

@@ -229,3 +229,18 @@ def test_real_sigint_twice_saves_a_good_checkpoint_and_no_traceback(tmp_path: Pa
     assert state["iteration"] >= 1 and state["training"] is not None
     assert f"resume with: robot-rl train quadrotor-hover --resume {run}" in out
     assert not [p for p in run.iterdir() if p.name.startswith(".")]
+
+
+# ----------------------------------------------------------------------------------------------- std ceiling
+def test_max_std_holds_the_policy_std_under_a_strong_entropy_bonus(tmp_path: Path) -> None:
+    """An entropy bonus alone pushes the std up every step; ``ppo.max_std`` is the ceiling it stops at."""
+    overrides = [*SMALL, f"run_root={tmp_path}", "runner.max_iterations=6", "ppo.entropy_coef=10"]
+    overrides += ["ppo.schedule=fixed", "ppo.learning_rate=1e-2"]  # 24 Adam steps of ~0.01 on log std: about x1.27
+    free = OnPolicyRunner(load_config("quadrotor-hover", None, [*overrides, "ppo.max_std=null"]), tmp_path, quiet=True)
+    free.train()
+    capped = OnPolicyRunner(
+        load_config("quadrotor-hover", None, [*overrides, "ppo.max_std=0.16"]), tmp_path, quiet=True
+    )
+    capped.train()
+    assert float(free.model.log_std.exp().min()) > 0.17  # from 0.15: it does grow without the ceiling
+    assert float(capped.model.log_std.exp().max()) <= 0.16 * (1 + 1e-6)
