@@ -158,10 +158,10 @@ class TrainConfig:
         policy: Networks.
         ppo: Algorithm.
         runner: Training loop.
-        compile: Run the hot paths through ``torch.compile``: PPO's minibatch loss (forward and backward) and the
-            env's physics where the task has a compilable one (:meth:`sim.vec_env.VecEnv.compile`). Needs a C++
-            compiler on CPU; the first run of a shape compiles (seconds, cached on disk for later runs). Numerics
-            differ from eager in the last bits only. Measured in docs/benchmarks.md.
+        compile: Run the hot paths through ``torch.compile``: PPO's rollout sampling and minibatch loss (forward and
+            backward) and the env's physics where the task has a compilable one (:meth:`sim.vec_env.VecEnv.compile`).
+            Needs a C++ compiler on CPU; the first run of a shape compiles (seconds, cached on disk for later runs).
+            Numerics differ from eager in the last bits only. Measured in docs/benchmarks.md.
     """
 
     task: str
@@ -270,7 +270,7 @@ def check_compile(device: str) -> None:
     cxx = os.environ.get("CXX") or ("clang++" if sys.platform == "darwin" else "g++")
     if shutil.which(cxx) is None:
         raise ConfigError(
-            f"compile=true needs a C++ compiler for torch.compile on the CPU, and '{cxx}' (from $CXX, default g++) "
+            f"compile=true needs a C++ compiler for torch.compile on the CPU, and '{cxx}' ($CXX or the default) "
             "is not on PATH: install one (Debian: apt install g++) or set compile=false"
         )
 

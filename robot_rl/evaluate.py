@@ -119,10 +119,14 @@ def evaluate_env(env: VecEnv, policy: PolicyFn, seed: int) -> EvalResult:
     )
 
 
-def make_eval_env(task: str, env_cfg: Any, episodes: int, device: torch.device, randomize: bool) -> VecEnv:
-    """An env with one world per evaluation episode, randomisation switched as asked."""
+def make_eval_env(
+    task: str, env_cfg: Any, episodes: int, device: torch.device, randomize: bool, compile: bool = False
+) -> VecEnv:
+    """An env with one world per evaluation episode, randomisation switched as asked (physics compiled if asked)."""
     env = sim.make(task, episodes, device, env_cfg)
     env.set_randomization(randomize)
+    if compile:
+        env.compile()
     return env
 
 

@@ -309,9 +309,7 @@ class OnPolicyRunner:
         n = episodes or self.cfg.runner.eval_episodes
         if randomize and episodes is None:
             if self._eval_env is None:
-                self._eval_env = make_eval_env(self.cfg.task, self.cfg.env, n, self.device, True)
-                if self.cfg.compile:
-                    self._eval_env.compile()
+                self._eval_env = make_eval_env(self.cfg.task, self.cfg.env, n, self.device, True, self.cfg.compile)
             env = self._eval_env
         else:
             env = make_eval_env(self.cfg.task, self.cfg.env, n, self.device, randomize)

@@ -67,7 +67,8 @@ class RolloutStorage:
             "advantages": self.advantages.flatten(),
             "returns": self.returns.flatten(),
         }
-        # One [T*N, W] table and one row gather per minibatch: 4-5x faster than gathering nine tensors apiece.
+        # One [T*N, W] table and one row gather per minibatch: 6.8x faster than gathering nine tensors apiece
+        # (bench/update_cost.py, 4096 x 16 samples, 8 minibatches).
         widths = [v.shape[1] if v.ndim == 2 else 1 for v in flat.values()]
         table = torch.cat([v.reshape(total, -1) for v in flat.values()], dim=1)
         for _ in range(num_epochs):

@@ -31,7 +31,8 @@ class UpdateStats:
     """Means over one update's minibatches, and the on-policy check of its first minibatch.
 
     ``first_ratio_deviation`` is ``max |pi / pi_old - 1|`` over the first minibatch, before any gradient step:
-    exactly 0 for an on-policy update (the rollout's inputs are replayed as they were seen).
+    exactly 0 for an on-policy update (the rollout's inputs are replayed as they were seen); with ``compile`` the
+    rollout and the update are two compiled graphs, so it is 0 up to rounding.
     """
 
     surrogate: float
