@@ -21,10 +21,14 @@ DART noise (``robot-rl collect --action-noise``: the teacher's executed actions 
 recorded, so the demonstrations show recoveries). The noise per task (:data:`DART_NOISE`) was picked by MLP students
 on 200 demonstrations, 2,000 steps (docs/benchmarks.md).
 
+With ``--cameras wrist``, the demonstrations also hold ``--image-size`` wrist-camera images and every student is
+trained twice on them, once on the observations alone and once also seeing the cameras (``policy.cameras``).
+
 Run::
 
     python bench/imitation.py --steps 6000 --demos 200   # ~1 h on 2 CPU cores
     python bench/imitation.py --tasks panda-lift --demos 100 --steps 500   # a quick look
+    python bench/imitation.py --tasks panda-lift --demos 200 --steps 2000 --policies mlp --cameras wrist
 """
 
 from __future__ import annotations
@@ -82,6 +86,8 @@ def main(argv: list[str] | None = None) -> None:
         default=-0.3,
         help="also evaluate every student with temporal ensembling at this weight (default: -0.3; nan: skip)",
     )
+    parser.add_argument("--cameras", nargs="*", default=[], help="also record these cameras and train students on them")
+    parser.add_argument("--image-size", type=int, default=64, help="camera image height and width (default: 64)")
     parser.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "robot-rl-bench-demos")
     args = parser.parse_args(argv)
     if args.ensemble_decay is not None and not math.isfinite(args.ensemble_decay):
@@ -91,9 +97,19 @@ def main(argv: list[str] | None = None) -> None:
     runs = Path(tempfile.mkdtemp(prefix="robot-rl-bench-bc-"))
     for task in args.tasks:
         noise = DART_NOISE.get(task, 0.0) if args.action_noise is None else args.action_noise
-        data = args.data / f"{task}-{max(args.demos)}-dart{noise:g}"
+        views = "".join(f"-{c}{args.image_size}" for c in args.cameras)
+        data = args.data / f"{task}-{max(args.demos)}-dart{noise:g}{views}"
         if not data.exists():
-            summary = collect(task, max(args.demos), data, num_envs=max(args.demos), action_noise=noise, quiet=True)
+            summary = collect(
+                task,
+                max(args.demos),
+                data,
+                num_envs=max(args.demos),
+                action_noise=noise,
+                quiet=True,
+                cameras=tuple(args.cameras),
+                image_size=args.image_size,
+            )
             print(summary.lines()[1], flush=True)
         for cube in CUBE_SOURCES:
             teacher = evaluate_expert(task, args.episodes, cube)
@@ -109,41 +125,43 @@ def main(argv: list[str] | None = None) -> None:
                 }
             )
             print(format_table(rows[-1:]), flush=True)
-        for demos in args.demos:
-            for policy in args.policies:
-                cfg = load_bc_config(
-                    policy,
-                    overrides=[
-                        f"train.max_steps={args.steps}",
-                        f"train.eval_episodes={args.episodes}",
-                        "policy.ensemble_decay=null",  # first as configured without ensembling, then ensembled
-                    ],
-                    dataset=str(data),
-                    max_episodes=demos,
-                    run_root=str(runs),
+        sights = [[], args.cameras] if args.cameras else [[]]
+        for demos, policy, cameras in ((d, p, c) for d in args.demos for p in args.policies for c in sights):
+            seen = f" + {', '.join(cameras)} camera" if cameras else ""
+            cfg = load_bc_config(
+                policy,
+                overrides=[
+                    f"train.max_steps={args.steps}",
+                    f"train.eval_episodes={args.episodes}",
+                    "policy.ensemble_decay=null",  # first as configured without ensembling, then ensembled
+                    f"policy.cameras=[{','.join(cameras)}]",
+                ],
+                dataset=str(data),
+                max_episodes=demos,
+                run_root=str(runs),
+            )
+            start = time.monotonic()
+            result = train_bc(cfg, quiet=True, export=False)
+            train_s = round(time.monotonic() - start)
+            assert result.evaluation is not None
+            evaluations = {f"Ta {cfg.policy.action_horizon}": result.evaluation}
+            if args.ensemble_decay is not None:
+                run = load_bc_run(result.run_dir)
+                run.cfg.policy = dataclasses.replace(run.cfg.policy, ensemble_decay=args.ensemble_decay)
+                evaluations[f"ensemble {args.ensemble_decay:g}"] = evaluate_bc_run(run, args.episodes, EVAL_SEEDS)
+            for execution, evaluation in evaluations.items():
+                lo, hi = evaluation.ci95
+                rows.append(
+                    {
+                        "task": task,
+                        "policy": f"{policy}{seen}, {execution}",
+                        "demos": demos,
+                        "success": evaluation.success_rate,
+                        "ci95": f"{lo:.0%}-{hi:.0%}",
+                        "train_s": train_s,
+                    }
                 )
-                start = time.monotonic()
-                result = train_bc(cfg, quiet=True, export=False)
-                train_s = round(time.monotonic() - start)
-                assert result.evaluation is not None
-                evaluations = {f"Ta {cfg.policy.action_horizon}": result.evaluation}
-                if args.ensemble_decay is not None:
-                    run = load_bc_run(result.run_dir)
-                    run.cfg.policy = dataclasses.replace(run.cfg.policy, ensemble_decay=args.ensemble_decay)
-                    evaluations[f"ensemble {args.ensemble_decay:g}"] = evaluate_bc_run(run, args.episodes, EVAL_SEEDS)
-                for execution, evaluation in evaluations.items():
-                    lo, hi = evaluation.ci95
-                    rows.append(
-                        {
-                            "task": task,
-                            "policy": f"{policy}, {execution}",
-                            "demos": demos,
-                            "success": evaluation.success_rate,
-                            "ci95": f"{lo:.0%}-{hi:.0%}",
-                            "train_s": train_s,
-                        }
-                    )
-                    print(format_table(rows[-1:]), flush=True)
+                print(format_table(rows[-1:]), flush=True)
     print(
         f"\n{args.steps} gradient steps per student, {args.episodes} episodes x {len(EVAL_SEEDS)} seeds each, "
         f"DART noise {args.action_noise if args.action_noise is not None else DART_NOISE}"

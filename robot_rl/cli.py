@@ -21,7 +21,6 @@ import os
 
 from robot_rl.threads import openmp_environment
 
-os.environ.setdefault("MUJOCO_GL", "egl")  # offscreen rendering without a display (collect --images); before mujoco
 os.environ.update(openmp_environment(os.environ))  # short OpenMP spin (robot_rl/threads.py); before torch loads
 
 import argparse

@@ -3,7 +3,11 @@
 A chunk policy maps the last ``To`` observations to the next ``Tp`` actions (Chi et al., "Diffusion Policy")::
 
     obs: [B, To, D_o] raw (contract-scaled) observations, oldest first
+    images (optional): {camera: uint8 [B, To, H, W, 3]} the same steps' camera images
       -> predict_action_chunk -> [B, Tp, D_a] actions in the contract's normalised units, clipped to [-1, 1]
+
+Heads see one conditioning sequence ``[B, To, D_c]``: the normalised observation, and for each camera its image
+features (:class:`~policies.nets.vision.ImageEncoder`), ``D_c = D_o + cameras x image_features``.
 
 Min-max normalisation to ``[-1, 1]`` of observations and actions lives inside the model (buffers saved with its
 weights and baked into the exported graph), so a deployment cannot pair the weights with other statistics.
@@ -12,11 +16,17 @@ weights and baked into the exported graph), so a deployment cannot pair the weig
 from __future__ import annotations
 
 import abc
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch import nn
+
+from policies.nets.vision import ImageEncoder
+
+Images = Mapping[str, torch.Tensor]
+"""Camera name -> ``uint8 [B, To, H, W, 3]`` RGB images, oldest first."""
 
 RANGE_FLOOR = 1e-4
 """Features whose min-max range is narrower than this are shifted, not scaled (constant features)."""
@@ -83,6 +93,9 @@ class ChunkPolicy(nn.Module, abc.ABC):
         horizons: ``To``, ``Tp``, ``Ta``.
         obs_low, obs_high: Observation range of the training data ``[D_o]`` (min-max normaliser).
         action_low, action_high: Action range of the training data ``[D_a]``.
+        cameras: Camera name -> image ``(height, width)`` the policy also sees (empty: observations only).
+        image_features: Features per camera (:class:`~policies.nets.vision.ImageEncoder`).
+        image_shift: Random-shift augmentation in training, pixels.
     """
 
     kind: str = ""
@@ -96,6 +109,9 @@ class ChunkPolicy(nn.Module, abc.ABC):
         obs_high: np.ndarray,
         action_low: np.ndarray,
         action_high: np.ndarray,
+        cameras: Mapping[str, tuple[int, int]] | None = None,
+        image_features: int = 64,
+        image_shift: int = 4,
     ) -> None:
         super().__init__()
         self.obs_dim = obs_dim
@@ -103,34 +119,74 @@ class ChunkPolicy(nn.Module, abc.ABC):
         self.horizons = horizons
         self.obs_norm = MinMaxNormalizer(obs_low, obs_high)
         self.action_norm = MinMaxNormalizer(action_low, action_high)
+        self.cameras = {str(c): (int(h), int(w)) for c, (h, w) in (cameras or {}).items()}
+        for c in self.cameras:
+            if not c.isidentifier():
+                raise ValueError(f"camera name '{c}' must be letters, digits and underscores")
+        self.encoders = nn.ModuleDict(
+            {c: ImageEncoder(h, w, image_features, shift=image_shift) for c, (h, w) in self.cameras.items()}
+        )
+        self.cond_dim = obs_dim + len(self.cameras) * image_features
 
-    def check_obs(self, obs: torch.Tensor) -> None:
-        """Raise ``ValueError`` unless ``obs`` is ``[B, To, D_o]``."""
+    def check_obs(self, obs: torch.Tensor, images: Images | None = None) -> None:
+        """Raise ``ValueError`` unless ``obs`` is ``[B, To, D_o]`` and ``images`` holds every camera's
+        ``uint8 [B, To, H, W, 3]`` (and no other)."""
         want = (self.horizons.obs, self.obs_dim)
         if obs.ndim != 3 or tuple(obs.shape[1:]) != want:
             raise ValueError(f"observations must be [B, {want[0]}, {want[1]}], got {list(obs.shape)}")
+        given = dict(images or {})
+        if set(given) != set(self.cameras):
+            raise ValueError(f"the policy sees cameras {sorted(self.cameras)}, got images of {sorted(given)}")
+        for c, (h, w) in self.cameras.items():
+            shape = (obs.shape[0], self.horizons.obs, h, w, 3)
+            if tuple(given[c].shape) != shape or given[c].dtype != torch.uint8:
+                raise ValueError(
+                    f"images '{c}' must be uint8 {list(shape)}, got {given[c].dtype} {list(given[c].shape)}"
+                )
+
+    def condition(self, obs: torch.Tensor, images: Images | None = None) -> torch.Tensor:
+        """What the heads see, ``[B, To, D_c]``: the normalised observations and each camera's image features."""
+        self.check_obs(obs, images)
+        x = self.obs_norm(obs)
+        if not self.cameras:
+            return x
+        assert images is not None
+        b, t = obs.shape[:2]
+        feats = [self.encoders[c](images[c].flatten(0, 1)).view(b, t, -1) for c in self.cameras]
+        return torch.cat((x, *feats), -1)
 
     @abc.abstractmethod
-    def compute_loss(self, obs: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
-        """Training loss of raw windows ``obs [B, To, D_o]``, ``action [B, Tp, D_a]``; returns ``(loss, info)``."""
+    def compute_loss(
+        self, obs: torch.Tensor, action: torch.Tensor, images: Images | None = None
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        """Training loss of raw windows ``obs [B, To, D_o]`` (and ``images``), ``action [B, Tp, D_a]``; returns
+        ``(loss, info)``."""
 
     @abc.abstractmethod
-    def predict_action_chunk(self, obs: torch.Tensor, noise: torch.Tensor | None = None) -> torch.Tensor:
+    def predict_action_chunk(
+        self, obs: torch.Tensor, noise: torch.Tensor | None = None, *, images: Images | None = None
+    ) -> torch.Tensor:
         """Actions ``[B, Tp, D_a]`` (normalised units, clipped to ``[-1, 1]``) for raw ``obs [B, To, D_o]``.
 
         Args:
             obs: Observation windows, oldest first.
             noise: Initial sample ``[B, Tp, D_a]`` of stochastic samplers (``None``: drawn from the global
                 generator); ignored by deterministic heads.
+            images: The same steps' camera images (required exactly when the policy has cameras).
         """
 
     def export_module(self) -> nn.Module:
         """A traceable module with the whole deployed computation; its inputs are :meth:`export_inputs`."""
         return _Deterministic(self)
 
+    def image_inputs(self, batch: int) -> dict[str, torch.Tensor]:
+        """Example camera inputs by ONNX input name ``image_<camera>``: ``uint8 [B, To, H, W, 3]`` zeros."""
+        to = self.horizons.obs
+        return {f"image_{c}": torch.zeros(batch, to, h, w, 3, dtype=torch.uint8) for c, (h, w) in self.cameras.items()}
+
     def export_inputs(self, batch: int) -> dict[str, torch.Tensor]:
         """Example inputs of :meth:`export_module` by ONNX input name (zeros)."""
-        return {"obs": torch.zeros(batch, self.horizons.obs, self.obs_dim)}
+        return {"obs": torch.zeros(batch, self.horizons.obs, self.obs_dim), **self.image_inputs(batch)}
 
     def sampler_settings(self) -> dict[str, object]:
         """Sampler facts for the deployment contract (empty for deterministic heads)."""
@@ -142,5 +198,5 @@ class _Deterministic(nn.Module):
         super().__init__()
         self.policy = policy
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.policy.predict_action_chunk(obs)
+    def forward(self, obs: torch.Tensor, *images: torch.Tensor) -> torch.Tensor:
+        return self.policy.predict_action_chunk(obs, images=dict(zip(self.policy.cameras, images, strict=True)))

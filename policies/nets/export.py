@@ -155,9 +155,10 @@ def _finish(proto: onnx.ModelProto, contract: Contract, what: str) -> onnx.Model
 def chunk_to_onnx_model(policy: ChunkPolicy, contract: Contract) -> onnx.ModelProto:
     """Trace an action-chunk policy's whole sampler into a checked ONNX model carrying the contract.
 
-    The graph is ``obs [B, To, obs_dim]`` (+ ``noise [B, Tp, A]`` for diffusion) -> ``contract.output_name``
-    ``[B, Tp, A]`` in normalised units: normalisation, every denoising step (``contract.chunk.sampler["steps"]``,
-    unrolled) and the final clip are inside. See ``policies.runtime.chunking`` for how a robot runs it.
+    The graph is ``obs [B, To, obs_dim]`` (+ ``noise [B, Tp, A]`` for diffusion, + one ``uint8 [B, To, H, W, 3]``
+    per camera of ``contract.chunk.cameras``) -> ``contract.output_name`` ``[B, Tp, A]`` in normalised units:
+    normalisation, image encoders, every denoising step (``contract.chunk.sampler["steps"]``, unrolled) and the
+    final clip are inside. See ``policies.runtime.chunking`` for how a robot runs it.
 
     Raises:
         ContractError: The contract has no ``chunk`` section or does not fit the policy.
@@ -177,13 +178,22 @@ def chunk_to_onnx_model(policy: ChunkPolicy, contract: Contract) -> onnx.ModelPr
             f"contract obs_dim {contract.obs_dim} / action.size {contract.action.size} differ from "
             f"the policy's {policy.obs_dim} / {policy.action_dim}"
         )
+    if list(c.cameras) != list(policy.cameras):
+        raise ContractError(f"contract chunk.cameras {list(c.cameras)} differ from the policy's {list(policy.cameras)}")
+    for cam, size in policy.cameras.items():
+        if c.image_shape(cam)[:2] != size:
+            raise ContractError(f"contract camera '{cam}' is {c.image_shape(cam)[:2]}, the policy sees {size}")
     if (bad := _first_non_finite(policy)) is not None:
         raise ContractError(f"the policy's '{bad}' holds non-finite values; refusing to export it")
     copy_ = copy.deepcopy(policy).cpu().float().eval().requires_grad_(False)
     steps = c.sampler.get("inference_steps")
     module = copy_.export_module(steps) if steps else copy_.export_module()  # type: ignore[call-arg]
     inputs = copy_.export_inputs(2)
-    names = [contract.input_name, *([c.noise_input] if c.noise_input else [])]
+    names = [
+        contract.input_name,
+        *([c.noise_input] if c.noise_input else []),
+        *(v["input"] for v in c.cameras.values()),
+    ]
     if len(names) != len(inputs):
         raise ContractError(f"the policy takes inputs {list(inputs)}, the contract names {names}")
     inputs = dict(zip(names, inputs.values(), strict=True))

@@ -25,8 +25,9 @@ ONNX graph on the robot); :class:`ChunkedOnnxPolicy` is the exported file behind
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -34,8 +35,26 @@ from policies.runtime.contract import ChunkSpec, ContractError
 from policies.runtime.observation import ObservationBuilder
 from policies.runtime.onnx_policy import PROBE_SCALES, PROBE_SEED, OnnxPolicy, UnsafeCommandError, load_contract
 
-Sampler = Callable[[np.ndarray], np.ndarray]
-"""``obs window [N, To, D_o] -> actions [N, Tp, D_a]`` in normalised units."""
+Sampler = Callable[..., np.ndarray]
+"""``sample(window) -> actions``: ``obs window [N, To, D_o] -> [N, Tp, D_a]`` in normalised units; for a policy that
+sees cameras, ``sample(window, images)`` with ``images`` camera -> ``uint8 [N, To, H, W, 3]`` windows."""
+
+
+class _History:
+    """The last ``length`` samples of each of ``N`` robots, oldest first; a fresh robot's history is its newest
+    sample repeated (what the robot has right after a reset). Shapes: ``[N, ...] -> [N, length, ...]``."""
+
+    def __init__(self, length: int) -> None:
+        self.length = length
+        self.buffer: np.ndarray | None = None
+
+    def push(self, x: np.ndarray, fresh: np.ndarray) -> np.ndarray:
+        if self.buffer is None or self.buffer.shape[2:] != x.shape[1:] or self.buffer.dtype != x.dtype:
+            self.buffer = np.repeat(x[:, None], self.length, axis=1)
+        self.buffer[:, :-1] = self.buffer[:, 1:].copy()
+        self.buffer[:, -1] = x
+        self.buffer[fresh] = x[fresh, None]
+        return self.buffer
 
 
 class ChunkExecutor:
@@ -47,7 +66,8 @@ class ChunkExecutor:
         action_dim: ``D_a``.
         sample: The planner (see :data:`Sampler`); called with all ``N`` windows when any robot needs a plan.
 
-    Shapes: ``obs [N, D_o] -> action [N, D_a]`` per control period.
+    Shapes: ``obs [N, D_o]`` (and camera images ``uint8 [N, H, W, 3]`` each) ``-> action [N, D_a]`` per control
+    period.
     """
 
     def __init__(self, num_envs: int, spec: ChunkSpec, action_dim: int, sample: Sampler) -> None:
@@ -57,7 +77,8 @@ class ChunkExecutor:
         self.sample = sample
         self.plans = 0
         n, tp = num_envs, spec.pred_horizon
-        self._hist: np.ndarray | None = None
+        self._hist = _History(spec.obs_horizon)
+        self._image_hist: dict[str, _History] = {}
         self._fresh = np.ones(n, dtype=bool)
         self._rows = np.arange(n)
         self._plan = np.zeros((n, tp, action_dim), dtype=np.float32)
@@ -70,33 +91,31 @@ class ChunkExecutor:
         """Start new episodes for robots in ``mask`` (all if ``None``): history refilled, plans dropped."""
         self._fresh[slice(None) if mask is None else np.asarray(mask, dtype=bool)] = True
 
-    def _push(self, obs: np.ndarray) -> np.ndarray:
-        if self._hist is None or self._hist.shape[2] != obs.shape[1]:
-            self._hist = np.repeat(obs[:, None], self.spec.obs_horizon, axis=1).astype(np.float32)
-        self._hist[:, :-1] = self._hist[:, 1:].copy()
-        self._hist[:, -1] = obs
-        fresh = self._fresh
-        self._hist[fresh] = obs[fresh, None]
-        return self._hist
-
-    def _plan_all(self, window: np.ndarray) -> np.ndarray:
-        plan = np.asarray(self.sample(window), dtype=np.float32)
+    def _plan_all(self, window: np.ndarray, images: dict[str, np.ndarray] | None) -> np.ndarray:
+        plan = np.asarray(self.sample(window) if images is None else self.sample(window, images), dtype=np.float32)
         want = (self.num_envs, self.spec.pred_horizon, self.action_dim)
         if plan.shape != want:
             raise UnsafeCommandError(f"the planner returned {list(plan.shape)}, expected {list(want)}")
         self.plans += 1
         return plan
 
-    def __call__(self, obs: np.ndarray) -> np.ndarray:
-        """The action ``[N, D_a]`` of this control period for the newest observations ``[N, D_o]``."""
-        window = self._push(np.asarray(obs, dtype=np.float32))
+    def __call__(self, obs: np.ndarray, images: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+        """The action ``[N, D_a]`` of this control period for the newest observations ``[N, D_o]`` (and, for a
+        policy that sees cameras, the newest images ``uint8 [N, H, W, 3]`` per camera)."""
+        window = self._hist.push(np.asarray(obs, dtype=np.float32), self._fresh)
+        image_windows = None
+        if images is not None:
+            image_windows = {
+                c: self._image_hist.setdefault(c, _History(self.spec.obs_horizon)).push(np.asarray(x), self._fresh)
+                for c, x in images.items()
+            }
         fresh = self._fresh.copy()
         self._fresh[:] = False
         self._step[fresh] = 0
         if self.spec.ensemble_decay is None:
             need = fresh | (self._age >= self.spec.action_horizon)
             if need.any():
-                plan = self._plan_all(window)
+                plan = self._plan_all(window, image_windows)
                 self._plan[need] = plan[need]
                 self._age[need] = 0
             action = self._plan[self._rows, self._age]
@@ -105,7 +124,7 @@ class ChunkExecutor:
         tp = self.spec.pred_horizon
         self._made[fresh] = -(1 << 40)
         slot = self._step % tp
-        self._ring[self._rows, slot] = self._plan_all(window)
+        self._ring[self._rows, slot] = self._plan_all(window, image_windows)
         self._made[self._rows, slot] = self._step
         offset = self._step[:, None] - self._made  # [N, slots]: how many steps ago each plan was made
         valid = (offset >= 0) & (offset < tp)
@@ -166,6 +185,8 @@ class ChunkedOnnxPolicy(OnnxPolicy):
         want_in = {self.contract.input_name: [c.obs_horizon, self.contract.obs_dim]}
         if c.noise_input:
             want_in[c.noise_input] = [c.pred_horizon, self.contract.action.size]
+        images = {cam["input"]: [c.obs_horizon, *c.image_shape(name)] for name, cam in c.cameras.items()}
+        want_in.update(images)
         ports = {p.name: p for p in self._session.get_inputs()}
         if set(ports) != set(want_in):
             raise ContractError(f"model inputs are {sorted(ports)}, the contract expects {sorted(want_in)}")
@@ -177,24 +198,28 @@ class ChunkedOnnxPolicy(OnnxPolicy):
         want = {**want_in, self.contract.output_name: [c.pred_horizon, self.contract.action.size]}
         for port in [*ports.values(), outputs[0]]:
             shape = list(port.shape)
+            dtype = "uint8" if port.name in images else "float"
             if (
-                port.type != "tensor(float)"
-                or len(shape) != 3
+                port.type != f"tensor({dtype})"
+                or len(shape) != 1 + len(want[port.name])
                 or any(isinstance(d, int) and d != w for d, w in zip(shape[1:], want[port.name], strict=True))
             ):
                 raise ContractError(
-                    f"model port '{port.name}' is {port.type} {shape}, the contract expects float [batch, "
+                    f"model port '{port.name}' is {port.type} {shape}, the contract expects {dtype} [batch, "
                     f"{', '.join(map(str, want[port.name]))}]"
                 )
 
-    def sample(self, window: np.ndarray) -> np.ndarray:
-        """One plan per row: ``window [B, To, obs_dim]`` -> normalised actions ``[B, Tp, A]`` (checked).
+    def sample(self, window: np.ndarray, images: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+        """One plan per row: ``window [B, To, obs_dim]`` (and each camera's ``uint8 [B, To, H, W, 3]`` images) ->
+        normalised actions ``[B, Tp, A]`` (checked).
 
         Raises:
             UnsafeCommandError: The graph returned non-finite actions or actions outside ``[-1, 1]``.
         """
         c = self.chunk
         feed = {self.contract.input_name: np.ascontiguousarray(window, dtype=np.float32)}
+        for name, cam in c.cameras.items():
+            feed[cam["input"]] = np.ascontiguousarray((images or {})[name], dtype=np.uint8)
         if c.noise_input:
             shape = (window.shape[0], c.pred_horizon, self.num_actions)
             feed[c.noise_input] = self._rng.standard_normal(shape, dtype=np.float32)
@@ -209,14 +234,57 @@ class ChunkedOnnxPolicy(OnnxPolicy):
         super().reset(mask)
         self.executor.reset(mask)
 
-    def run_obs(self, obs: np.ndarray) -> np.ndarray:
-        """Commands ``[N, A]`` for this control period from the newest policy inputs ``[N, obs_dim]``."""
+    def __call__(self, signals: Mapping[str, Any], images: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+        """Commands ``[N, A]`` for named robot signals (and, for a policy that sees cameras, each camera's newest
+        ``uint8 [N, H, W, 3]`` RGB image by camera name).
+
+        Raises:
+            ContractError: A signal or image is invalid or missing; nothing was run.
+            UnsafeCommandError: The graph produced a non-finite or out-of-range plan (never executed).
+        """
+        return self.run_obs(self.observation(signals), images)
+
+    def check_images(self, images: Mapping[str, np.ndarray] | None) -> dict[str, np.ndarray] | None:
+        """The images of every camera the contract names, checked: ``uint8 [N, H, W, 3]`` each.
+
+        Raises:
+            ContractError: A camera's image is missing, has another shape or type, or an unknown camera is given.
+        """
+        cams = self.chunk.cameras
+        given = dict(images or {})
+        if not cams:
+            if given:
+                raise ContractError(f"this policy sees no cameras, got images of {sorted(given)}")
+            return None
+        if set(given) != set(cams):
+            raise ContractError(f"this policy needs images of cameras {sorted(cams)}, got {sorted(given)}")
+        out = {}
+        for name in cams:
+            x = np.asarray(given[name])
+            want = (self.num_envs, *self.chunk.image_shape(name))
+            if x.dtype != np.uint8 or x.shape != want:
+                raise ContractError(
+                    f"camera '{name}' images must be uint8 {list(want)} RGB, got {x.dtype} {list(x.shape)}"
+                )
+            out[name] = x
+        return out
+
+    def run_obs(self, obs: np.ndarray, images: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+        """Commands ``[N, A]`` for this control period from the newest policy inputs ``[N, obs_dim]`` (and images,
+        see :meth:`__call__`)."""
         x = np.ascontiguousarray(np.asarray(obs, dtype=np.float32))
         if x.shape != (self.num_envs, self.obs_dim):
             raise ContractError(f"policy input must have shape [{self.num_envs}, {self.obs_dim}], got {x.shape}")
         if not np.isfinite(x).all():
             raise ContractError("policy input holds a non-finite value; nothing was run")
-        return self.command(self.executor(x), x)
+        return self.command(self.executor(x, self.check_images(images)), x)
+
+    def _zero_images(self, batch: int) -> dict[str, np.ndarray] | None:
+        """Mid-grey images of every camera (``None`` for a policy without cameras), for probes and self-tests."""
+        c = self.chunk
+        if not c.cameras:
+            return None
+        return {name: np.full((batch, *c.image_shape(name)), 128, np.uint8) for name in c.cameras}
 
     def command(self, action: np.ndarray, obs: np.ndarray) -> np.ndarray:
         """Contract mapping of normalised actions ``[N, A]`` with the reference read from ``obs [N, obs_dim]``."""
@@ -230,7 +298,8 @@ class ChunkedOnnxPolicy(OnnxPolicy):
         signals = {t.source: np.zeros((self.num_envs, t.size), dtype=np.float32) for t in self.contract.observation}
         try:
             obs = np.asarray(ObservationBuilder.for_contract(self.contract, self.num_envs)(signals))
-            action = ChunkExecutor(self.num_envs, self.chunk, self.num_actions, self.sample)(obs)
+            executor = ChunkExecutor(self.num_envs, self.chunk, self.num_actions, self.sample)
+            action = executor(obs, self._zero_images(self.num_envs))
             return self.command(action, obs)
         except ContractError as exc:
             raise RuntimeError(f"self-test failed: {exc}") from exc
@@ -238,10 +307,14 @@ class ChunkedOnnxPolicy(OnnxPolicy):
     def _verify_action_mapping(self) -> None:
         """Probe the sampler with random windows of growing magnitude: every plan finite and in ``[-1, 1]``."""
         rng = np.random.default_rng(PROBE_SEED)
-        shape = (4, self.chunk.obs_horizon, self.obs_dim)
+        to = self.chunk.obs_horizon
+        shape = (4, to, self.obs_dim)
+        images = {
+            name: rng.integers(0, 256, (4, to, *self.chunk.image_shape(name)), np.uint8) for name in self.chunk.cameras
+        }
         for magnitude in PROBE_SCALES:
             try:
-                self.sample((magnitude * rng.standard_normal(shape)).astype(np.float32))
+                self.sample((magnitude * rng.standard_normal(shape)).astype(np.float32), images)
             except UnsafeCommandError as exc:
                 raise ContractError(f"the graph does not honour the contract: {exc}") from None
 

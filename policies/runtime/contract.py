@@ -25,6 +25,8 @@ MAX_TERM_SIZE = 1 << 20
 """Largest number of values in one observation term or action (guards against absurd sizes in a file)."""
 MAX_HISTORY = 1000
 """Longest observation history (control steps) a contract may ask for."""
+MAX_IMAGE_SIDE = 4096
+"""Largest camera image side a contract may declare, pixels."""
 MIN_CONTROL_PERIOD_S = 1e-4
 """Shortest period a policy is run at, s (10 kHz). Every place a rate enters checks against it: the runtime's
 ``control_period_s``, the ROS 2 node's ``control_rate_hz``, the native node's ``--rate``, ``eval --control-rate``."""
@@ -126,6 +128,10 @@ class ChunkSpec:
         noise_input: Name of the graph's noise input (``""``: deterministic graph, no noise input).
         sampler: Sampler facts (name, steps, schedule), for humans and checks.
         ensemble_decay: Temporal-ensembling weight ``m`` (``None``: receding horizon without ensembling).
+        cameras: Camera inputs of the graph (empty: none): camera name -> ``input`` (the graph input's name, fed
+            ``uint8 [B, obs_horizon, height, width, 3]`` RGB images of the same steps as ``obs``), ``height`` and
+            ``width`` (pixels), and ``mount``: where the camera was in training (body, position in m and
+            orientation in that body's frame, field of view), so the real camera can be mounted to match.
     """
 
     obs_horizon: int
@@ -134,6 +140,12 @@ class ChunkSpec:
     noise_input: str = ""
     sampler: dict[str, Any] = field(default_factory=dict)
     ensemble_decay: float | None = None
+    cameras: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def image_shape(self, camera: str) -> tuple[int, int, int]:
+        """``(height, width, 3)`` of one camera's images."""
+        c = self.cameras[camera]
+        return int(c["height"]), int(c["width"]), 3
 
 
 @dataclass
@@ -403,6 +415,15 @@ def _validate_chunk(c: ChunkSpec) -> None:
     _finite_tree(c.sampler, "chunk.sampler")
     if c.ensemble_decay is not None:
         _number(c.ensemble_decay, "chunk.ensemble_decay")
+    if not isinstance(c.cameras, dict):
+        raise ContractError(f"chunk.cameras must be a mapping, got {type(c.cameras).__name__}")
+    for name, cam in c.cameras.items():
+        where = f"chunk.cameras.{name}"
+        if not isinstance(cam, dict) or not isinstance(cam.get("input"), str) or not cam["input"]:
+            raise ContractError(f"{where} must be a mapping with a non-empty 'input' (the graph input's name)")
+        for key in ("height", "width"):
+            _count(cam.get(key), f"{where}.{key}", MAX_IMAGE_SIDE)
+        _finite_tree(cam.get("mount", {}), f"{where}.mount")
 
 
 def _validate_training_ranges(ranges: Any) -> None:

@@ -55,6 +55,14 @@ def describe(c: Contract) -> str:
             f"  sampler: {_fmt(ch.sampler) if ch.sampler else '(deterministic)'}",
             "  each executed action maps to a command by the action section below, at the step it is applied",
         ]
+        for name, cam in ch.cameras.items():
+            h, w, _ = ch.image_shape(name)
+            lines.append(
+                f"  camera '{name}': input '{cam['input']}' uint8 [B, {ch.obs_horizon}, {h}, {w}, 3] RGB, the same "
+                "steps as the observations"
+            )
+            if cam.get("mount"):
+                lines.append(f"    mounted: {_fmt(cam['mount'])}")
     lines += [
         "",
         f"action '{c.output_name}' [B, {a.size}], kind {a.kind} ({a.unit}): "

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -26,6 +25,7 @@ from robot_rl.evaluate import pick
 from robot_rl.imitation.dataset import DatasetError, DatasetWriter, Episode, encode_image
 from robot_rl.run import LoadedRun
 from robot_rl.typed_config import to_dict
+from sim.rendering import CameraRenderer, RenderError
 
 MAX_ATTEMPT_FACTOR = 20
 """Collection gives up after ``MAX_ATTEMPT_FACTOR * episodes`` attempted episodes (a teacher that rarely succeeds)."""
@@ -133,7 +133,13 @@ def collect(
     }
     robot_fact = contract.extra.get("robot")
     robot = str(robot_fact.get("name") if isinstance(robot_fact, dict) else robot_fact or cfg.task.split("-")[0])
-    camera = _Cameras(env, cameras, image_size) if cameras else None
+    try:
+        camera = CameraRenderer(env, {c: (image_size, image_size) for c in cameras}) if cameras else None
+    except RenderError as exc:
+        env.close()
+        raise DatasetError(str(exc)) from None
+    if camera is not None:
+        extra["cameras"] = camera.mounts()
     writer = DatasetWriter(
         out, 1.0 / env.dt, state_names, list(contract.action.names), robot, extra,
         {c: (image_size, image_size) for c in cameras},
@@ -165,9 +171,9 @@ def collect(
                         executed = (action + action_noise * noise).clamp(-1.0, 1.0)
                 obs_buf[rows, step] = x.cpu().numpy()
                 if camera is not None:
-                    for world, shots in enumerate(camera.render()):
-                        for c, png in shots.items():
-                            images[world][c].append(png)
+                    for c, views in camera.render().items():
+                        for world, view in enumerate(views):
+                            images[world][c].append(encode_image(view))
                 act_buf[rows, step] = action.cpu().numpy()
                 obs, reward, terminated, truncated, info = env.step(executed)
                 rew_buf[rows, step] = reward.cpu().numpy()
@@ -210,47 +216,11 @@ def collect(
             writer.close()
     finally:
         bar.close()
+        if camera is not None:
+            camera.close()
         env.close()
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     return CollectSummary(out, kept, attempted, successes, frames, size)
-
-
-class _Cameras:
-    """Offscreen renderer of every world's current state from named cameras of the task's MuJoCo model."""
-
-    def __init__(self, env: Any, cameras: tuple[str, ...], size: int) -> None:
-        import mujoco
-
-        model = getattr(env, "_model", None)
-        if not isinstance(model, mujoco.MjModel):
-            raise DatasetError(f"task '{env.task_name}' has no MuJoCo model to render images from")
-        names = [model.camera(i).name for i in range(model.ncam)]
-        for c in cameras:
-            if c not in names:
-                raise DatasetError(f"camera '{c}' is not in the task's model (cameras: {', '.join(names) or 'none'})")
-        self.env, self.cameras, self.model = env, cameras, model
-        self.data = mujoco.MjData(model)
-        try:
-            self.renderer = mujoco.Renderer(model, size, size)
-        except Exception as exc:  # no GL context: the message says which backend was tried
-            raise DatasetError(f"offscreen rendering failed ({exc}); set MUJOCO_GL=egl (or osmesa)") from None
-
-    def render(self) -> list[dict[str, bytes]]:
-        """PNG frames ``[world][camera]`` of the current state."""
-        import mujoco
-
-        qpos = self.env.physics.qpos.detach().cpu().double().numpy()
-        out = []
-        for q in qpos:
-            self.data.qpos[:] = q
-            mujoco.mj_kinematics(self.model, self.data)
-            mujoco.mj_camlight(self.model, self.data)
-            shots = {}
-            for c in self.cameras:
-                self.renderer.update_scene(self.data, camera=c)
-                shots[c] = encode_image(self.renderer.render())
-            out.append(shots)
-        return out
 
 
 def summary_dict(summary: CollectSummary) -> dict[str, object]:

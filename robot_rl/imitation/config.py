@@ -35,6 +35,10 @@ class ChunkPolicyConfig:
         inference_steps: DDIM steps per chunk (evaluation and export).
         beta_schedule: Noise schedule (``diffusers`` name).
         clip_sample: Clip the predicted clean sample to ``[-1, 1]`` in every denoising step.
+        cameras: Dataset cameras (``observation.images.<camera>``) the student also sees, e.g. ``[wrist]``; each
+            gets an image encoder (:class:`~policies.nets.vision.ImageEncoder`). Empty: observations only.
+        image_features: Features per camera.
+        image_shift: Random-shift augmentation of training images, pixels (0: none).
     """
 
     kind: Literal["diffusion", "mlp"] = "diffusion"
@@ -52,6 +56,9 @@ class ChunkPolicyConfig:
     inference_steps: int = 10
     beta_schedule: Literal["squaredcos_cap_v2", "linear", "scaled_linear"] = "squaredcos_cap_v2"
     clip_sample: bool = True
+    cameras: list[str] = field(default_factory=list)
+    image_features: int = 64
+    image_shift: int = 4
 
     def __post_init__(self) -> None:
         if min(self.obs_horizon, self.pred_horizon, self.action_horizon) < 1:
@@ -62,6 +69,10 @@ class ChunkPolicyConfig:
             raise ValueError("policy.inference_steps must be in [1, train_steps]")
         if self.ensemble_decay is not None and not math.isfinite(self.ensemble_decay):
             raise ValueError(f"policy.ensemble_decay must be a finite number, got {self.ensemble_decay}")
+        if len(set(self.cameras)) != len(self.cameras):
+            raise ValueError(f"policy.cameras names a camera twice: {self.cameras}")
+        if self.image_features < 1 or self.image_shift < 0:
+            raise ValueError("policy.image_features must be >= 1 and policy.image_shift >= 0")
         for name in ("down_dims", "mlp_hidden"):
             if not getattr(self, name) or min(getattr(self, name)) < 1:
                 raise ValueError(f"policy.{name} must be a non-empty list of sizes >= 1")

@@ -34,7 +34,7 @@ import math
 import os
 import secrets
 import shutil
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -304,6 +304,16 @@ class Dataset:
         return int(self.info["features"][ACTION]["shape"][0])
 
     @property
+    def cameras(self) -> dict[str, tuple[int, int]]:
+        """Camera name -> image ``(height, width)`` of its ``observation.images.<camera>`` feature."""
+        feats = self.info["features"]
+        return {
+            k.removeprefix(IMAGES): (int(v["shape"][0]), int(v["shape"][1]))
+            for k, v in feats.items()
+            if k.startswith(IMAGES)
+        }
+
+    @property
     def robot_rl(self) -> dict[str, Any]:
         """The ``robot_rl`` metadata section (task, contract, ...); empty for datasets made elsewhere."""
         extra = self.info.get("robot_rl")
@@ -496,6 +506,29 @@ def decode_image(png: bytes) -> np.ndarray:
     from PIL import Image
 
     return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
+
+
+def decode_frames(episodes: Sequence[Episode], camera: str, size: tuple[int, int]) -> np.ndarray:
+    """Every frame of ``camera`` over ``episodes``, decoded: ``uint8 [F, H, W, 3]`` (episodes concatenated).
+
+    Raises:
+        DatasetError: An episode has no such camera, or a frame is not ``size`` (the message names the episode).
+    """
+    out = np.empty((sum(e.length for e in episodes), *size, 3), np.uint8)
+    row = 0
+    for i, e in enumerate(episodes):
+        if camera not in e.images:
+            raise DatasetError(f"episode {i} has no images of camera '{camera}' (it has {sorted(e.images) or 'none'})")
+        for k, png in enumerate(e.images[camera]):
+            frame = decode_image(png)
+            if frame.shape != (*size, 3):
+                raise DatasetError(
+                    f"episode {i} frame {k}: observation.images.{camera} is {list(frame.shape)}, "
+                    f"the dataset declares {[*size, 3]}"
+                )
+            out[row] = frame
+            row += 1
+    return out
 
 
 def episode_statistics(episodes: Iterable[Episode]) -> dict[str, dict[str, np.ndarray]]:

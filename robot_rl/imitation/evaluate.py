@@ -1,8 +1,9 @@
 """Evaluation of action-chunk policies in the batched simulator: success with a 95 % confidence interval.
 
 The policy runs through the same :class:`~policies.runtime.chunking.ChunkExecutor` a robot runs (receding
-horizon or temporal ensembling), fed by the task's onboard observation group, one world per episode, over several
-seeds (each seed: other starts, other randomised parameters, other sampler noise).
+horizon or temporal ensembling), fed by the task's onboard observation group (and, for a student that sees
+cameras, images rendered offscreen from each world's current state), one world per episode, over several seeds
+(each seed: other starts, other randomised parameters, other sampler noise).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from policies.nets.chunk import ChunkPolicy
 from policies.runtime.chunking import ChunkExecutor
 from policies.runtime.contract import ChunkSpec
 from robot_rl.evaluate import EVAL_SEED_OFFSET, EvalResult, PolicyFn, evaluate_env, make_eval_env, pick
+from sim.rendering import CameraRenderer
 
 Z_95 = 1.959964
 """Two-sided 95 % quantile of the standard normal."""
@@ -90,20 +92,32 @@ class ChunkEvalResult:
 
 
 def chunk_policy_fn(
-    policy: ChunkPolicy, spec: ChunkSpec, groups: list[str], num_envs: int, generator: torch.Generator
+    policy: ChunkPolicy,
+    spec: ChunkSpec,
+    groups: list[str],
+    num_envs: int,
+    generator: torch.Generator,
+    cameras: CameraRenderer | None = None,
 ) -> PolicyFn:
-    """A :data:`~robot_rl.evaluate.PolicyFn` that runs ``policy`` through a :class:`ChunkExecutor`."""
+    """A :data:`~robot_rl.evaluate.PolicyFn` that runs ``policy`` through a :class:`ChunkExecutor` (with the
+    images ``cameras`` renders of the current state, for a policy that sees cameras)."""
     device = next(policy.parameters()).device
     shape = (num_envs, policy.horizons.pred, policy.action_dim)
 
-    def sample(window: np.ndarray) -> np.ndarray:
+    def sample(window: np.ndarray, images: dict[str, np.ndarray] | None = None) -> np.ndarray:
         noise = torch.randn(shape, generator=generator, device=device)
+        views = {c: torch.from_numpy(x).to(device) for c, x in (images or {}).items()}
         with torch.inference_mode():
-            plan = policy.predict_action_chunk(torch.from_numpy(window).to(device), noise)
+            plan = policy.predict_action_chunk(torch.from_numpy(window).to(device), noise, images=views)
         return plan.cpu().numpy()
 
     executor = ChunkExecutor(num_envs, spec, policy.action_dim, sample)
-    return lambda obs: torch.from_numpy(executor(pick(obs, groups).cpu().numpy())).to(device)
+
+    def act(obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        images = cameras.render() if cameras is not None else None
+        return torch.from_numpy(executor(pick(obs, groups).cpu().numpy(), images)).to(device)
+
+    return act
 
 
 def evaluate_chunk_policy(
@@ -133,7 +147,10 @@ def evaluate_chunk_policy(
     for seed in seeds:
         env = make_eval_env(task, env_cfg, episodes, device, randomize)
         gen = torch.Generator(device=device).manual_seed(seed)
-        fn = chunk_policy_fn(policy, spec, groups, episodes, gen)
+        cameras = CameraRenderer(env, policy.cameras) if policy.cameras else None
+        fn = chunk_policy_fn(policy, spec, groups, episodes, gen, cameras)
         results.append(evaluate_env(env, fn, seed=seed + EVAL_SEED_OFFSET))
+        if cameras is not None:
+            cameras.close()
         env.close()
     return ChunkEvalResult(results, list(seeds))

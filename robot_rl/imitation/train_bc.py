@@ -9,10 +9,11 @@ Checkpoint layout (``torch.save`` dict, ``weights_only``)::
 
     format      "robot-rl-bc-checkpoint-v1"
     config      resolved BCConfig as plain data
-    dims        {"obs_dim", "action_dim"}
+    dims        {"obs_dim", "action_dim", "cameras": {camera: [height, width]}}
     contract    the observation/action contract of the demonstrations (from the dataset) or None
     env         the task config the demonstrations were collected under (plain) or None
     obs_groups  observation groups the student reads
+    camera_mounts  where the dataset's cameras were mounted (robot-rl collect --images), by camera name
     model, ema  ChunkPolicy state dicts (normalisers inside)
     optimizer, scheduler, step, elapsed_s, rng
 """
@@ -48,8 +49,27 @@ EVAL_SEEDS = (0, 1, 2)
 """Seeds of the final evaluation (pooled, with a 95 % interval)."""
 
 
-def build_policy(p: ChunkPolicyConfig, obs_dim: int, action_dim: int, stats: dict[str, Any]) -> ChunkPolicy:
-    """The student network for ``p`` with min-max statistics ``stats`` (``{feature: {min, max}}``)."""
+def build_policy(
+    p: ChunkPolicyConfig,
+    obs_dim: int,
+    action_dim: int,
+    stats: dict[str, Any],
+    cameras: dict[str, tuple[int, int]] | None = None,
+) -> ChunkPolicy:
+    """The student network for ``p`` with min-max statistics ``stats`` (``{feature: {min, max}}``), seeing the
+    images of ``cameras`` (name -> ``(height, width)``; must cover ``p.cameras``)."""
+    sizes = cameras or {}
+    missing = [c for c in p.cameras if c not in sizes]
+    if missing:
+        raise ConfigError(
+            f"policy.cameras names {missing}, but the dataset has images of {sorted(sizes) or 'no camera'} "
+            "(robot-rl collect --images CAMERA records them)"
+        )
+    vision: dict[str, Any] = {
+        "cameras": {c: sizes[c] for c in p.cameras},
+        "image_features": p.image_features,
+        "image_shift": p.image_shift,
+    }
     horizons = Horizons(p.obs_horizon, p.pred_horizon, p.action_horizon)
     ranges = (
         stats["observation.state"]["min"],
@@ -58,7 +78,7 @@ def build_policy(p: ChunkPolicyConfig, obs_dim: int, action_dim: int, stats: dic
         stats["action"]["max"],
     )
     if p.kind == "mlp":
-        return MLPChunkPolicy(obs_dim, action_dim, horizons, *ranges, hidden=p.mlp_hidden)
+        return MLPChunkPolicy(obs_dim, action_dim, horizons, *ranges, hidden=p.mlp_hidden, **vision)
     from policies.nets.diffusion import DiffusionPolicy, SamplerSettings
 
     sampler = SamplerSettings(p.train_steps, p.inference_steps, p.beta_schedule, p.clip_sample)
@@ -73,14 +93,19 @@ def build_policy(p: ChunkPolicyConfig, obs_dim: int, action_dim: int, stats: dic
         heads=p.heads,
         layers=p.layers,
         sampler=sampler,
+        **vision,
     )
 
 
-def chunk_spec(policy: ChunkPolicy, p: ChunkPolicyConfig) -> ChunkSpec:
-    """The contract's ``chunk`` section of a trained student."""
+def chunk_spec(policy: ChunkPolicy, p: ChunkPolicyConfig, mounts: dict[str, dict[str, Any]] | None = None) -> ChunkSpec:
+    """The contract's ``chunk`` section of a trained student (``mounts``: the dataset's camera mounts by name)."""
     h = policy.horizons
     noise = "noise" if p.kind == "diffusion" else ""
-    return ChunkSpec(h.obs, h.pred, h.action, noise, policy.sampler_settings(), p.ensemble_decay)
+    cameras = {
+        c: {"input": name, "height": hw[0], "width": hw[1], "mount": dict((mounts or {}).get(c, {}))}
+        for (c, hw), name in zip(policy.cameras.items(), policy.image_inputs(1), strict=True)
+    }
+    return ChunkSpec(h.obs, h.pred, h.action, noise, policy.sampler_settings(), p.ensemble_decay, cameras)
 
 
 class EMA:
@@ -153,7 +178,7 @@ class BCRun:
 
     def spec(self) -> ChunkSpec:
         """Contract chunk section of this student."""
-        return chunk_spec(self.policy, self.cfg.policy)
+        return chunk_spec(self.policy, self.cfg.policy, self.checkpoint.get("camera_mounts"))
 
     def deployment_contract(self) -> Contract:
         """The demonstrations' contract with this student's chunk section (what export writes).
@@ -253,9 +278,11 @@ def train_bc(cfg: BCConfig, resume: Path | None = None, quiet: bool = False, exp
         )
     env_cfg = _typed_env(task, meta.get("env")) if task else None
     groups = list(meta.get("obs_groups", ["policy"]))
+    mounts = meta.get("cameras") if isinstance(meta.get("cameras"), dict) else {}
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
-    policy = build_policy(cfg.policy, dataset.state_dim, dataset.action_dim, episode_statistics(dataset.episodes))
+    stats = episode_statistics(dataset.episodes)
+    policy = build_policy(cfg.policy, dataset.state_dim, dataset.action_dim, stats, dataset.cameras)
     policy.to(device)
     t = cfg.train
     opt = torch.optim.AdamW(policy.parameters(), lr=t.learning_rate, weight_decay=t.weight_decay)
@@ -278,19 +305,25 @@ def train_bc(cfg: BCConfig, resume: Path | None = None, quiet: bool = False, exp
         run_dir = resume
     else:
         run_dir = _new_run_dir(cfg, task)
-    windows = Windows(dataset.episodes, cfg.policy.obs_horizon, cfg.policy.pred_horizon)
+    windows = Windows(dataset.episodes, cfg.policy.obs_horizon, cfg.policy.pred_horizon, policy.cameras)
     tensors = [torch.from_numpy(a).to(device) for a in (windows.state, windows.action)]
     index = [torch.from_numpy(a).to(device) for a in (windows.obs_index, windows.action_index)]
+    frames = {c: torch.from_numpy(a).to(device) for c, a in windows.images.items()}  # uint8 [F, H, W, 3]
 
     def save() -> None:
         state = {
             "format": FORMAT,
             "config": to_dict(cfg),
-            "dims": {"obs_dim": dataset.state_dim, "action_dim": dataset.action_dim},
+            "dims": {
+                "obs_dim": dataset.state_dim,
+                "action_dim": dataset.action_dim,
+                "cameras": {c: list(hw) for c, hw in policy.cameras.items()},
+            },
             "contract": None if contract is None else contract.to_dict(),
             "env": None if env_cfg is None else to_dict(env_cfg),
             "task": task,
             "obs_groups": groups,
+            "camera_mounts": mounts,
             "model": policy.state_dict(),
             "ema": None if ema is None else ema.model.state_dict(),
             "optimizer": opt.state_dict(),
@@ -309,7 +342,8 @@ def train_bc(cfg: BCConfig, resume: Path | None = None, quiet: bool = False, exp
             return None
         deployed: ChunkPolicy = ema.model if ema is not None else policy
         deployed.eval()
-        out = evaluate_chunk_policy(deployed, chunk_spec(deployed, cfg.policy), task, env_cfg, groups, episodes, seeds)
+        spec = chunk_spec(deployed, cfg.policy, mounts)
+        out = evaluate_chunk_policy(deployed, spec, task, env_cfg, groups, episodes, seeds)
         policy.train()
         return out
 
@@ -325,7 +359,8 @@ def train_bc(cfg: BCConfig, resume: Path | None = None, quiet: bool = False, exp
                 break
             rows = torch.from_numpy(rng.integers(0, len(windows), t.batch_size)).to(device)
             obs, action = tensors[0][index[0][rows]], tensors[1][index[1][rows]]
-            loss, _ = policy.compute_loss(obs, action)
+            images = {c: f[index[0][rows]] for c, f in frames.items()}
+            loss, _ = policy.compute_loss(obs, action, images)
             if not torch.isfinite(loss):
                 raise CheckpointError(f"the training loss became non-finite at step {step}; last checkpoint kept")
             opt.zero_grad(set_to_none=True)
@@ -354,7 +389,7 @@ def train_bc(cfg: BCConfig, resume: Path | None = None, quiet: bool = False, exp
         evaluation = evaluate(t.eval_episodes, EVAL_SEEDS)
         if evaluation is not None:
             logger.log({"eval/success_rate": evaluation.success_rate}, step)
-            spec = chunk_spec(ema.model if ema is not None else policy, cfg.policy)
+            spec = chunk_spec(ema.model if ema is not None else policy, cfg.policy, mounts)
             write_evaluation(run_dir, evaluation, f"{task}: {cfg.policy.kind} student", spec)
     finally:
         logger.close()
@@ -424,7 +459,10 @@ def load_bc_run(run_dir: Path, device: str = "cpu") -> BCRun:
     d = state["dims"]
     zeros = {"min": np.zeros(d["obs_dim"]), "max": np.ones(d["obs_dim"])}
     azeros = {"min": np.zeros(d["action_dim"]), "max": np.ones(d["action_dim"])}
-    policy = build_policy(cfg.policy, d["obs_dim"], d["action_dim"], {"observation.state": zeros, "action": azeros})
+    cams = {c: (int(hw[0]), int(hw[1])) for c, hw in dict(d.get("cameras") or {}).items()}
+    policy = build_policy(
+        cfg.policy, d["obs_dim"], d["action_dim"], {"observation.state": zeros, "action": azeros}, cams
+    )
     weights = state["ema"] if state.get("ema") is not None else state["model"]
     if (bad := first_non_finite(weights)) is not None:
         raise CheckpointError(f"checkpoint in '{run_dir}' holds non-finite values in '{bad}'")

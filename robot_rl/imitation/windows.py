@@ -14,11 +14,11 @@ action.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from robot_rl.imitation.dataset import Episode
+from robot_rl.imitation.dataset import Episode, decode_frames
 
 
 class Windows:
@@ -28,15 +28,23 @@ class Windows:
         episodes: Demonstrations.
         obs_horizon: ``To`` >= 1.
         pred_horizon: ``Tp`` >= 1.
+        cameras: Camera name -> image ``(height, width)`` to decode for image windows (empty: none).
 
     Attributes:
         state: All frames' observations ``[F, D_o]`` float32 (episodes concatenated).
         action: All frames' actions ``[F, D_a]`` float32.
         obs_index: ``[F, To]`` int64 rows of ``state`` forming each window's observations, oldest first.
         action_index: ``[F, Tp]`` int64 rows of ``action`` forming each window's action chunk.
+        images: Camera name -> all frames' images ``uint8 [F, H, W, 3]`` (indexed by ``obs_index`` like ``state``).
     """
 
-    def __init__(self, episodes: Sequence[Episode], obs_horizon: int, pred_horizon: int) -> None:
+    def __init__(
+        self,
+        episodes: Sequence[Episode],
+        obs_horizon: int,
+        pred_horizon: int,
+        cameras: Mapping[str, tuple[int, int]] | None = None,
+    ) -> None:
         if obs_horizon < 1 or pred_horizon < 1:
             raise ValueError(f"horizons must be >= 1, got obs {obs_horizon}, prediction {pred_horizon}")
         if not episodes:
@@ -51,6 +59,7 @@ class Windows:
         future = frame[:, None] + np.arange(pred_horizon)[None, :]
         self.obs_index = np.clip(past, starts[:, None], ends[:, None]).astype(np.int64)
         self.action_index = np.clip(future, starts[:, None], ends[:, None]).astype(np.int64)
+        self.images = {c: decode_frames(episodes, c, size) for c, size in (cameras or {}).items()}
 
     def __len__(self) -> int:
         return len(self.obs_index)
@@ -58,3 +67,7 @@ class Windows:
     def batch(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Windows ``rows``: observations ``[B, To, D_o]`` and action chunks ``[B, Tp, D_a]``."""
         return self.state[self.obs_index[rows]], self.action[self.action_index[rows]]
+
+    def image_batch(self, rows: np.ndarray) -> dict[str, np.ndarray]:
+        """The same windows' camera images, ``uint8 [B, To, H, W, 3]`` per camera."""
+        return {c: frames[self.obs_index[rows]] for c, frames in self.images.items()}

@@ -207,4 +207,34 @@ def test_collect_renders_camera_images_into_the_dataset(teacher: Path, tmp_path:
     assert np.abs(frames[-1].astype(int) - frames[0].astype(int)).mean() > 0.1  # the arm moved in view
     wrong = robot_rl("collect", "panda-reach", "--teacher", teacher, "--episodes", "1", "--keep-failed",
                      "--images", "top", "--out", tmp_path / "x")  # fmt: skip
-    assert wrong.returncode == 2 and "camera 'top' is not in the task's model (cameras: front)" in wrong.stderr
+    assert wrong.returncode == 2 and "camera 'top' is not in the task's model (cameras: front, wrist)" in wrong.stderr
+
+
+def test_a_student_that_sees_the_wrist_camera_trains_exports_and_tells_where_the_camera_was(tmp_path: Path) -> None:
+    data = tmp_path / "lift-wrist"
+    result = robot_rl(
+        "collect", "panda-lift", "--teacher", "scripted", "--episodes", "2", "--num-envs", "2", "--keep-failed",
+        "--images", "wrist", "--image-size", "16", "--out", data, "--quiet",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    mount = json.loads((data / "meta" / "info.json").read_text())["robot_rl"]["cameras"]["wrist"]
+    assert mount["body"] == "panda_hand" and mount["fovy_deg"] == 75.0 and mount["height"] == 16
+    runs = tmp_path / "runs"
+    sets = [a for s in ["policy.cameras=[wrist]", "policy.image_features=8", *TINY_STUDENT] for a in ("--set", s)]
+    wrong = robot_rl("train-bc", "--policy", "mlp", "--dataset", data, "--set", "policy.cameras=[front]",
+                     "--max-steps", "5", "--run-root", runs, "--quiet")  # fmt: skip
+    assert wrong.returncode == 2
+    assert "policy.cameras names ['front'], but the dataset has images of ['wrist']" in wrong.stderr
+    assert not runs.exists()
+    trained = robot_rl("train-bc", "--policy", "mlp", "--dataset", data, *sets, "--max-steps", "5",
+                       "--run-root", runs, "--quiet")  # fmt: skip
+    assert trained.returncode == 0, trained.stderr
+    (run,) = (runs / "panda-lift").iterdir()
+    contract = yaml.safe_load((run / "contract.yaml").read_text())
+    cam = contract["chunk"]["cameras"]["wrist"]
+    assert cam["input"] == "image_wrist" and (cam["height"], cam["width"]) == (16, 16)
+    assert cam["mount"]["body"] == "panda_hand"
+    shown = robot_rl("inspect", run / "policy.onnx")
+    assert shown.returncode == 0 and "camera 'wrist': input 'image_wrist' uint8 [B, 2, 16, 16, 3]" in shown.stdout
+    policy = ChunkedOnnxPolicy(run / "policy.onnx")
+    assert policy.self_test().shape == (1, 8)

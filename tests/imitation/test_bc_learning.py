@@ -65,3 +65,40 @@ def test_diffusion_student_learns_panda_reach_and_its_onnx_export_runs_the_loop(
 
     deployed = evaluate_env(env, act, seed=EVAL_SEED_OFFSET)
     assert deployed.episodes["success"].mean() >= SUCCESS_BAR - 0.15, deployed.figures
+
+
+CAMERA_STUDENT = [
+    "policy.cameras=[wrist]",
+    "train.batch_size=128",
+    "train.max_steps=1500",
+    "train.eval_episodes=100",
+    "train.save_interval=1000",
+]
+"""An MLP student of the scripted lift expert that also sees 32 x 32 wrist-camera images, 100 demonstrations (the
+benchmark uses 64 x 64, 200 demonstrations and 2,000 steps of 256: docs/benchmarks.md). Measured: 88.7 % with the
+camera, 25.7 % for the same student without it (300 episodes each, about 2.5 minutes in all on one core)."""
+
+
+CAMERA_BAR = 0.75
+"""Success the camera student must reach, and it must beat the same student without the camera by 30 points (the
+scripted expert on the exact cube: 100 %; an untrained student: 0 %)."""
+
+
+@pytest.mark.slow
+def test_a_wrist_camera_student_lifts_where_the_biased_cube_estimate_alone_fails(tmp_path: Path) -> None:
+    """The onboard cube estimate carries a 1 cm per-episode bias, so a student on observations alone misses
+    grasps; the wrist camera sees the cube between the fingers, without that bias."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        data = tmp_path / "demos"
+        collect("panda-lift", 100, data, num_envs=100, action_noise=0.2, quiet=True, cameras=("wrist",), image_size=32)
+        rates = {}
+        for name, extra in (("camera", CAMERA_STUDENT), ("state", CAMERA_STUDENT[1:])):
+            cfg = load_bc_config("mlp", overrides=extra, dataset=str(data), run_root=str(tmp_path / name))
+            result = train_bc(cfg, quiet=True, export=False)
+            assert result.evaluation is not None
+            rates[name] = result.evaluation.success_rate
+    finally:
+        torch.set_num_threads(previous)
+    assert rates["camera"] >= CAMERA_BAR and rates["camera"] >= rates["state"] + 0.3, rates

@@ -448,6 +448,36 @@ def test_a_position_policy_without_impedance_stiffness_is_refused_when_the_tank_
     assert run_graph(data, sim=False, duration_s=0.1, namespace=ros).fault != "unconfigured"
 
 
+def test_a_chunk_policy_that_sees_a_camera_is_refused_at_configure(
+    ros: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The node subscribes to no image topic, so a student that needs a camera must not start blind."""
+    import dataclasses
+
+    import sim
+    from policies.nets.bc_mlp import MLPChunkPolicy
+    from policies.nets.chunk import Horizons
+    from policies.nets.export import chunk_to_onnx_model, write_onnx
+    from policies.runtime.contract import ChunkSpec
+
+    env = sim.make("panda-reach", 1)
+    contract = env.contract(["policy"])  # type: ignore[attr-defined]
+    d, a = contract.obs_dim, contract.action.size
+    student = MLPChunkPolicy(
+        d, a, Horizons(2, 8, 4), -np.ones(d), np.ones(d), -0.1 * np.ones(a), 0.1 * np.ones(a), hidden=(16,),
+        cameras={"wrist": (16, 16)}, image_features=4,
+    ).eval()  # fmt: skip
+    cameras = {"wrist": {"input": "image_wrist", "height": 16, "width": 16}}
+    spec = ChunkSpec(2, 8, 4, "", {}, None, cameras)
+    contract = dataclasses.replace(contract, output_name="action_chunk", chunk=spec)
+    path = write_onnx(chunk_to_onnx_model(student, contract), contract, tmp_path)
+    data = read_params(PKG / "config" / "panda_reach_sim.yaml")
+    data["policy_node"].update(model_path=str(path))
+    with pytest.raises(DeployError, match="refused to configure"):
+        run_graph(data, sim=False, duration_s=0.1, namespace=ros)
+    assert "the model sees cameras ['wrist']; this node does not subscribe to camera images" in capfd.readouterr().err
+
+
 @E2E
 @pytest.mark.parametrize("ensemble_decay", [None, -0.3], ids=["receding", "ensembled"])
 def test_a_diffusion_chunk_policy_drives_the_simulated_panda_over_dds(

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from policies.nets.chunk import ChunkPolicy, Horizons
+from policies.nets.chunk import ChunkPolicy, Horizons, Images
 from policies.nets.diffusion.fixed_step import FixedStepUnet
 from policies.nets.diffusion.transformer import TransformerDenoiser
 from policies.nets.diffusion.unet import ConditionalUnet1D
@@ -53,16 +53,18 @@ class SamplerSettings:
 
 
 class DiffusionPolicy(ChunkPolicy):
-    """Denoising diffusion over action chunks, conditioned on the observation window.
+    """Denoising diffusion over action chunks, conditioned on the observation window (and camera images).
 
     Args:
         denoiser: ``unet`` (:class:`ConditionalUnet1D`) or ``transformer`` (:class:`TransformerDenoiser`).
         down_dims: U-Net channels per level.
         d_model, heads, layers: Transformer size.
         sampler: Noise schedule and default DDIM steps.
+        vision: ``cameras``, ``image_features``, ``image_shift`` (see :class:`~policies.nets.chunk.ChunkPolicy`).
         (others): See :class:`~policies.nets.chunk.ChunkPolicy`.
 
-    Shapes: ``obs [B, To, D_o] -> action [B, Tp, D_a]``.
+    Shapes: ``obs [B, To, D_o] (+ images) -> action [B, Tp, D_a]``; the denoiser is conditioned on
+    :meth:`~policies.nets.chunk.ChunkPolicy.condition` ``[B, To, D_c]``.
     """
 
     kind = "diffusion"
@@ -82,8 +84,9 @@ class DiffusionPolicy(ChunkPolicy):
         heads: int = 4,
         layers: int = 4,
         sampler: SamplerSettings | None = None,
+        **vision: Any,
     ) -> None:
-        super().__init__(obs_dim, action_dim, horizons, obs_low, obs_high, action_low, action_high)
+        super().__init__(obs_dim, action_dim, horizons, obs_low, obs_high, action_low, action_high, **vision)
         from diffusers import DDPMScheduler
 
         self.sampler = sampler or SamplerSettings()
@@ -92,10 +95,10 @@ class DiffusionPolicy(ChunkPolicy):
             factor = 2 ** (len(down_dims) - 1)
             if horizons.pred % factor:
                 raise ValueError(f"the U-Net with {len(down_dims)} levels needs pred_horizon divisible by {factor}")
-            self.denoiser: nn.Module = ConditionalUnet1D(action_dim, horizons.obs * obs_dim, down_dims)
+            self.denoiser: nn.Module = ConditionalUnet1D(action_dim, horizons.obs * self.cond_dim, down_dims)
         elif denoiser == "transformer":
             self.denoiser = TransformerDenoiser(
-                action_dim, obs_dim, horizons.obs, horizons.pred, d_model, heads, layers
+                action_dim, self.cond_dim, horizons.obs, horizons.pred, d_model, heads, layers
             )
         else:
             raise ValueError(f"unknown denoiser '{denoiser}'; choose unet or transformer")
@@ -123,26 +126,32 @@ class DiffusionPolicy(ChunkPolicy):
         sched.set_timesteps(steps or s.inference_steps)
         return sched
 
-    def compute_loss(self, obs: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+    def compute_loss(
+        self, obs: torch.Tensor, action: torch.Tensor, images: Images | None = None
+    ) -> tuple[torch.Tensor, dict[str, float]]:
         """DDPM loss: mean squared error of the predicted noise at a uniformly drawn diffusion step."""
-        self.check_obs(obs)
+        cond = self.condition(obs, images)
         x0 = self.action_norm(action)
         noise = torch.randn_like(x0)
         k = torch.randint(0, self.sampler.train_steps, (x0.shape[0],), device=x0.device)
         xk = self.train_scheduler.add_noise(x0, noise, k)
-        loss = torch.nn.functional.mse_loss(self.denoiser(xk, k, self.obs_norm(obs)), noise)
+        loss = torch.nn.functional.mse_loss(self.denoiser(xk, k, cond), noise)
         return loss, {"loss": float(loss.detach())}
 
     def predict_action_chunk(
-        self, obs: torch.Tensor, noise: torch.Tensor | None = None, steps: int | None = None
+        self,
+        obs: torch.Tensor,
+        noise: torch.Tensor | None = None,
+        steps: int | None = None,
+        *,
+        images: Images | None = None,
     ) -> torch.Tensor:
         """DDIM sampling with the library scheduler (``steps``: default the configured number)."""
-        self.check_obs(obs)
+        cond = self.condition(obs, images)
         shape = (obs.shape[0], self.horizons.pred, self.action_dim)
         x = torch.randn(shape, device=obs.device) if noise is None else noise
         if tuple(x.shape) != shape:
             raise ValueError(f"noise must be {list(shape)}, got {list(x.shape)}")
-        cond = self.obs_norm(obs)
         sched = self.ddim(steps)
         for t in sched.timesteps:
             eps = self.denoiser(x, t.to(obs.device).expand(obs.shape[0]), cond)
@@ -154,10 +163,11 @@ class DiffusionPolicy(ChunkPolicy):
         return UnrolledDDIM(self, steps or self.sampler.inference_steps)
 
     def export_inputs(self, batch: int) -> dict[str, torch.Tensor]:
-        """``obs [B, To, D_o]`` and the initial ``noise [B, Tp, D_a]``."""
+        """``obs [B, To, D_o]``, the initial ``noise [B, Tp, D_a]`` and each camera's ``image_<camera>``."""
         return {
             "obs": torch.zeros(batch, self.horizons.obs, self.obs_dim),
             "noise": torch.zeros(batch, self.horizons.pred, self.action_dim),
+            **self.image_inputs(batch),
         }
 
     def sampler_settings(self) -> dict[str, object]:
@@ -168,7 +178,8 @@ class DiffusionPolicy(ChunkPolicy):
 class UnrolledDDIM(nn.Module):
     """The DDIM loop for a fixed number of steps as one traceable module (see the module docstring).
 
-    Shapes: ``obs [B, To, D_o]`` raw, ``noise [B, Tp, D_a]`` standard normal -> ``[B, Tp, D_a]`` in ``[-1, 1]``.
+    Shapes: ``obs [B, To, D_o]`` raw, ``noise [B, Tp, D_a]`` standard normal, then one ``uint8 [B, To, H, W, 3]``
+    per camera -> ``[B, Tp, D_a]`` in ``[-1, 1]``.
     """
 
     def __init__(self, policy: DiffusionPolicy, steps: int) -> None:
@@ -188,10 +199,10 @@ class UnrolledDDIM(nn.Module):
         unet = policy.denoiser
         self.unet = FixedStepUnet(unet, [row[0] for row in self.rows]) if isinstance(unet, ConditionalUnet1D) else None
 
-    def forward(self, obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+    def forward(self, obs: torch.Tensor, noise: torch.Tensor, *images: torch.Tensor) -> torch.Tensor:
         """Sample one chunk per batch row."""
         p = self.policy
-        cond = p.obs_norm(obs)
+        cond = p.condition(obs, dict(zip(p.cameras, images, strict=True)))
         x = noise
         ones = torch.ones_like(noise[:, 0, 0])
         films = []

@@ -46,7 +46,7 @@ class TransformerDenoiser(nn.Module):
 
     Args:
         action_dim: ``D_a``.
-        obs_dim: ``D_o``.
+        obs_dim: Width of each condition token (``D_c``: the normalised observation and any image features).
         obs_horizon: ``To``.
         pred_horizon: ``Tp``.
         d_model: Token width.

@@ -156,6 +156,11 @@ class PolicyNode(Node):
             # chunk policies plan inside the period; integral terms integrate over the period the node runs at
             policy = open_policy(self.p("model_path"), control_period_s=1.0 / rate if rate > 0 else None)
             c = policy.contract
+            if c.chunk is not None and c.chunk.cameras:
+                raise ContractError(
+                    f"the model sees cameras {sorted(c.chunk.cameras)}; this node does not subscribe to camera "
+                    "images (run it with policies.runtime.ChunkedOnnxPolicy and feed images yourself)"
+                )
             if self.p("expected_task") and c.task != self.p("expected_task"):
                 raise ContractError(
                     f"the model is for task '{c.task}', the parameters expect '{self.p('expected_task')}'"

