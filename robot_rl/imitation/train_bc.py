@@ -65,6 +65,9 @@ def build_policy(
             f"policy.cameras names {missing}, but the dataset has images of {sorted(sizes) or 'no camera'} "
             "(robot-rl collect --images CAMERA records them)"
         )
+    small = [f"'{c}' ({sizes[c][0]}x{sizes[c][1]})" for c in p.cameras if min(sizes[c]) < 8]
+    if small:
+        raise ConfigError(f"camera images {', '.join(small)} are too small for the image encoder (at least 8x8)")
     vision: dict[str, Any] = {
         "cameras": {c: sizes[c] for c in p.cameras},
         "image_features": p.image_features,

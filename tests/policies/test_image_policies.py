@@ -68,8 +68,9 @@ def test_image_encoder_refuses_images_of_another_size() -> None:
     assert enc(torch.zeros(3, *SIZE, 3, dtype=torch.uint8)).shape == (3, 8)
     with pytest.raises(ValueError, match=r"images must be \[B, 16, 20, 3\], got \[3, 20, 16, 3\]"):
         enc(torch.zeros(3, 20, 16, 3, dtype=torch.uint8))
-    with pytest.raises(ValueError, match="multiple of 4"):
-        ImageEncoder(18, 20)
+    assert ImageEncoder(18, 9, features=8)(torch.zeros(2, 18, 9, 3, dtype=torch.uint8)).shape == (2, 8)
+    with pytest.raises(ValueError, match="at least 8 pixels a side, got 6x20"):
+        ImageEncoder(6, 20)
 
 
 def test_a_policy_with_cameras_names_missing_or_malformed_images() -> None:
