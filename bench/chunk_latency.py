@@ -9,12 +9,15 @@ What it measures: median and 99th-percentile wall time of one chunk (batch 1, ``
 - ``onnxruntime``: the exported graph (``robot-rl export onnx``), one intra-op thread, CPU provider;
 
 for the U-Net (``configs/bc-diffusion.yaml``) and the transformer denoiser, and for the MLP student (one forward
-pass). With ``--run RUN`` (a trained ``train-bc`` diffusion run) it also evaluates that run at each step count
-(``--episodes`` x 3 seeds, pooled success and 95 % interval).
+pass). With ``--camera SIZE`` the U-Net and the MLP are also timed seeing one ``SIZE x SIZE`` camera
+(``policy.cameras``: its image encoder runs once per chunk, on the ``To`` frames). With ``--run RUN`` (a trained
+``train-bc`` diffusion run) it also evaluates that run at each step count (``--episodes`` x 3 seeds, pooled success
+and 95 % interval).
 
 Run::
 
     python bench/chunk_latency.py
+    python bench/chunk_latency.py --steps 10 --seconds 1 --camera 64
     python bench/chunk_latency.py --run runs/panda-reach/<stamp>-bc-diffusion-0 --episodes 100
 """
 
@@ -66,14 +69,31 @@ def _contract(policy: ChunkPolicy) -> Contract:
         [ObservationTerm("state", OBS, "state")],
         action,
         output_name="action_chunk",
-        chunk=ChunkSpec(H.obs, H.pred, H.action, noise, policy.sampler_settings()),
+        chunk=ChunkSpec(
+            H.obs,
+            H.pred,
+            H.action,
+            noise,
+            policy.sampler_settings(),
+            cameras={c: {"input": f"image_{c}", "height": h, "width": w} for c, (h, w) in policy.cameras.items()},
+        ),
     )
 
 
-def _students(steps: int) -> dict[str, ChunkPolicy]:
+def mlp_ranges() -> tuple[np.ndarray, ...]:
+    """Observation and action ranges of the timed students (their values do not change the cost)."""
+    return -np.ones(OBS), np.ones(OBS), -np.ones(ACT), np.ones(ACT)
+
+
+def _students(steps: int, camera: int) -> dict[str, ChunkPolicy]:
     lo, hi, alo, ahi = -np.ones(OBS), np.ones(OBS), -np.ones(ACT), np.ones(ACT)
     s = SamplerSettings(100, steps)
+    seeing = {"cameras": {"wrist": (camera, camera)}} if camera else {}
+    extra = {f"unet (32/64/128) + {camera}x{camera} camera": DiffusionPolicy(
+        OBS, ACT, H, lo, hi, alo, ahi, "unet", (32, 64, 128), sampler=s, **seeing
+    )} if camera else {}  # fmt: skip
     return {
+        **extra,
         "unet (32/64/128)": DiffusionPolicy(OBS, ACT, H, lo, hi, alo, ahi, "unet", (32, 64, 128), sampler=s),
         "unet (64/128/256)": DiffusionPolicy(OBS, ACT, H, lo, hi, alo, ahi, "unet", (64, 128, 256), sampler=s),
         "transformer (64x3)": DiffusionPolicy(
@@ -89,6 +109,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=2.0, help="timed seconds per setting")
     parser.add_argument("--run", type=Path, help="a trained train-bc diffusion run: success per step count")
     parser.add_argument("--episodes", type=int, default=100)
+    parser.add_argument("--camera", type=int, default=0, help="also time students seeing one SIZE x SIZE camera")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     options = ort.SessionOptions()
@@ -97,22 +118,33 @@ def main(argv: list[str] | None = None) -> None:
     obs = rng.standard_normal((1, H.obs, OBS)).astype(np.float32)
     noise = rng.standard_normal((1, H.pred, ACT)).astype(np.float32)
     rows = []
-    mlp = MLPChunkPolicy(OBS, ACT, H, -np.ones(OBS), np.ones(OBS), -np.ones(ACT), np.ones(ACT))
+    mlp = MLPChunkPolicy(OBS, ACT, H, *mlp_ranges())
     cases: list[tuple[str, int, ChunkPolicy]] = [("mlp (256x3)", 0, mlp)]
+    if args.camera:
+        size = (args.camera, args.camera)
+        seeing = MLPChunkPolicy(OBS, ACT, H, *mlp_ranges(), cameras={"wrist": size})
+        cases.append((f"mlp (256x3) + {args.camera}x{args.camera} camera", 0, seeing))
     for steps in args.steps:
-        cases += [(name, steps, p) for name, p in _students(steps).items()]
+        cases += [(name, steps, p) for name, p in _students(steps, args.camera).items()]
     with tempfile.TemporaryDirectory() as tmp:
         for name, steps, policy in cases:
             policy.eval()
             path = Path(tmp) / "p.onnx"
             path.write_bytes(chunk_to_onnx_model(policy, _contract(policy)).SerializeToString())
             session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-            feed = {"obs": obs, **({"noise": noise} if steps else {})}
+            images = {c: rng.integers(0, 256, (1, H.obs, h, w, 3), np.uint8) for c, (h, w) in policy.cameras.items()}
+            feed = {"obs": obs, **({"noise": noise} if steps else {}), **{f"image_{c}": x for c, x in images.items()}}
             tobs, tnoise = torch.from_numpy(obs), torch.from_numpy(noise)
+            timages = {c: torch.from_numpy(x) for c, x in images.items()}
 
-            def run_torch(p: ChunkPolicy = policy, o: torch.Tensor = tobs, n: torch.Tensor = tnoise) -> object:
+            def run_torch(
+                p: ChunkPolicy = policy,
+                o: torch.Tensor = tobs,
+                n: torch.Tensor = tnoise,
+                i: dict[str, torch.Tensor] = timages,
+            ) -> object:
                 with torch.inference_mode():
-                    return p.predict_action_chunk(o, n)
+                    return p.predict_action_chunk(o, n, images=i)
 
             t_med, t_p99 = _time(run_torch, args.seconds)
             o_med, o_p99 = _time(lambda s=session, f=feed: s.run(None, f), args.seconds)

@@ -11,11 +11,13 @@ import pytest
 import torch
 
 from policies.runtime.chunking import ChunkedOnnxPolicy
+from robot_rl.config import load_config
 from robot_rl.evaluate import EVAL_SEED_OFFSET, evaluate_env, make_eval_env
 from robot_rl.imitation.collect import collect
 from robot_rl.imitation.config import load_bc_config
 from robot_rl.imitation.train_bc import train_bc
 from robot_rl.run import load_run
+from sim.rendering import CameraRenderer
 
 CI_STUDENT = [
     "policy.pred_horizon=8",  # executed as configs/bc-diffusion.yaml: temporal ensembling, m = -0.3
@@ -93,12 +95,26 @@ def test_a_wrist_camera_student_lifts_where_the_biased_cube_estimate_alone_fails
     try:
         data = tmp_path / "demos"
         collect("panda-lift", 100, data, num_envs=100, action_noise=0.2, quiet=True, cameras=("wrist",), image_size=32)
-        rates = {}
+        rates, runs = {}, {}
         for name, extra in (("camera", CAMERA_STUDENT), ("state", CAMERA_STUDENT[1:])):
             cfg = load_bc_config("mlp", overrides=extra, dataset=str(data), run_root=str(tmp_path / name))
-            result = train_bc(cfg, quiet=True, export=False)
+            result = train_bc(cfg, quiet=True, export=name == "camera")
             assert result.evaluation is not None
-            rates[name] = result.evaluation.success_rate
+            rates[name], runs[name] = result.evaluation.success_rate, result.run_dir
     finally:
         torch.set_num_threads(previous)
     assert rates["camera"] >= CAMERA_BAR and rates["camera"] >= rates["state"] + 0.3, rates
+
+    # The exported graph through the robot-side runtime, fed the wrist camera's images like the robot would be.
+    episodes = 32
+    policy = ChunkedOnnxPolicy(runs["camera"] / "policy.onnx", num_envs=episodes, seed=0)
+    env = make_eval_env("panda-lift", load_config("panda-lift").env, episodes, torch.device("cpu"), True)
+    camera = CameraRenderer(env, {"wrist": (32, 32)})
+
+    def act(obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        command = policy.run_obs(obs["policy"].numpy(), camera.render())
+        return torch.from_numpy(policy.normalized_action(command))
+
+    deployed = evaluate_env(env, act, seed=EVAL_SEED_OFFSET)
+    camera.close()
+    assert deployed.episodes["success"].mean() >= CAMERA_BAR - 0.15, deployed.figures
