@@ -30,7 +30,7 @@ import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 import torch.distributed
 
@@ -156,6 +156,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="train-bc runs: plan every step and average the plans, each older one weighted exp(M) x the next "
         "newer (M < 0 favours newer plans; default: the run's)",
     )
+    ev.add_argument(
+        "--visual",
+        choices=("dataset", "nominal", "randomized"),
+        default="dataset",
+        help="train-bc runs that see cameras: render them as the demonstrations were (dataset, the default), "
+        "without visual randomisation (nominal), or with sim/rendering.py's default randomisation (randomized)",
+    )
 
     col = sub.add_parser(
         "collect", help="record demonstrations of a trained PPO teacher into a LeRobot-style dataset (docs/datasets.md)"
@@ -185,9 +192,14 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="+",
         default=[],
         metavar="CAMERA",
-        help="also render these cameras offscreen into observation.images.<camera> (Panda tasks: front)",
+        help="also render these cameras offscreen into observation.images.<camera> (Panda tasks: front, wrist)",
     )
     col.add_argument("--image-size", type=int, default=96, help="rendered image height and width (default: 96)")
+    col.add_argument(
+        "--visual-randomization",
+        action="store_true",
+        help="randomise light, colours, camera mount and pixel noise per episode (sim/rendering.py defaults)",
+    )
     col.add_argument("--quiet", action="store_true", help="no progress bar")
 
     bc = sub.add_parser("train-bc", help="train an action-chunk policy (diffusion or MLP) from demonstrations")
@@ -525,6 +537,7 @@ def _eval_bc(args: argparse.Namespace) -> int:
     import dataclasses
 
     from robot_rl.imitation.train_bc import evaluate_bc_run, load_bc_run
+    from sim.rendering import VisualRandomization
 
     _in_range("--seeds", args.seeds, 1, 100)
     run = load_bc_run(args.run, args.device)
@@ -546,7 +559,12 @@ def _eval_bc(args: argparse.Namespace) -> int:
         if not math.isfinite(args.ensemble_decay):
             raise ConfigError(f"--ensemble-decay must be a finite number, got {args.ensemble_decay}")
         run.cfg.policy = dataclasses.replace(run.cfg.policy, ensemble_decay=args.ensemble_decay)
-    result = evaluate_bc_run(run, args.episodes, tuple(range(args.seeds)))
+    if args.visual != "dataset" and not run.policy.cameras:
+        raise ConfigError(f"--visual {args.visual}: this student sees no camera")
+    visual: VisualRandomization | Literal["dataset"] | None = "dataset"
+    if args.visual != "dataset":
+        visual = VisualRandomization() if args.visual == "randomized" else None
+    result = evaluate_bc_run(run, args.episodes, tuple(range(args.seeds)), visual=visual)
     print(f"{run.cfg.task}, {run.cfg.policy.kind} student: {result.line()}")
     print(f"wrote {args.run / 'eval.yaml'} and {args.run / 'eval.png'}")
     return 0
@@ -556,12 +574,15 @@ def cmd_collect(args: argparse.Namespace) -> int:
     """``robot-rl collect TASK --teacher RUN --episodes N --out DIR``."""
     from robot_rl.imitation.collect import collect
     from robot_rl.run import load_run
+    from sim.rendering import VisualRandomization
 
     _in_range("--episodes", args.episodes, 1, MAX_EPISODES)
     _in_range("--num-envs", args.num_envs, 1, MAX_EPISODES)
     _in_range("--action-noise", args.action_noise, 0.0, 1.0)
     _in_range("--image-size", args.image_size, 8, 1024)
     check_device(args.device)
+    if args.visual_randomization and not args.images:
+        raise ConfigError("--visual-randomization randomises camera images; name the cameras with --images")
     if args.out.exists():
         raise ConfigError(f"--out '{args.out}' already exists; datasets are never overwritten")
     check_folder_writable(args.out.parent, "output folder")
@@ -589,6 +610,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
         device=args.device,
         cameras=tuple(args.images),
         image_size=args.image_size,
+        visual=VisualRandomization() if args.visual_randomization else None,
     )
     print("\n".join(summary.lines()))
     return 0

@@ -1,9 +1,5 @@
 """Batched simulation: the VecEnv contract, backends, tasks, domain randomisation, and camera rendering."""
 
-import os
-
-os.environ.setdefault("MUJOCO_GL", "egl")  # offscreen rendering without a display (sim.rendering); before mujoco loads
-
 from sim.registry import get_task, make, register, task_names
 from sim.vec_env import Obs, StepInfo, VecEnv
 

@@ -1,16 +1,24 @@
 """Offscreen camera images of a batched MuJoCo task: what a camera on (or beside) the robot would see in each world.
 
 Used to record demonstrations with images (``robot-rl collect --images``) and to run image-conditioned students
-in evaluation. Rendering is MuJoCo's OpenGL renderer on one context (``MUJOCO_GL=egl`` on a machine without a
-display; the CLI sets it), one world after another, about 1 ms per 64 x 64 image on a CPU (software EGL).
+in evaluation. Rendering is MuJoCo's OpenGL renderer on one context, one world after another, about 1 ms per
+64 x 64 image on a CPU (software EGL). On a machine without a display and without ``MUJOCO_GL``, the renderer uses
+EGL; only a process that renders loads it (loaded at import by every process, EGL made torch.distributed workers
+abort at exit now and then).
 
-What is drawn: each world's current joint positions (``qpos``) in the *nominal* model. Per-world geometry changes
-from domain randomisation (a randomised cube size) are not drawn, nor are lighting or textures randomised.
+What is drawn: each world's current joint positions (``qpos``), in the nominal model except for the geometry sizes
+a task asks to draw per world (``env.drawn_geom_sizes()``: the randomised cube size of the Panda cube tasks). With a
+:class:`VisualRandomization`, each world also draws its own light, colours, camera mount error and pixel noise,
+once per episode (:meth:`CameraRenderer.redraw`): domain randomisation of what the camera sees (Tobin et al. 2017),
+so that a student does not learn the renderer's exact look.
 """
 
 from __future__ import annotations
 
+import copy
+import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,18 +28,73 @@ class RenderError(ValueError):
     """A camera is unknown or offscreen rendering is unavailable; the message says which and what to do."""
 
 
+def _headless_egl() -> None:
+    """Point MuJoCo's renderer at EGL when no backend was chosen (``MUJOCO_GL``) and there is no display.
+
+    MuJoCo picks its GL backend when it is imported (GLFW by default, which needs a display); its renderer looks the
+    context class up when a renderer is made (``mujoco.rendering.classic.gl_context.GLContext``, MuJoCo 4.0).
+    """
+    if os.environ.get("MUJOCO_GL") or os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"):
+        return
+    try:
+        from mujoco.egl import GLContext
+        from mujoco.rendering.classic import gl_context
+    except (ImportError, OSError):  # no EGL here: the renderer reports its own backend's failure
+        return
+    gl_context.GLContext = GLContext
+
+
+@dataclass(frozen=True)
+class VisualRandomization:
+    """Per-episode randomisation of what the cameras see; every draw is uniform in the stated range.
+
+    Attributes:
+        light_scale: Range of each light's diffuse intensity, as factors of the model's.
+        light_shift_m: Largest shift of each light's position per axis, m.
+        color_jitter: Largest change of each geom's RGB per channel (colours are in [0, 1]).
+        camera_shift_m: Largest shift of each camera's position per axis, m (mounting tolerance).
+        camera_tilt_deg: Largest rotation of each camera about a random axis, degrees (mounting tolerance).
+        fovy_deg: Largest change of each camera's vertical field of view, degrees (lens and calibration).
+        pixel_noise: Standard deviation of Gaussian noise added to every pixel, in 0..255 units (sensor noise).
+    """
+
+    light_scale: tuple[float, float] = (0.5, 1.3)
+    light_shift_m: float = 0.3
+    color_jitter: float = 0.15
+    camera_shift_m: float = 0.005
+    camera_tilt_deg: float = 2.0
+    fovy_deg: float = 3.0
+    pixel_noise: float = 3.0
+
+    def __post_init__(self) -> None:
+        lo, hi = self.light_scale
+        if not 0 <= lo <= hi:
+            raise ValueError(f"visual randomisation light_scale must be 0 <= low <= high, got {self.light_scale}")
+        for name in ("light_shift_m", "color_jitter", "camera_shift_m", "camera_tilt_deg", "fovy_deg", "pixel_noise"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"visual randomisation {name} must be >= 0, got {getattr(self, name)}")
+
+
 class CameraRenderer:
     """Renders every world of ``env`` from named cameras of its MuJoCo model.
 
     Args:
         env: A task built on a MuJoCo model (``env._model``) with ``env.physics.qpos [N, nq]``.
         cameras: Camera name -> image ``(height, width)``, pixels.
+        randomization: Visual randomisation (``None``: every world looks like the nominal model).
+        seed: Seed of the visual draws.
 
     Raises:
         RenderError: The task has no MuJoCo model, a camera is not in it, or no GL context could be made.
     """
 
-    def __init__(self, env: Any, cameras: Mapping[str, tuple[int, int]]) -> None:
+    def __init__(
+        self,
+        env: Any,
+        cameras: Mapping[str, tuple[int, int]],
+        randomization: VisualRandomization | None = None,
+        seed: int = 0,
+    ) -> None:
         import mujoco
 
         model = getattr(env, "_model", None)
@@ -41,24 +104,73 @@ class CameraRenderer:
         for c in cameras:
             if c not in names:
                 raise RenderError(f"camera '{c}' is not in the task's model (cameras: {', '.join(names) or 'none'})")
-        self.env, self.model, self.cameras = env, model, dict(cameras)
+        self.env, self.cameras, self.randomization = env, dict(cameras), randomization
+        self.model = model = copy.deepcopy(model)  # per-world draws are written into this copy, never the task's
         self.data = mujoco.MjData(model)
+        self._rng = np.random.default_rng(seed)
+        self._cam_ids = [model.camera(c).id for c in self.cameras]
+        self._nominal = {
+            "light_diffuse": model.light_diffuse.copy(),
+            "light_pos": model.light_pos.copy(),
+            "geom_rgba": model.geom_rgba.copy(),
+            "cam_pos": model.cam_pos.copy(),
+            "cam_quat": model.cam_quat.copy(),
+            "cam_fovy": model.cam_fovy.copy(),
+        }
+        n = int(env.physics.qpos.shape[0])
+        self._draws = {k: np.repeat(v[None], n, 0) for k, v in self._nominal.items()}
+        self.redraw(np.arange(n))
         self.options = mujoco.MjvOption()
         self.options.sitegroup[:] = 0  # sites (the tcp marker) are for the viewer, not what a camera sees
         self._renderers: dict[tuple[int, int], Any] = {}
+        _headless_egl()
         try:
             for size in set(self.cameras.values()):
                 self._renderers[size] = mujoco.Renderer(model, *size)
         except Exception as exc:  # no GL context: the message says which backend was tried
             raise RenderError(f"offscreen rendering failed ({exc}); set MUJOCO_GL=egl (or osmesa)") from None
 
+    def redraw(self, worlds: np.ndarray) -> None:
+        """New visual draws for ``worlds`` (indices; call it when their episodes start). No-op without
+        randomisation."""
+        import mujoco
+
+        r, rng, nom = self.randomization, self._rng, self._nominal
+        if r is None or len(worlds) == 0:
+            return
+        for w in np.asarray(worlds, dtype=np.int64):
+            d = {k: v[w] for k, v in self._draws.items()}
+            d["light_diffuse"][:] = nom["light_diffuse"] * rng.uniform(*r.light_scale, (len(nom["light_diffuse"]), 1))
+            d["light_pos"][:] = nom["light_pos"] + rng.uniform(
+                -r.light_shift_m, r.light_shift_m, nom["light_pos"].shape
+            )
+            rgb = nom["geom_rgba"][:, :3] + rng.uniform(-r.color_jitter, r.color_jitter, (len(nom["geom_rgba"]), 3))
+            d["geom_rgba"][:, :3] = np.clip(rgb, 0.0, 1.0)
+            for i in self._cam_ids:
+                d["cam_pos"][i] = nom["cam_pos"][i] + rng.uniform(-r.camera_shift_m, r.camera_shift_m, 3)
+                axis = rng.standard_normal(3)
+                tilt = np.zeros(4)
+                mujoco.mju_axisAngle2Quat(
+                    tilt, axis / np.linalg.norm(axis), np.deg2rad(rng.uniform(0, r.camera_tilt_deg))
+                )
+                mujoco.mju_mulQuat(d["cam_quat"][i], nom["cam_quat"][i], tilt)
+                d["cam_fovy"][i] = nom["cam_fovy"][i] + rng.uniform(-r.fovy_deg, r.fovy_deg)
+
     def render(self) -> dict[str, np.ndarray]:
         """Every world's current view: camera name -> ``uint8 [N, H, W, 3]`` RGB."""
         import mujoco
 
         qpos = self.env.physics.qpos.detach().cpu().double().numpy()
+        sizes_fn = getattr(self.env, "drawn_geom_sizes", None)
+        sizes = {g: v.detach().cpu().double().numpy() for g, v in (sizes_fn() if sizes_fn else {}).items()}
+        nominal_sizes = {g: self.model.geom_size[g].copy() for g in sizes}
         out = {c: np.empty((len(qpos), h, w, 3), np.uint8) for c, (h, w) in self.cameras.items()}
         for world, q in enumerate(qpos):
+            for g, v in sizes.items():
+                self.model.geom_size[g] = v[world]
+            if self.randomization is not None:
+                for name, draws in self._draws.items():
+                    getattr(self.model, name)[:] = draws[world]
             self.data.qpos[:] = q
             mujoco.mj_kinematics(self.model, self.data)
             mujoco.mj_camlight(self.model, self.data)
@@ -66,6 +178,12 @@ class CameraRenderer:
                 renderer = self._renderers[size]
                 renderer.update_scene(self.data, camera=c, scene_option=self.options)
                 out[c][world] = renderer.render()
+        for g, v in nominal_sizes.items():
+            self.model.geom_size[g] = v
+        if self.randomization is not None and self.randomization.pixel_noise > 0:
+            for c, views in out.items():
+                noisy = views + self._rng.normal(0.0, self.randomization.pixel_noise, views.shape)
+                out[c] = np.clip(np.rint(noisy), 0, 255).astype(np.uint8)
         return out
 
     def mounts(self) -> dict[str, dict[str, Any]]:

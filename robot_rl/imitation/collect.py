@@ -25,7 +25,7 @@ from robot_rl.evaluate import pick
 from robot_rl.imitation.dataset import DatasetError, DatasetWriter, Episode, encode_image
 from robot_rl.run import LoadedRun
 from robot_rl.typed_config import to_dict
-from sim.rendering import CameraRenderer, RenderError
+from sim.rendering import CameraRenderer, RenderError, VisualRandomization
 
 MAX_ATTEMPT_FACTOR = 20
 """Collection gives up after ``MAX_ATTEMPT_FACTOR * episodes`` attempted episodes (a teacher that rarely succeeds)."""
@@ -78,6 +78,7 @@ def collect(
     device: str = "cpu",
     cameras: tuple[str, ...] = (),
     image_size: int = 96,
+    visual: VisualRandomization | None = None,
 ) -> CollectSummary:
     """Roll out ``teacher`` until ``episodes`` episodes are kept and write them to ``out``.
 
@@ -93,9 +94,9 @@ def collect(
         quiet: No progress bar.
         device: Torch device of a scripted expert's simulation (a PPO teacher's run says its own).
         cameras: Cameras of the task's MuJoCo model to render offscreen into ``observation.images.<camera>``
-            (``MUJOCO_GL=egl`` on a machine without a display); each frame shows the state its observation was taken
-            in. The rendered scene uses the nominal model's geometry (a randomised cube size is not drawn).
+            (:class:`~sim.rendering.CameraRenderer`); each frame shows the state its observation was taken in.
         image_size: Height and width of rendered images, pixels.
+        visual: Visual randomisation of the rendered images, drawn anew for every episode (``None``: none).
 
     Raises:
         DatasetError: ``out`` exists, or the teacher kept no episode in ``MAX_ATTEMPT_FACTOR * episodes`` tries
@@ -134,12 +135,14 @@ def collect(
     robot_fact = contract.extra.get("robot")
     robot = str(robot_fact.get("name") if isinstance(robot_fact, dict) else robot_fact or cfg.task.split("-")[0])
     try:
-        camera = CameraRenderer(env, {c: (image_size, image_size) for c in cameras}) if cameras else None
+        shape = (image_size, image_size)
+        camera = CameraRenderer(env, dict.fromkeys(cameras, shape), visual, seed) if cameras else None
     except RenderError as exc:
         env.close()
         raise DatasetError(str(exc)) from None
     if camera is not None:
         extra["cameras"] = camera.mounts()
+        extra["visual_randomization"] = None if visual is None else asdict(visual)
     writer = DatasetWriter(
         out, 1.0 / env.dt, state_names, list(contract.action.names), robot, extra,
         {c: (image_size, image_size) for c in cameras},
@@ -184,6 +187,8 @@ def collect(
                     continue
                 if expert is not None:
                     expert.reset(finished)
+                if camera is not None:
+                    camera.redraw(np.nonzero(done)[0])
                 assert info.success is not None
                 success = info.success.cpu().numpy()
                 for i in np.nonzero(done)[0]:

@@ -20,7 +20,7 @@ from policies.nets.chunk import ChunkPolicy
 from policies.runtime.chunking import ChunkExecutor
 from policies.runtime.contract import ChunkSpec
 from robot_rl.evaluate import EVAL_SEED_OFFSET, EvalResult, PolicyFn, evaluate_env, make_eval_env, pick
-from sim.rendering import CameraRenderer
+from sim.rendering import CameraRenderer, VisualRandomization
 
 Z_95 = 1.959964
 """Two-sided 95 % quantile of the standard normal."""
@@ -129,6 +129,7 @@ def evaluate_chunk_policy(
     episodes: int,
     seeds: Sequence[int],
     randomize: bool = True,
+    visual: VisualRandomization | None = None,
 ) -> ChunkEvalResult:
     """Run ``episodes`` episodes per seed (one world each) and pool the success.
 
@@ -141,13 +142,14 @@ def evaluate_chunk_policy(
         episodes: Episodes per seed.
         seeds: Evaluation seeds (offset by ``EVAL_SEED_OFFSET`` like every evaluation).
         randomize: Domain randomisation on.
+        visual: Visual randomisation of the camera images of a student that sees cameras (``None``: none).
     """
     device = next(policy.parameters()).device
     results = []
     for seed in seeds:
         env = make_eval_env(task, env_cfg, episodes, device, randomize)
         gen = torch.Generator(device=device).manual_seed(seed)
-        cameras = CameraRenderer(env, policy.cameras) if policy.cameras else None
+        cameras = CameraRenderer(env, policy.cameras, visual, seed + EVAL_SEED_OFFSET) if policy.cameras else None
         fn = chunk_policy_fn(policy, spec, groups, episodes, gen, cameras)
         results.append(evaluate_env(env, fn, seed=seed + EVAL_SEED_OFFSET))
         if cameras is not None:

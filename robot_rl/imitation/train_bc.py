@@ -14,6 +14,7 @@ Checkpoint layout (``torch.save`` dict, ``weights_only``)::
     env         the task config the demonstrations were collected under (plain) or None
     obs_groups  observation groups the student reads
     camera_mounts  where the dataset's cameras were mounted (robot-rl collect --images), by camera name
+    visual_randomization  the dataset's visual randomisation (plain) or None; evaluation renders with it
     model, ema  ChunkPolicy state dicts (normalisers inside)
     optimizer, scheduler, step, elapsed_s, rng
 """
@@ -26,7 +27,7 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -43,6 +44,7 @@ from robot_rl.imitation.evaluate import ChunkEvalResult, evaluate_chunk_policy
 from robot_rl.imitation.windows import Windows
 from robot_rl.logger import TrainingLogger, save_png
 from robot_rl.typed_config import ConfigError, from_dict, to_dict
+from sim.rendering import VisualRandomization
 
 FORMAT = BC_FORMAT
 EVAL_SEEDS = (0, 1, 2)
@@ -98,6 +100,20 @@ def build_policy(
         sampler=sampler,
         **vision,
     )
+
+
+def visual_randomization(plain: dict[str, Any] | None) -> VisualRandomization | None:
+    """The visual randomisation a dataset recorded (``robot_rl.visual_randomization``), typed.
+
+    Raises:
+        ConfigError: The recorded settings are not a valid :class:`~sim.rendering.VisualRandomization`.
+    """
+    if plain is None:
+        return None
+    try:
+        return from_dict(VisualRandomization, plain, "visual_randomization")
+    except (ConfigError, ValueError) as exc:
+        raise ConfigError(f"the dataset's visual_randomization is invalid: {exc}") from None
 
 
 def chunk_spec(policy: ChunkPolicy, p: ChunkPolicyConfig, mounts: dict[str, dict[str, Any]] | None = None) -> ChunkSpec:
@@ -282,6 +298,8 @@ def train_bc(cfg: BCConfig, resume: Path | None = None, quiet: bool = False, exp
     env_cfg = _typed_env(task, meta.get("env")) if task else None
     groups = list(meta.get("obs_groups", ["policy"]))
     mounts = meta.get("cameras") if isinstance(meta.get("cameras"), dict) else {}
+    visual_plain = meta.get("visual_randomization") if isinstance(meta.get("visual_randomization"), dict) else None
+    visual = visual_randomization(visual_plain)
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
     stats = episode_statistics(dataset.episodes)
@@ -327,6 +345,7 @@ def train_bc(cfg: BCConfig, resume: Path | None = None, quiet: bool = False, exp
             "task": task,
             "obs_groups": groups,
             "camera_mounts": mounts,
+            "visual_randomization": visual_plain,
             "model": policy.state_dict(),
             "ema": None if ema is None else ema.model.state_dict(),
             "optimizer": opt.state_dict(),
@@ -346,7 +365,7 @@ def train_bc(cfg: BCConfig, resume: Path | None = None, quiet: bool = False, exp
         deployed: ChunkPolicy = ema.model if ema is not None else policy
         deployed.eval()
         spec = chunk_spec(deployed, cfg.policy, mounts)
-        out = evaluate_chunk_policy(deployed, spec, task, env_cfg, groups, episodes, seeds)
+        out = evaluate_chunk_policy(deployed, spec, task, env_cfg, groups, episodes, seeds, visual=visual)
         policy.train()
         return out
 
@@ -496,16 +515,25 @@ def export_bc_run(run: BCRun, out_dir: Path | None = None) -> Path:
     return write_onnx(chunk_to_onnx_model(run.policy, contract), contract, out_dir or run.run_dir)
 
 
-def evaluate_bc_run(run: BCRun, episodes: int, seeds: tuple[int, ...], randomize: bool = True) -> ChunkEvalResult:
-    """Evaluate a loaded student (``episodes`` per seed) and write ``eval.yaml`` / ``eval.png``.
+def evaluate_bc_run(
+    run: BCRun,
+    episodes: int,
+    seeds: tuple[int, ...],
+    randomize: bool = True,
+    visual: VisualRandomization | Literal["dataset"] | None = "dataset",
+) -> ChunkEvalResult:
+    """Evaluate a loaded student (``episodes`` per seed) and write ``eval.yaml`` / ``eval.png``; a student that
+    sees cameras renders them with ``visual`` randomisation (``"dataset"``: as its demonstrations were).
 
     Raises:
         ConfigError: The run's dataset names no task to evaluate in.
     """
     if run.env_cfg is None:
         raise ConfigError(f"'{run.run_dir}' was trained on a dataset that names no task; nothing to evaluate in")
+    if visual == "dataset":
+        visual = visual_randomization(run.checkpoint.get("visual_randomization"))
     result = evaluate_chunk_policy(
-        run.policy, run.spec(), run.cfg.task, run.env_cfg, run.obs_groups, episodes, seeds, randomize
+        run.policy, run.spec(), run.cfg.task, run.env_cfg, run.obs_groups, episodes, seeds, randomize, visual
     )
     write_evaluation(run.run_dir, result, f"{run.cfg.task}: {run.cfg.policy.kind} student", run.spec())
     return result

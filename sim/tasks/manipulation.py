@@ -496,6 +496,10 @@ class CubeTask(PandaTask):
     def _task_fields(self) -> list[str]:
         return ["body_mass", "body_inertia", "geom_size", "geom_friction"]
 
+    def drawn_geom_sizes(self) -> dict[int, torch.Tensor]:
+        """Per-world sizes a camera must draw (:mod:`sim.rendering`): the cube's half edges ``[N, 3]``, m."""
+        return {self._cube_geom: self.cube_half()[:, None].expand(-1, 3)}
+
     def cube_half(self, rows: torch.Tensor | None = None) -> torch.Tensor:
         """Half edge of each world's cube, m ``[N]`` (or ``[n]`` for ``rows``)."""
         size = self.params["object_size"][:, 0]

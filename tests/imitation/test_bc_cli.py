@@ -119,6 +119,8 @@ def test_train_bc_evaluates_exports_and_resumes(dataset: Path, tmp_path: Path) -
     assert yaml.safe_load((run / "eval.yaml").read_text())["execution"]["ensemble_decay"] == -0.6
     refused = robot_rl("eval", run, "--ensemble-decay", "nan")
     assert refused.returncode == 2 and "--ensemble-decay must be a finite number" in refused.stderr
+    blind = robot_rl("eval", run, "--visual", "randomized")
+    assert blind.returncode == 2 and "--visual randomized: this student sees no camera" in blind.stderr
     exported = robot_rl("export", "onnx", run, "--out", tmp_path / "deploy")
     assert exported.returncode == 0, exported.stderr
     assert ChunkedOnnxPolicy(tmp_path / "deploy" / "policy.onnx").chunk.obs_horizon == 2
@@ -214,11 +216,16 @@ def test_a_student_that_sees_the_wrist_camera_trains_exports_and_tells_where_the
     data = tmp_path / "lift-wrist"
     result = robot_rl(
         "collect", "panda-lift", "--teacher", "scripted", "--episodes", "2", "--num-envs", "2", "--keep-failed",
-        "--images", "wrist", "--image-size", "16", "--out", data, "--quiet",
+        "--images", "wrist", "--image-size", "16", "--visual-randomization", "--out", data, "--quiet",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    mount = json.loads((data / "meta" / "info.json").read_text())["robot_rl"]["cameras"]["wrist"]
+    meta = json.loads((data / "meta" / "info.json").read_text())["robot_rl"]
+    mount = meta["cameras"]["wrist"]
     assert mount["body"] == "panda_hand" and mount["fovy_deg"] == 75.0 and mount["height"] == 16
+    assert meta["visual_randomization"]["camera_tilt_deg"] == 2.0  # evaluation renders with the same draws
+    blind = robot_rl("collect", "panda-lift", "--teacher", "scripted", "--episodes", "1", "--visual-randomization",
+                     "--out", tmp_path / "blind")  # fmt: skip
+    assert blind.returncode == 2 and "name the cameras with --images" in blind.stderr
     runs = tmp_path / "runs"
     sets = [a for s in ["policy.cameras=[wrist]", "policy.image_features=8", *TINY_STUDENT] for a in ("--set", s)]
     wrong = robot_rl("train-bc", "--policy", "mlp", "--dataset", data, "--set", "policy.cameras=[front]",
@@ -238,3 +245,5 @@ def test_a_student_that_sees_the_wrist_camera_trains_exports_and_tells_where_the
     assert shown.returncode == 0 and "camera 'wrist': input 'image_wrist' uint8 [B, 2, 16, 16, 3]" in shown.stdout
     policy = ChunkedOnnxPolicy(run / "policy.onnx")
     assert policy.self_test().shape == (1, 8)
+    nominal = robot_rl("eval", run, "--episodes", "2", "--seeds", "1", "--visual", "nominal")
+    assert nominal.returncode == 0 and "over 2 episodes, 1 seeds" in nominal.stdout, nominal.stderr
