@@ -189,17 +189,19 @@ class CameraRenderer:
     def mounts(self) -> dict[str, dict[str, Any]]:
         """Where each camera is and what it sees, for a deployment contract: the body it is fixed to, its position
         (m) and orientation (quaternion w, x, y, z) in that body's frame, MuJoCo's camera convention (looks along
-        its -z, image up is +y), vertical field of view (degrees) and image size."""
+        its -z, image up is +y), vertical field of view (degrees) and image size. Nominal values: visual
+        randomisation draws around them."""
         out = {}
+        nom = self._nominal
         for c, (h, w) in self.cameras.items():
-            cam = self.model.camera(c)
-            body = self.model.body(int(cam.bodyid[0])).name or "world"
+            i = self.model.camera(c).id
+            body = self.model.body(int(self.model.cam_bodyid[i])).name or "world"
             out[c] = {
                 "body": body,
-                "pos_m": [round(float(x), 6) for x in cam.pos],
-                "quat_wxyz": [round(float(x), 6) for x in cam.quat],
+                "pos_m": [round(float(x), 6) for x in nom["cam_pos"][i]],
+                "quat_wxyz": [round(float(x), 6) for x in nom["cam_quat"][i]],
                 "convention": "MuJoCo camera frame: looks along -z, image up is +y",
-                "fovy_deg": float(cam.fovy[0]),
+                "fovy_deg": float(nom["cam_fovy"][i]),
                 "height": h,
                 "width": w,
             }

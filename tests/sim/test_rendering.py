@@ -48,7 +48,9 @@ def test_each_world_is_drawn_from_its_own_state_and_cube_size(lift: sim.VecEnv) 
 def test_visual_randomization_differs_per_world_and_redraws_only_new_episodes(lift: sim.VecEnv) -> None:
     plain = CameraRenderer(lift, {"wrist": (32, 32)}).render()["wrist"]
     renderer = CameraRenderer(lift, {"wrist": (32, 32)}, VisualRandomization(pixel_noise=0.0), seed=3)
+    mount = renderer.mounts()
     first = renderer.render()["wrist"]
+    assert renderer.mounts() == mount and mount["wrist"]["pos_m"] == [0.05, 0.0, 0.04]  # nominal, not a draw
     assert all(np.abs(first[i].astype(int) - plain[i].astype(int)).mean() > 2 for i in range(4))
     assert np.array_equal(renderer.render()["wrist"], first)  # same episode, same look
     renderer.redraw(np.array([2]))
