@@ -42,7 +42,7 @@ from policies.runtime.onnx_policy import PolicyFileError
 from robot_rl.algorithms.ppo import TrainingDivergedError
 from robot_rl.checkpoint import CheckpointError, read_checkpoint
 from robot_rl.config import MAX_NUM_ENVS, TrainConfig, check_device
-from robot_rl.distributed import DistributedConfigError, from_environment, launched_by_torchrun
+from robot_rl.distributed import DistributedConfigError, exit_rank, from_environment, launched_by_torchrun
 from robot_rl.imitation.dataset import DatasetError
 from robot_rl.transfer.harness import SIMULATORS
 from robot_rl.typed_config import ConfigError
@@ -289,7 +289,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if threading.current_thread() is threading.main_thread():  # SIGTERM unwinds: temp files are cleaned up
         signal.signal(signal.SIGTERM, _terminated)
     try:
-        return COMMANDS[args.command](args)
+        code = COMMANDS[args.command](args)
     except USER_ERRORS as exc:
         return _fail(_describe(exc), 2)
     except TrainingDivergedError as exc:
@@ -303,6 +303,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, previous)
+    if launched_by_torchrun():  # a finished rank: the interpreter's teardown can abort it (robot_rl/distributed.py)
+        exit_rank(code)
+    return code
 
 
 def _terminated(signum: int, frame: object) -> None:

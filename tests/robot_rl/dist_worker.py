@@ -16,7 +16,7 @@ import torch
 
 from robot_rl.algorithms.ppo import PPO
 from robot_rl.config import load_config
-from robot_rl.distributed import from_environment
+from robot_rl.distributed import exit_rank, from_environment
 from robot_rl.runner import OnPolicyRunner
 
 SMALL = [
@@ -132,3 +132,4 @@ if __name__ == "__main__":
         train(sys.argv[2], Path(sys.argv[3]))
     else:
         first_update(Path(sys.argv[2]))
+    exit_rank(0)  # as robot-rl does: the interpreter's teardown aborts a finished rank now and then
