@@ -3,8 +3,8 @@
 Used to record demonstrations with images (``robot-rl collect --images``) and to run image-conditioned students
 in evaluation. Rendering is MuJoCo's OpenGL renderer on one context, one world after another, about 1 ms per
 64 x 64 image on a CPU (software EGL). On a machine without a display and without ``MUJOCO_GL``, the renderer uses
-EGL; only a process that renders loads it (loaded at import by every process, EGL made torch.distributed workers
-abort at exit now and then).
+EGL, and only a process that renders loads it (``MUJOCO_GL`` is read when MuJoCo is imported, so setting it for
+everyone would load EGL into every process that imports ``sim``).
 
 What is drawn: each world's current joint positions (``qpos``), in the nominal model except for the geometry sizes
 a task asks to draw per world (``env.drawn_geom_sizes()``: the randomised cube size of the Panda cube tasks). With a
