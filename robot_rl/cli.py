@@ -814,16 +814,23 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         f"policy_node: {result.commands} commands, {result.rejected} rejected messages, fault: {result.fault or 'none'}"
     )
     if result.sim:
-        errors = result.sim["position_errors_m"]
-        tail = errors[-max(1, round(1.0 / result.sim["control_period_s"])) :]
-        print(
-            f"sim_robot_node: {result.sim['steps']} steps, {result.sim['crashes']} crashes, "
-            f"{result.sim['rejected']} rejected commands, mean position error over the last second "
-            f"{sum(tail) / len(tail):.4f} m"
-        )
+        steps, rejected = result.sim["steps"], result.sim["rejected"]
+        print(f"sim_robot_node: {steps} steps, {rejected} rejected commands, {_sim_summary(result.sim)}")
     if args.record is not None:
         print(f"recorded {result.recorded} messages to {args.record}")
     return 0 if not result.fault else 1
+
+
+def _sim_summary(sim: dict[str, Any]) -> str:
+    """The simulated robot's figures: crashes and the position error (multirotors), or episodes and successes
+    (manipulators, whose episodes end on the task's clock)."""
+    errors = sim["position_errors_m"]
+    if errors:
+        tail = errors[-max(1, round(1.0 / sim["control_period_s"])) :]
+        return f"{sim['crashes']} crashes, mean position error over the last second {sum(tail) / len(tail):.4f} m"
+    episodes = sim["episodes_succeeded"]
+    tank = f", energy tank {sim['tank_j']:.2f} J" if "tank_j" in sim else ""
+    return f"{len(episodes)} episodes finished, {sum(episodes)} succeeded{tank}"
 
 
 def cmd_replay(args: argparse.Namespace) -> int:

@@ -279,8 +279,9 @@ class ChunkedOnnxPolicy(OnnxPolicy):
             raise ContractError("policy input holds a non-finite value; nothing was run")
         return self.command(self.executor(x, self.check_images(images)), x)
 
-    def _zero_images(self, batch: int) -> dict[str, np.ndarray] | None:
-        """Mid-grey images of every camera (``None`` for a policy without cameras), for probes and self-tests."""
+    def grey_images(self, batch: int) -> dict[str, np.ndarray] | None:
+        """Mid-grey images ``uint8 [batch, H, W, 3]`` of every camera (``None`` for a policy without cameras), for
+        probes, self-tests and warm-ups."""
         c = self.chunk
         if not c.cameras:
             return None
@@ -299,7 +300,7 @@ class ChunkedOnnxPolicy(OnnxPolicy):
         try:
             obs = np.asarray(ObservationBuilder.for_contract(self.contract, self.num_envs)(signals))
             executor = ChunkExecutor(self.num_envs, self.chunk, self.num_actions, self.sample)
-            action = executor(obs, self._zero_images(self.num_envs))
+            action = executor(obs, self.grey_images(self.num_envs))
             return self.command(action, obs)
         except ContractError as exc:
             raise RuntimeError(f"self-test failed: {exc}") from exc

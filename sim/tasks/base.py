@@ -220,6 +220,9 @@ class BatchedTask(VecEnv):
         self.last_action = torch.zeros(n, a, device=device)
         self.action_queue = torch.zeros(n, max_latency + 1, a, device=device)
         self.obs_bias = {k: torch.zeros(n, self._signal_size(k), device=device) for k in noise.bias_std}
+        self.last_signals: dict[str, torch.Tensor] = {}
+        """The onboard signals of the latest observation, noise and bias included (what the robot's sensors
+        reported), by contract source name ``[N, k]``: a simulated robot publishes these as its sensor messages."""
         self._all = torch.ones(n, dtype=torch.bool, device=device)
         self._rows = torch.arange(n, device=device)
         self._obs: Obs = {}
@@ -423,6 +426,7 @@ class BatchedTask(VecEnv):
                 signals[name] = x + std * torch.randn(x.shape, generator=self.gen, device=self.device)
         for name, bias in self.obs_bias.items():
             signals[name] = signals[name] + bias
+        self.last_signals = signals
         if refresh is None:
             policy = self.builder(signals)
         else:

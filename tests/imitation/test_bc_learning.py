@@ -1,9 +1,11 @@
 """A diffusion student learns ``panda-reach`` from its PPO teacher's demonstrations in CI-sized time, and its
-exported ONNX sampler, run through ``policies.runtime`` only, flies the same closed loop."""
+exported ONNX sampler, run through ``policies.runtime`` only, flies the same closed loop; a lift student that sees
+the wrist camera learns what the biased cube estimate alone cannot, and lifts through the runtime and over ROS 2."""
 
 from __future__ import annotations
 
 import csv
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -86,10 +88,15 @@ CAMERA_BAR = 0.75
 scripted expert on the exact cube: 100 %; an untrained student: 0 %)."""
 
 
+ROS_CONFIG = Path(__file__).resolve().parents[2] / "ros2_ws" / "src" / "robot_rl_ros" / "config"
+
+
 @pytest.mark.slow
+@pytest.mark.xdist_group("ros2-closed-loop")  # its last part is a real-time loop over DDS, like tests/ros2's
 def test_a_wrist_camera_student_lifts_where_the_biased_cube_estimate_alone_fails(tmp_path: Path) -> None:
     """The onboard cube estimate carries a 1 cm per-episode bias, so a student on observations alone misses
-    grasps; the wrist camera sees the cube between the fingers, without that bias."""
+    grasps; the wrist camera sees the cube between the fingers, without that bias. Exported, it lifts through
+    ``policies.runtime`` and over ROS 2 (images, joint states, poses over DDS; behind the energy tank)."""
     previous = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -118,3 +125,17 @@ def test_a_wrist_camera_student_lifts_where_the_biased_cube_estimate_alone_fails
     deployed = evaluate_env(env, act, seed=EVAL_SEED_OFFSET)
     camera.close()
     assert deployed.episodes["success"].mean() >= CAMERA_BAR - 0.15, deployed.figures
+
+    # On the robot's side of ROS 2: the policy node reads the wrist camera (sensor_msgs/Image), the joint states with
+    # the finger, the tool pose and the cube tracker's pose over DDS, and commands the simulated Panda (randomised,
+    # rendering its wrist camera) through the energy tank the contract sizes for lift. Six 5 s episodes; the
+    # student lifts in 89 % of them in simulation, an untrained one in none.
+    from robot_rl_ros.graph import read_params, run_graph
+
+    params = read_params(ROS_CONFIG / "panda_lift_sim.yaml")
+    params["policy_node"].update(model_path=str(runs["camera"] / "policy.onnx"))
+    params["sim_robot_node"].update(image_size=32)
+    result = run_graph(params, sim=True, duration_s=31.0, namespace=f"t{uuid.uuid4().hex[:8]}")
+    assert result.fault == "" and result.rejected == 0 and result.sim["rejected"] == 0, result
+    lifted = result.sim["episodes_succeeded"]
+    assert len(lifted) >= 5 and sum(lifted) >= len(lifted) / 2, lifted

@@ -329,6 +329,57 @@ def test_odometry_conventions_round_trip() -> None:
     assert not np.allclose(msg.twist.twist.linear.x, v_w[0])  # it really was sent in the body frame
 
 
+def test_camera_images_round_trip_and_bad_images_are_refused_by_name() -> None:
+    """sensor_msgs/Image -> RGB uint8 [1, H, W, 3]: rgb8 as published, BGR and alpha orders, padded rows; every
+    image the policy cannot use is refused naming what is wrong."""
+    from robot_rl_ros.messages import MessageError, fill_image, image_signals
+    from sensor_msgs.msg import Image
+
+    rgb = np.random.default_rng(0).integers(0, 256, (6, 5, 3), dtype=np.uint8)
+    msg = Image()
+    fill_image(msg, rgb)
+    np.testing.assert_array_equal(image_signals(msg, 6, 5)[0], rgb)
+    for encoding, pixels in (("bgr8", rgb[..., ::-1]), ("bgra8", np.concatenate((rgb[..., ::-1], rgb[..., :1]), 2)),
+                             ("rgba8", np.concatenate((rgb, rgb[..., :1]), 2))):  # fmt: skip
+        padded = np.zeros((6, 5 * pixels.shape[2] + 3), np.uint8)  # rows padded by 3 bytes, as drivers may do
+        padded[:, : 5 * pixels.shape[2]] = pixels.reshape(6, -1)
+        other = Image(height=6, width=5, encoding=encoding, step=padded.shape[1], data=padded.tobytes())
+        np.testing.assert_array_equal(image_signals(other, 6, 5)[0], rgb, err_msg=encoding)
+    bad = {
+        "image encoding 'mono8' is not supported": Image(height=6, width=5, encoding="mono8", step=5, data=bytes(30)),
+        "image is 6 x 5 pixels, the policy was trained on 8 x 8": msg,
+        "image step 15 and 89 data bytes do not describe 6 rows of 15 bytes": Image(
+            height=6, width=5, encoding="rgb8", step=15, data=bytes(89)
+        ),
+        "image step 10 and 60 data bytes": Image(height=6, width=5, encoding="rgb8", step=10, data=bytes(60)),
+    }
+    for expected, image in bad.items():
+        with pytest.raises(MessageError, match=expected):
+            image_signals(image, 8 if "8 x 8" in expected else 6, 8 if "8 x 8" in expected else 5)
+
+
+def test_gripper_object_and_table_goal_messages_become_the_contract_signals() -> None:
+    """finger_pos from the gripper's joint in the joint states, goal_xy from a goal pose; a missing finger joint or
+    a non-finite goal is refused by name."""
+    from geometry_msgs.msg import PoseStamped
+    from robot_rl_ros.messages import MessageError, goal_xy_signals, joint_state_signals
+    from sensor_msgs.msg import JointState
+
+    js = JointState(name=["j2", "finger", "j1"], position=[0.2, 0.031, 0.1], velocity=[2.0, 0.0, 1.0])
+    s = joint_state_signals(js, ["j1", "j2"], "finger")
+    np.testing.assert_allclose(s["joint_pos"][0], [0.1, 0.2], atol=1e-7)
+    np.testing.assert_allclose(s["finger_pos"][0], [0.031], atol=1e-7)
+    assert "finger_pos" not in joint_state_signals(js, ["j1"])
+    with pytest.raises(MessageError, match=r"lacks joint\(s\) \['panda_finger_joint1'\]"):
+        joint_state_signals(js, ["j1"], "panda_finger_joint1")
+    goal = PoseStamped()
+    goal.pose.position.x, goal.pose.position.y, goal.pose.position.z = 0.5, -0.1, 0.4
+    np.testing.assert_allclose(goal_xy_signals(goal)["goal_xy"][0], [0.5, -0.1], atol=1e-7)
+    goal.pose.position.y = math.nan
+    with pytest.raises(MessageError, match="goal pose holds non-finite values"):
+        goal_xy_signals(goal)
+
+
 # ------------------------------------------------------------------------------------------ launch files, honest
 def _launch_calls(path: Path) -> list[ast.Call]:
     return [n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Call)]
@@ -448,10 +499,9 @@ def test_a_position_policy_without_impedance_stiffness_is_refused_when_the_tank_
     assert run_graph(data, sim=False, duration_s=0.1, namespace=ros).fault != "unconfigured"
 
 
-def test_a_chunk_policy_that_sees_a_camera_is_refused_at_configure(
-    ros: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]
-) -> None:
-    """The node subscribes to no image topic, so a student that needs a camera must not start blind."""
+def _lift_camera_student(tmp_path: Path, size: int = 16) -> Path:
+    """An untrained lift student that sees the wrist camera (``size`` x ``size``), exported: what the node must
+    feed (its skill is tested in tests/imitation)."""
     import dataclasses
 
     import sim
@@ -460,22 +510,45 @@ def test_a_chunk_policy_that_sees_a_camera_is_refused_at_configure(
     from policies.nets.export import chunk_to_onnx_model, write_onnx
     from policies.runtime.contract import ChunkSpec
 
-    env = sim.make("panda-reach", 1)
+    env = sim.make("panda-lift", 1)
     contract = env.contract(["policy"])  # type: ignore[attr-defined]
     d, a = contract.obs_dim, contract.action.size
     student = MLPChunkPolicy(
         d, a, Horizons(2, 8, 4), -np.ones(d), np.ones(d), -0.1 * np.ones(a), 0.1 * np.ones(a), hidden=(16,),
-        cameras={"wrist": (16, 16)}, image_features=4,
+        cameras={"wrist": (size, size)}, image_features=4,
     ).eval()  # fmt: skip
-    cameras = {"wrist": {"input": "image_wrist", "height": 16, "width": 16}}
-    spec = ChunkSpec(2, 8, 4, "", {}, None, cameras)
+    spec = ChunkSpec(2, 8, 4, "", {}, None, {"wrist": {"input": "image_wrist", "height": size, "width": size}})
     contract = dataclasses.replace(contract, output_name="action_chunk", chunk=spec)
-    path = write_onnx(chunk_to_onnx_model(student, contract), contract, tmp_path)
-    data = read_params(PKG / "config" / "panda_reach_sim.yaml")
-    data["policy_node"].update(model_path=str(path))
+    return write_onnx(chunk_to_onnx_model(student, contract), contract, tmp_path)
+
+
+def test_a_camera_student_gets_the_wrist_images_over_dds_and_a_silent_or_wrong_camera_stops_it(
+    ros: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Joint states (with the finger), tool pose, the cube tracker's pose and the wrist camera's images
+    (sensor_msgs/Image) reach a lift student; without images, or with images of another size, the watchdog trips
+    and nothing the student computes from stale inputs goes out; a camera the model lacks is refused at
+    configure."""
+    data = read_params(PKG / "config" / "panda_lift_sim.yaml")
+    data["policy_node"].update(model_path=str(_lift_camera_student(tmp_path)))
+    data["sim_robot_node"].update(image_size=16)
+    result = run_graph(data, sim=True, duration_s=2.0, namespace=ros)
+    assert result.fault == "" and result.rejected == 0 and result.commands >= 0.6 * 2.0 / 0.04
+
+    data["sim_robot_node"].update(cameras=[""])  # the camera is silent
+    result = run_graph(data, sim=True, duration_s=1.0, namespace=ros)
+    assert result.fault == "watchdog"
+    assert "camera image(s) of ['wrist'] missing or older than image_timeout_s 0.2 s" in capfd.readouterr().err
+
+    data["sim_robot_node"].update(cameras=["wrist"], image_size=24)  # the camera sends another size
+    result = run_graph(data, sim=True, duration_s=1.0, namespace=ros)
+    assert result.fault == "watchdog" and result.rejected > 0
+    assert "image is 24 x 24 pixels, the policy was trained on 16 x 16" in capfd.readouterr().err
+
+    data["policy_node"].update(image_topics=["front=/front/image_raw"])
     with pytest.raises(DeployError, match="refused to configure"):
         run_graph(data, sim=False, duration_s=0.1, namespace=ros)
-    assert "the model sees cameras ['wrist']; this node does not subscribe to camera images" in capfd.readouterr().err
+    assert "image_topics names camera 'front'; the model sees ['wrist']" in capfd.readouterr().err
 
 
 @E2E

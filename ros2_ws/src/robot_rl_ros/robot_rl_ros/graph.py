@@ -121,11 +121,14 @@ def run_graph(
         if policy.trigger_configure() != TransitionCallbackReturn.SUCCESS:
             raise DeployError(f"policy_node refused to configure (state {policy._state_machine.current_state[1]})")
         if record is not None:
-            from robot_rl_ros.recording import Recorder
+            from robot_rl_ros.recording import Recorder, RecordingError
 
             assert policy.policy is not None
             model = Path(params["policy_node"]["model_path"])
-            policy.recorder = Recorder(record, model, policy.policy.control_period_s)
+            try:
+                policy.recorder = Recorder(record, model, policy.policy.control_period_s)
+            except RecordingError as exc:
+                raise DeployError(str(exc)) from None
         if activate and policy.trigger_activate() != TransitionCallbackReturn.SUCCESS:
             raise DeployError("policy_node refused to activate")
         end = time.monotonic() + duration_s

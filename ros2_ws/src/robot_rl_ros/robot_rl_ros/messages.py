@@ -1,6 +1,7 @@
 """ROS 2 messages <-> the named robot signals of a deployment contract (numpy only besides the message types).
 
-Manipulators: see the section below (``sensor_msgs/JointState``, ``geometry_msgs/PoseStamped``).
+Manipulators: see the section below (``sensor_msgs/JointState``, ``geometry_msgs/PoseStamped``). Cameras: the last
+section (``sensor_msgs/Image``).
 
 Multirotor (``nav_msgs/Odometry``, REP 105 / nav_msgs conventions): ``pose`` is in ``header.frame_id`` (the world,
 z up), ``twist`` in ``child_frame_id`` (the body). The quadrotor contract reads the position relative to its target
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 from geometry_msgs.msg import PoseStamped
 from nav_msgs.msg import Odometry
-from sensor_msgs.msg import JointState
+from sensor_msgs.msg import Image, JointState
 
 
 class MessageError(ValueError):
@@ -76,8 +77,10 @@ def fill_odometry(msg: Odometry, pos: np.ndarray, quat: np.ndarray, vel_w: np.nd
 # both in the robot's base frame. Orientations become the contract's 6-value form: the rotation's first two columns.
 
 
-def joint_state_signals(msg: JointState, joints: Sequence[str]) -> dict[str, np.ndarray]:
-    """``joint_pos`` and ``joint_vel`` (``[1, J]`` float32, the contract's joint order) from a joint state message.
+def joint_state_signals(msg: JointState, joints: Sequence[str], finger: str = "") -> dict[str, np.ndarray]:
+    """``joint_pos`` and ``joint_vel`` (``[1, J]`` float32, the contract's joint order) from a joint state message;
+    with ``finger`` (a gripper joint's name, e.g. ``panda_finger_joint1`` as franka_gripper publishes it) also
+    ``finger_pos`` ``[1, 1]``, m (that finger's opening).
 
     Raises:
         MessageError: Lengths disagree, a contract joint is missing (the message's joints are listed), or a value is
@@ -88,15 +91,19 @@ def joint_state_signals(msg: JointState, joints: Sequence[str]) -> dict[str, np.
         raise MessageError(
             f"joint_states has {len(names)} names, {len(msg.position)} positions and {len(msg.velocity)} velocities"
         )
-    missing = [j for j in joints if j not in names]
+    missing = [j for j in [*joints, *([finger] if finger else [])] if j not in names]
     if missing:
         raise MessageError(f"joint_states lacks joint(s) {missing}; it names {names}")
     idx = [names.index(j) for j in joints]
     q = np.asarray(msg.position, dtype=np.float64)[idx]
     dq = np.asarray(msg.velocity, dtype=np.float64)[idx]
-    if not (np.isfinite(q).all() and np.isfinite(dq).all()):
-        raise MessageError(f"joint_states holds non-finite values: {q.tolist()} {dq.tolist()}")
-    return {"joint_pos": q[None].astype(np.float32), "joint_vel": dq[None].astype(np.float32)}
+    f = np.asarray([msg.position[names.index(finger)]] if finger else [], dtype=np.float64)
+    if not (np.isfinite(q).all() and np.isfinite(dq).all() and np.isfinite(f).all()):
+        raise MessageError(f"joint_states holds non-finite values: {q.tolist()} {dq.tolist()} {f.tolist()}")
+    out = {"joint_pos": q[None].astype(np.float32), "joint_vel": dq[None].astype(np.float32)}
+    if finger:
+        out["finger_pos"] = f[None].astype(np.float32)
+    return out
 
 
 def pose_signals(msg: PoseStamped, prefix: str) -> dict[str, np.ndarray]:
@@ -143,8 +150,66 @@ def fill_pose(msg: PoseStamped, pos: np.ndarray, rot: np.ndarray) -> None:
     o.w, o.x, o.y, o.z = matrix_to_quat(rot)
 
 
+def goal_xy_signals(msg: PoseStamped) -> dict[str, np.ndarray]:
+    """``goal_xy`` ``[1, 2]`` (m, the table plane of the base frame) from a goal pose; its z and orientation are
+    not read.
+
+    Raises:
+        MessageError: x or y is not finite.
+    """
+    xy = np.array([msg.pose.position.x, msg.pose.position.y], dtype=np.float64)
+    if not np.isfinite(xy).all():
+        raise MessageError(f"goal pose holds non-finite values: {xy.tolist()}")
+    return {"goal_xy": xy[None].astype(np.float32)}
+
+
 def fill_joint_state(msg: JointState, names: Sequence[str], q: np.ndarray, dq: np.ndarray) -> None:
     """Write joint names, positions and velocities (efforts left empty)."""
     msg.name = list(names)
     msg.position = [float(v) for v in q]
     msg.velocity = [float(v) for v in dq]
+
+
+# ------------------------------------------------------------------------------------------------------ cameras
+# sensor_msgs/Image with the 8-bit colour encodings of sensor_msgs/image_encodings.hpp; rows are ``step`` bytes apart
+# (drivers may pad them). A policy sees RGB ``uint8 [H, W, 3]`` of exactly the size it was trained on: resizing or
+# cropping a real camera's image to the training camera's field of view belongs upstream (image_proc's resize and
+# crop nodes), where the camera's calibration is known.
+IMAGE_CHANNELS = {"rgb8": (0, 1, 2), "rgba8": (0, 1, 2), "bgr8": (2, 1, 0), "bgra8": (2, 1, 0)}
+"""Accepted encodings -> the byte offsets of red, green and blue within a pixel."""
+
+
+def image_signals(msg: Image, height: int, width: int) -> np.ndarray:
+    """RGB ``uint8 [1, height, width, 3]`` from an image message of that size.
+
+    Raises:
+        MessageError: The encoding is not 8-bit colour, the size differs from ``height x width``, or ``step`` and
+            the data's length do not describe the image.
+    """
+    order = IMAGE_CHANNELS.get(msg.encoding)
+    if order is None:
+        supported = ", ".join(sorted(IMAGE_CHANNELS))
+        raise MessageError(f"image encoding '{msg.encoding}' is not supported; expected one of {supported}")
+    if (msg.height, msg.width) != (height, width):
+        raise MessageError(
+            f"image is {msg.height} x {msg.width} pixels, the policy was trained on {height} x {width} (resize it "
+            "upstream to the training camera's field of view: see the contract's chunk.cameras mount)"
+        )
+    channels = len(msg.encoding) - 1  # "rgb8" -> 3, "rgba8" -> 4
+    row = width * channels
+    data = np.frombuffer(msg.data, dtype=np.uint8)
+    if msg.step < row or data.size != msg.step * height:
+        raise MessageError(
+            f"image step {msg.step} and {data.size} data bytes do not describe {height} rows of {row} bytes "
+            f"({msg.encoding})"
+        )
+    pixels = data.reshape(height, msg.step)[:, :row].reshape(height, width, channels)
+    return np.ascontiguousarray(pixels[:, :, list(order)])[None]
+
+
+def fill_image(msg: Image, rgb: np.ndarray) -> None:
+    """Write an RGB ``uint8 [H, W, 3]`` image into ``msg`` (``rgb8``, rows unpadded)."""
+    x = np.ascontiguousarray(rgb, dtype=np.uint8)
+    msg.height, msg.width = int(x.shape[0]), int(x.shape[1])
+    msg.encoding, msg.is_bigendian, msg.step = "rgb8", 0, 3 * int(x.shape[1])
+    msg.data = x.tobytes()

@@ -27,10 +27,18 @@ When a step runs (``trigger``):
 Which inputs, from the contract's action kind:
 
 - multirotor (``rpm``): ``nav_msgs/Odometry`` on ``odom_topic``; rotor speeds out (contract unit and motor order);
-- manipulator (``position`` or ``torque``): ``sensor_msgs/JointState`` on ``joint_states_topic`` (joints by name),
-  the tool pose the robot reports as ``geometry_msgs/PoseStamped`` on ``tcp_pose_topic`` and the goal pose on
-  ``goal_topic`` where the contract reads them; joint targets (rad, for ros2_control's forward position controller)
-  or efforts (N m, forward effort controller) out, in the contract's joint order. The energy tank
+- manipulator (``position`` or ``torque``): ``sensor_msgs/JointState`` on ``joint_states_topic`` (joints by name;
+  the gripper's finger joint too where the contract reads ``finger_pos``), the tool pose the robot reports as
+  ``geometry_msgs/PoseStamped`` on ``tcp_pose_topic``, the goal pose on ``goal_topic`` (a full pose for
+  ``target_pos``/``target_rot6``, its x and y for ``goal_xy``) and an object tracker's estimate of the object's pose
+  on ``object_pose_topic`` (``object_pos``), where the contract reads them; joint targets (rad, for ros2_control's
+  forward position controller) or efforts (N m, forward effort controller) out, in the contract's joint order (a
+  gripper command last, m per finger).
+- cameras (action-chunk policies that see images, contract ``chunk.cameras``): ``sensor_msgs/Image`` per camera on
+  ``<camera>/image_raw``, or the topic ``image_topics`` names (``["wrist=/wrist/color/image_raw"]``); 8-bit RGB or
+  BGR (with or without alpha) of exactly the trained size. The newest image of every camera goes with each step;
+  while any camera is silent for longer than ``image_timeout_s`` the inputs count as stale, so the watchdog trips
+  just as it does for silent joint states. The energy tank
   (``policies.runtime.passivity``) scales set-point jumps (position) or torques so the energy the policy injects
   never exceeds what the tank holds; its parameters come from the contract's ``filter`` section, each overridable by
   a ``tank_*`` parameter (``-1``: keep the contract's). A signal of the contract that no topic provides is refused at
@@ -58,9 +66,16 @@ from geometry_msgs.msg import PoseStamped
 from nav_msgs.msg import Odometry
 from rclpy.lifecycle import Node, State, TransitionCallbackReturn
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
-from robot_rl_ros.messages import MessageError, joint_state_signals, odometry_signals, pose_signals
+from robot_rl_ros.messages import (
+    MessageError,
+    goal_xy_signals,
+    image_signals,
+    joint_state_signals,
+    odometry_signals,
+    pose_signals,
+)
 from robot_rl_ros.spin import spin_node
-from sensor_msgs.msg import JointState
+from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Bool, Float64MultiArray, String
 
 from policies.runtime import ContractError, OnnxPolicy, open_policy
@@ -77,6 +92,9 @@ MANIPULATOR_SIGNALS = {
     "tcp_rot6": "tcp_pose_topic",
     "target_pos": "goal_topic",
     "target_rot6": "goal_topic",
+    "goal_xy": "goal_topic",
+    "finger_pos": "joint_states_topic",
+    "object_pos": "object_pose_topic",
     "last_action": "",
 }
 """Contract signals a manipulator policy may read, and the parameter naming the topic that provides each."""
@@ -98,6 +116,9 @@ PARAMETERS: dict[str, Any] = {
     "joint_states_topic": "joint_states",
     "tcp_pose_topic": "tcp_pose",
     "goal_topic": "goal_pose",
+    "object_pose_topic": "object_pose",
+    "image_topics": [""],
+    "image_timeout_s": 0.2,
     "passivity": True,
     "tank_init_j": -1.0,
     "tank_min_j": -1.0,
@@ -137,7 +158,11 @@ class PolicyNode(Node):
         self._inputs: dict[str, dict[str, np.ndarray]] = {}
         self._needed: set[str] = set()
         self._arm_joints = 0
+        self._finger = ""  # the gripper joint read as finger_pos ("" when the contract does not read it)
         self._stiffness = np.zeros(0)
+        self._cameras: dict[str, tuple[int, int, str]] = {}  # camera -> (height, width, topic)
+        self._images: dict[str, np.ndarray] = {}  # camera -> newest uint8 [1, H, W, 3]
+        self._image_at: dict[str, float] = {}
 
     def p(self, key: str) -> Any:
         """A parameter's value."""
@@ -156,11 +181,6 @@ class PolicyNode(Node):
             # chunk policies plan inside the period; integral terms integrate over the period the node runs at
             policy = open_policy(self.p("model_path"), control_period_s=1.0 / rate if rate > 0 else None)
             c = policy.contract
-            if c.chunk is not None and c.chunk.cameras:
-                raise ContractError(
-                    f"the model sees cameras {sorted(c.chunk.cameras)}; this node does not subscribe to camera "
-                    "images (run it with policies.runtime.ChunkedOnnxPolicy and feed images yourself)"
-                )
             if self.p("expected_task") and c.task != self.p("expected_task"):
                 raise ContractError(
                     f"the model is for task '{c.task}', the parameters expect '{self.p('expected_task')}'"
@@ -183,9 +203,12 @@ class PolicyNode(Node):
                 if unknown:
                     raise ContractError(f"no topic provides the contract's signal(s) {unknown} to this node")
                 self._arm_joints = self._joint_count(c)
+                self._finger = self._finger_joint(c)
                 self.tank = self._make_tank(c) if self.p("passivity") else None
+            self._cameras = self._camera_topics(c)
             policy.self_test()
-            policy.run_obs(np.zeros((1, policy.obs_dim), dtype=np.float32))  # warm-up
+            grey = [policy.grey_images(1)] if self._cameras else []  # type: ignore[attr-defined]
+            policy.run_obs(np.zeros((1, policy.obs_dim), dtype=np.float32), *grey)  # warm-up
             a = c.action
             safe = tuple(self.p("safe_command")) if self.p("safe_mode") == "command" else ()
             max_rate = float(self.p("max_rate"))
@@ -211,7 +234,8 @@ class PolicyNode(Node):
             sources = {t.source for t in c.observation}
             self._inputs = {}
             self._needed = {"joints"} | ({"tcp"} if "tcp_pos" in sources else set())
-            self._needed |= {"goal"} if "target_pos" in sources else set()
+            self._needed |= {"goal"} if sources & {"target_pos", "goal_xy"} else set()
+            self._needed |= {"object"} if "object_pos" in sources else set()
             self._subs.append(
                 self.create_subscription(
                     JointState, self.p("joint_states_topic"), self._on_joints, qos_profile_sensor_data
@@ -230,6 +254,22 @@ class PolicyNode(Node):
                 self._subs.append(
                     self.create_subscription(
                         PoseStamped, self.p("goal_topic"), lambda m: self._on_pose(m, "goal"), ESTOP_QOS
+                    )
+                )
+            if "object" in self._needed:
+                self._subs.append(
+                    self.create_subscription(
+                        PoseStamped,
+                        self.p("object_pose_topic"),
+                        lambda m: self._on_pose(m, "object"),
+                        qos_profile_sensor_data,
+                    )
+                )
+            self._images, self._image_at = {}, {}
+            for camera, (_, _, topic) in self._cameras.items():
+                self._subs.append(
+                    self.create_subscription(
+                        Image, topic, lambda m, cam=camera: self._on_image(m, cam), qos_profile_sensor_data
                     )
                 )
         self.fault = "inactive"
@@ -304,6 +344,41 @@ class PolicyNode(Node):
             )
         return int(n)
 
+    def _finger_joint(self, c: Any) -> str:
+        """The gripper joint whose position is ``finger_pos`` (the first joint after the arm's), or ``""``."""
+        if "finger_pos" not in {t.source for t in c.observation}:
+            return ""
+        if len(c.joint_names) <= self._arm_joints:
+            raise ContractError(
+                f"the contract reads finger_pos but names no gripper joint after the {self._arm_joints} arm joints "
+                f"(joint_names: {list(c.joint_names)})"
+            )
+        return str(c.joint_names[self._arm_joints])
+
+    def _camera_topics(self, c: Any) -> dict[str, tuple[int, int, str]]:
+        """Camera -> (height, width, topic) for the contract's cameras; ``image_topics`` entries ``camera=topic``
+        override the default ``<camera>/image_raw``."""
+        cameras = dict(c.chunk.cameras) if c.chunk is not None else {}
+        overrides: dict[str, str] = {}
+        for entry in (e for e in self.p("image_topics") if e):
+            camera, sep, topic = entry.partition("=")
+            if not sep or not camera or not topic:
+                raise ValueError(f"parameter image_topics entry '{entry}' is not 'camera=topic'")
+            if camera not in cameras:
+                raise ValueError(
+                    f"parameter image_topics names camera '{camera}'; the model sees {sorted(cameras) or 'none'}"
+                )
+            overrides[camera] = topic
+        if cameras and not self.manipulator:
+            raise ContractError(f"the model sees cameras {sorted(cameras)}; camera inputs are read for manipulators")
+        timeout = float(self.p("image_timeout_s"))
+        if cameras and not (math.isfinite(timeout) and timeout > 0):
+            raise ValueError(f"parameter image_timeout_s is {timeout}; expected seconds > 0")
+        return {
+            name: (int(cam["height"]), int(cam["width"]), overrides.get(name, f"{name}/image_raw"))
+            for name, cam in cameras.items()
+        }
+
     def _make_tank(self, c: Any) -> EnergyTank:
         """The energy tank from the contract's ``filter`` section, ``tank_*`` parameters overriding; position
         commands also need the impedance stiffness (``extra.impedance.stiffness_nm_per_rad``) to price a jump."""
@@ -326,7 +401,7 @@ class PolicyNode(Node):
         assert self.policy is not None
         joints = self.policy.contract.joint_names[: self._arm_joints]
         try:
-            self._inputs["joints"] = joint_state_signals(msg, joints)
+            self._inputs["joints"] = joint_state_signals(msg, joints, self._finger)
         except MessageError as exc:
             self.rejected += 1
             self.get_logger().error(f"joint_states rejected: {exc}", throttle_duration_sec=1.0)
@@ -337,8 +412,14 @@ class PolicyNode(Node):
             self._input_step()
 
     def _on_pose(self, msg: PoseStamped, which: str) -> None:
+        """``which``: ``tcp`` (the tool pose), ``goal`` (a pose, or its x and y for ``goal_xy``) or ``object``."""
         try:
-            self._inputs[which] = pose_signals(msg, "tcp" if which == "tcp" else "target")
+            if which == "goal" and self._inputs_read("goal_xy"):
+                self._inputs[which] = goal_xy_signals(msg)
+            elif which == "object":
+                self._inputs[which] = {"object_pos": pose_signals(msg, "object")["object_pos"]}
+            else:
+                self._inputs[which] = pose_signals(msg, "tcp" if which == "tcp" else "target")
         except MessageError as exc:
             self.rejected += 1
             self.get_logger().error(f"{which} pose rejected: {exc}", throttle_duration_sec=1.0)
@@ -347,10 +428,34 @@ class PolicyNode(Node):
         if which == "tcp":
             self._input_arrived()
 
+    def _inputs_read(self, source: str) -> bool:
+        assert self.policy is not None
+        return any(t.source == source for t in self.policy.contract.observation)
+
+    def _on_image(self, msg: Image, camera: str) -> None:
+        h, w, _ = self._cameras[camera]
+        try:
+            self._images[camera] = image_signals(msg, h, w)
+        except MessageError as exc:
+            self.rejected += 1
+            self.get_logger().error(f"camera '{camera}' image rejected: {exc}", throttle_duration_sec=1.0)
+            return
+        self._image_at[camera] = self._now()
+
     def _input_arrived(self) -> None:
-        """Every required manipulator input is in: merge them into the signals and feed the watchdog."""
+        """Every required manipulator input is in (and every camera's image is fresh): merge them into the signals
+        and feed the watchdog."""
         if not self._needed <= set(self._inputs):
             return
+        if self._cameras:
+            now, timeout = self._now(), float(self.p("image_timeout_s"))
+            stale = [c for c in self._cameras if now - self._image_at.get(c, -math.inf) > timeout]
+            if stale:
+                self.get_logger().error(
+                    f"camera image(s) of {stale} missing or older than image_timeout_s {timeout:g} s",
+                    throttle_duration_sec=1.0,
+                )
+                return
         merged: dict[str, np.ndarray] = {}
         for part in self._inputs.values():
             merged.update(part)
@@ -406,7 +511,10 @@ class PolicyNode(Node):
             t0 = time.perf_counter()
             try:
                 signals = {**self._signals, "last_action": self.policy.normalized_action(self._last_action)}
-                command = self.policy(signals)[0]
+                if self._cameras:
+                    command = self.policy(signals, {c: self._images[c] for c in self._cameras})[0]  # type: ignore[call-arg]
+                else:
+                    command = self.policy(signals)[0]
             except ContractError as exc:
                 self.get_logger().error(f"policy step refused: {exc}", throttle_duration_sec=1.0)
             self._infer_s.append(time.perf_counter() - t0)
@@ -464,6 +572,9 @@ class PolicyNode(Node):
             "rejected_messages": str(self.rejected),
             "published_commands": str(self.published),
         }
+        if self._image_at:
+            age = self._now() - min(self._image_at.values())
+            values["oldest_image_age_ms"] = f"{1e3 * age:.1f}"
         if self.tank_state is not None:
             tank, alpha, injected, _ = self.tank_state
             values.update({"tank_j": f"{tank:.4f}", "tank_alpha": f"{alpha:.3f}", "tank_injected_j": f"{injected:.5f}"})

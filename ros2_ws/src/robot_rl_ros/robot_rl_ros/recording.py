@@ -96,13 +96,19 @@ class Recorder:
     """Writes one MCAP file atomically (visible under its name only once :meth:`close` finished it)."""
 
     def __init__(self, path: Path, model: Path, control_period_s: float | None = None) -> None:
+        loaded = load_contract(model)
+        if loaded.action.kind != "rpm":  # checked before anything is written
+            raise RecordingError(
+                f"recordings cover multirotor policies (odometry in, rotor speeds out); this model's action kind is "
+                f"'{loaded.action.kind}', whose inputs (joint states, poses, images) are not recorded yet"
+            )
         self.path = path
         self._ctx = atomic_path(path)
         tmp = self._ctx.__enter__()
         self._file = open(tmp, "wb")  # noqa: SIM115 - closed in close()
         self._writer = Writer(self._file)
         self._schemas = {k: self._writer.register_msgdef(t, msgdef(_message_class(t))) for k, t in TOPICS.items()}
-        contract = load_contract(model).to_json()
+        contract = loaded.to_json()
         self._meta = {"model_path": str(Path(model).resolve()), "contract": contract}
         if control_period_s is not None:  # the node ran at another rate than the contract's (control_rate_hz)
             self._meta["control_period_s"] = repr(float(control_period_s))

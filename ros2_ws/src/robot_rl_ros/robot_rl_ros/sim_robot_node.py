@@ -5,11 +5,17 @@ motion-capture or state-estimator driver publishes) every control period and app
 it received (``std_msgs/Float64MultiArray``, RPM, contract motor order); it counts the steps taken with no new
 command since the previous one (``stale_ticks``: the controller missed the period).
 
-**Manipulator** (``panda-reach``): it publishes what ros2_control's ``joint_state_broadcaster`` and the Franka
-driver publish — ``sensor_msgs/JointState`` (arm and finger joints) and the tool pose (``geometry_msgs/PoseStamped``,
-base frame) — plus the episode's goal pose (latched, as an operator would send it), and applies the newest joint
-target command (``Float64MultiArray``, rad, contract joint order) as a forward position controller would. Each
-episode (the task's length) draws a new goal; the node counts episodes that met the task's success test.
+**Manipulator** (``panda-reach``, ``panda-push``, ``panda-lift``): it publishes what ros2_control's
+``joint_state_broadcaster`` and the Franka driver publish — ``sensor_msgs/JointState`` (arm and finger joints) and
+the tool pose (``geometry_msgs/PoseStamped``, base frame) — plus the episode's goal pose (latched, as an operator
+would send it: the reach pose, or the push goal on the table), and applies the newest joint target command
+(``Float64MultiArray``, rad, contract joint order; the gripper opening last where the task commands it) as a forward
+position controller would. Cube tasks also publish the cube's position as the task's tracker reports it (delayed,
+with its noise and per-episode bias while randomisation is on) on ``object_pose_topic``. With ``cameras`` set, each
+named camera's view (``sensor_msgs/Image``, ``rgb8``, ``image_size`` square) is rendered every period and published
+on ``<camera>/image_raw`` (``visual_randomization``: each episode looks different, as in ``robot-rl collect
+--visual-randomization``). Each episode (the task's length) draws a new goal; the node counts episodes that met the
+task's success test.
 
 Common to both: Physics: the task's simulation with one world, stepped (and its sensors published) every control
 period of the task's config, or at ``rate_hz`` (e.g. a motion-capture system at 250 Hz; the physics step is kept);
@@ -29,12 +35,13 @@ from geometry_msgs.msg import PoseStamped
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
-from robot_rl_ros.messages import fill_joint_state, fill_odometry, fill_pose
+from robot_rl_ros.messages import fill_image, fill_joint_state, fill_odometry, fill_pose
 from robot_rl_ros.spin import spin_node
-from sensor_msgs.msg import JointState
+from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Float64MultiArray
 
 import sim
+from sim.robots import panda
 from sim.tasks.base import at_control_period
 
 PARAMETERS: dict[str, Any] = {
@@ -48,6 +55,10 @@ PARAMETERS: dict[str, Any] = {
     "joint_states_topic": "joint_states",
     "tcp_pose_topic": "tcp_pose",
     "goal_topic": "goal_pose",
+    "object_pose_topic": "object_pose",
+    "cameras": [""],
+    "image_size": 64,
+    "visual_randomization": False,
 }
 LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
@@ -100,11 +111,26 @@ class SimRobotNode(Node):
                 np.array([int(j.qposadr[0]) for j in joints]),
                 np.array([int(j.dofadr[0]) for j in joints]),
             )
+            self._object = self.create_publisher(PoseStamped, param("object_pose_topic").value, qos_profile_sensor_data)
+            self._renderer, self._images = self._make_renderer()
         self._odom = self.create_publisher(Odometry, self.get_parameter("odom_topic").value, qos_profile_sensor_data)
         self.create_subscription(
             Float64MultiArray, self.get_parameter("command_topic").value, self._on_command, qos_profile_sensor_data
         )
         self.create_timer(self.contract.control_period_s, self._tick)
+
+    def _make_renderer(self) -> tuple[Any, dict[str, Any]]:
+        """The camera renderer and one image publisher per camera named in ``cameras`` (none: no renderer)."""
+        cameras = [c for c in self.get_parameter("cameras").value if c]
+        if not cameras:
+            return None, {}
+        from sim.rendering import CameraRenderer, VisualRandomization
+
+        size = int(self.get_parameter("image_size").value)
+        visual = VisualRandomization() if self.get_parameter("visual_randomization").value else None
+        seed = int(self.get_parameter("seed").value)
+        renderer = CameraRenderer(self.env, {c: (size, size) for c in cameras}, visual, seed)
+        return renderer, {c: self.create_publisher(Image, f"{c}/image_raw", qos_profile_sensor_data) for c in cameras}
 
     def _on_command(self, msg: Float64MultiArray) -> None:
         c = np.asarray(msg.data, dtype=np.float64)
@@ -143,7 +169,10 @@ class SimRobotNode(Node):
             goal = PoseStamped()
             goal.header.frame_id = "panda_link0"
             goal.header.stamp = self.get_clock().now().to_msg()
-            fill_pose(goal, env.target_pos[0].numpy(), env.target_rot[0].numpy())
+            if hasattr(env, "target_pos"):  # reach: a pose
+                fill_pose(goal, env.target_pos[0].numpy(), env.target_rot[0].numpy())
+            elif hasattr(env, "goal"):  # push: a point on the table
+                fill_pose(goal, np.array([*env.goal[0].tolist(), panda.TABLE_HEIGHT]), np.eye(3))
             self._goal.publish(goal)
             self._goal_sent = len(self.episodes)
         _, _, terminated, truncated, info = env.step(self._action)
@@ -151,7 +180,25 @@ class SimRobotNode(Node):
         if bool((terminated | truncated).any()):
             self.episodes.append(bool(info.success[0]))
             self._action = torch.zeros_like(self._action)  # the next episode starts from rest
+            if self._renderer is not None:
+                self._renderer.redraw(np.array([0]))
+        # the joint state last: a policy node stepping on it (trigger: input) then has this period's other inputs
         stamp = self.get_clock().now().to_msg()
+        tcp = PoseStamped()
+        tcp.header.stamp, tcp.header.frame_id = stamp, "panda_link0"
+        fill_pose(tcp, env._tcp_pos[0].numpy(), env._tcp_rot[0].numpy())
+        self._tcp.publish(tcp)
+        if "object_pos" in env.last_signals:  # the tracker's estimate, as the policy sees it in training
+            obj = PoseStamped()
+            obj.header.stamp, obj.header.frame_id = stamp, "panda_link0"
+            fill_pose(obj, env.last_signals["object_pos"][0].numpy(), np.eye(3))
+            self._object.publish(obj)
+        if self._renderer is not None:
+            for camera, view in self._renderer.render().items():
+                image = Image()
+                image.header.stamp, image.header.frame_id = stamp, camera
+                fill_image(image, view[0])
+                self._images[camera].publish(image)
         js = JointState()
         js.header.stamp = stamp
         qpos_adr, dof_adr = self._joint_adr
@@ -159,10 +206,6 @@ class SimRobotNode(Node):
             js, self._model_joints, env.physics.qpos[0].numpy()[qpos_adr], env.physics.qvel[0].numpy()[dof_adr]
         )
         self._joints.publish(js)
-        tcp = PoseStamped()
-        tcp.header.stamp, tcp.header.frame_id = stamp, "panda_link0"
-        fill_pose(tcp, env._tcp_pos[0].numpy(), env._tcp_rot[0].numpy())
-        self._tcp.publish(tcp)
 
 
 def main(args: list[str] | None = None) -> None:

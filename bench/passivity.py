@@ -1,0 +1,106 @@
+"""What the energy tank costs a trained manipulation policy: success against the tank's size, in simulation.
+
+Any exported ``panda-*`` policy (a PPO run or a ``train-bc`` student, with or without cameras) runs through
+``policies.runtime`` (ONNX + contract) in the batched MuJoCo task with randomisation on, one episode per world. Every
+command's arm set-point goes through ``policies.runtime.passivity.EnergyTank`` exactly as in the ROS 2 policy node
+(set-point jumps scaled so the virtual spring energy they inject fits in the tank, the impedance damping's
+dissipation harvested; a gripper command is not in the tank), for several ``T_max`` (``T_0 = T_max / 2``, ``T_min``
+0.1 J), and without a tank. Printed: success rate, mean and smallest ``alpha``, and the lowest tank level reached.
+
+Run::
+
+    python bench/passivity.py runs/panda-reach/<run> --episodes 64
+    python bench/passivity.py runs/panda-lift/<train-bc run> --episodes 100 --t-max 5 10 20 40 80
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from policies.runtime import open_policy
+from policies.runtime.passivity import EnergyTank, TankParams
+from robot_rl.bench import format_table
+from robot_rl.checkpoint import BC_FORMAT, read_any_checkpoint
+from robot_rl.evaluate import evaluate_env, make_eval_env
+from robot_rl.run import load_run
+
+
+def env_config(run_dir: Path) -> object:
+    """The task config a run was trained (PPO) or its demonstrations collected (train-bc) under."""
+    if read_any_checkpoint(run_dir / "checkpoint.pt").get("format") == BC_FORMAT:
+        from robot_rl.imitation.train_bc import load_bc_run
+
+        return load_bc_run(run_dir).env_cfg
+    return load_run(run_dir).cfg.env
+
+
+def run(run_dir: Path, episodes: int, t_max: float | None, seed: int) -> dict[str, float]:
+    """One randomised evaluation of ``episodes`` episodes with a tank of ``t_max`` J (``None``: no tank)."""
+    policy = open_policy(run_dir / "policy.onnx", num_envs=episodes)
+    contract = policy.contract
+    env = make_eval_env(contract.task, env_config(run_dir), episodes, torch.device("cpu"), True)
+    joints = next(t.size for t in contract.observation if t.source == "joint_pos")
+    stiffness = np.asarray(contract.extra["impedance"]["stiffness_nm_per_rad"], dtype=np.float64)
+    damping = tuple(contract.extra["impedance"]["damping_nms_per_rad"])
+    tanks = []
+    if t_max is not None:
+        params = TankParams(t_init=t_max / 2, t_min=0.1, t_max=t_max, damping=damping)
+        tanks = [EnergyTank(params, joints) for _ in range(episodes)]
+    cameras = contract.chunk.cameras if contract.chunk is not None else {}
+    renderer = None
+    if cameras:
+        from sim.rendering import CameraRenderer
+
+        renderer = CameraRenderer(env, {c: contract.chunk.image_shape(c)[:2] for c in cameras})  # type: ignore[union-attr]
+    setpoint: np.ndarray | None = None
+    alphas: list[float] = []
+    lowest = [t_max or float("nan")]
+
+    def act(obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        nonlocal setpoint
+        q = env._q.numpy().astype(np.float64)  # type: ignore[attr-defined]
+        dq = env._dq.numpy().astype(np.float64)  # type: ignore[attr-defined]
+        images = [renderer.render()] if renderer is not None else []
+        command = policy.run_obs(obs["policy"].numpy(), *images).astype(np.float64)  # type: ignore[call-arg]
+        if setpoint is None:
+            setpoint = q.copy()
+        for i, tank in enumerate(tanks):
+            step = tank.setpoint(command[i, :joints], setpoint[i], q[i], dq[i], stiffness, contract.control_period_s)
+            command[i, :joints] = step.command
+            alphas.append(step.alpha)
+            lowest[0] = min(lowest[0], step.tank)
+        setpoint = command[:, :joints].copy()
+        return torch.from_numpy(policy.normalized_action(command.astype(np.float32)))
+
+    result = evaluate_env(env, act, seed=seed)
+    if renderer is not None:
+        renderer.close()
+    env.close()
+    return {
+        "tank T_max [J]": t_max if t_max is not None else float("nan"),
+        "success": float(result.episodes["success"].mean()),
+        "mean alpha": float(np.mean(alphas)) if alphas else 1.0,
+        "min alpha": float(np.min(alphas)) if alphas else 1.0,
+        "lowest tank [J]": lowest[0],
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Evaluate without a tank and with several tank sizes; print the table."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("run", type=Path, help="panda-* run folder with policy.onnx (robot-rl train or train-bc)")
+    p.add_argument("--episodes", type=int, default=64)
+    p.add_argument("--seed", type=int, default=3)
+    p.add_argument("--t-max", type=float, nargs="+", default=[2.0, 5.0, 10.0, 20.0])
+    args = p.parse_args(argv)
+    rows = [run(args.run, args.episodes, None, args.seed)]
+    rows += [run(args.run, args.episodes, t, args.seed) for t in args.t_max]
+    print(format_table(rows))
+
+
+if __name__ == "__main__":
+    main()
