@@ -551,6 +551,47 @@ def test_a_camera_student_gets_the_wrist_images_over_dds_and_a_silent_or_wrong_c
     assert "image_topics names camera 'front'; the model sees ['wrist']" in capfd.readouterr().err
 
 
+def test_robot_rl_deploy_summarises_a_manipulator_run_and_refuses_to_record_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The CLI prints the simulated Panda's episodes (it used to divide by the quadrotor's empty error list), and
+    `--record` of a manipulator, whose inputs the recorder does not cover, is refused before anything is written."""
+    from robot_rl.cli import main
+
+    model = _lift_camera_student(tmp_path)
+    params = PKG / "config" / "panda_lift_sim.yaml"
+    sim_params = tmp_path / "lift.yaml"
+    data = yaml.safe_load(params.read_text())
+    data["sim_robot_node"]["ros__parameters"]["image_size"] = 16
+    sim_params.write_text(yaml.safe_dump(data))
+    ns = f"t{uuid.uuid4().hex[:8]}"
+    assert (
+        main(
+            [
+                "deploy",
+                "--params",
+                str(sim_params),
+                "--sim",
+                "--model",
+                str(model),
+                "--duration",
+                "1",
+                "--namespace",
+                ns,
+            ]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "policy_node:" in out and "0 rejected messages, fault: none" in out
+    assert "sim_robot_node:" in out and "episodes finished" in out
+    record = tmp_path / "run.mcap"
+    argv = ["deploy", "--params", str(sim_params), "--sim", "--model", str(model), "--duration", "1"]
+    assert main([*argv, "--namespace", ns, "--record", str(record)]) == 2
+    assert "recordings cover multirotor policies" in capsys.readouterr().err
+    assert not list(tmp_path.glob("run.mcap*"))
+
+
 @E2E
 @pytest.mark.parametrize("ensemble_decay", [None, -0.3], ids=["receding", "ensembled"])
 def test_a_diffusion_chunk_policy_drives_the_simulated_panda_over_dds(
