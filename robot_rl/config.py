@@ -68,6 +68,7 @@ class PPOConfig:
         learning_rate: Initial Adam learning rate.
         schedule: ``adaptive`` (learning rate follows the KL divergence) or ``fixed``.
         desired_kl: Target KL divergence per update for the adaptive schedule.
+        max_learning_rate: Ceiling of the adaptive learning rate (rsl_rl's is 1e-2).
         max_grad_norm: Gradient norm clip.
         min_std: Floor of the policy standard deviation.
         max_std: Ceiling of the policy standard deviation (``null``: none). With actions clipped to ``[-1, 1]`` and
@@ -87,6 +88,7 @@ class PPOConfig:
     learning_rate: float = 1e-3
     schedule: Literal["adaptive", "fixed"] = "adaptive"
     desired_kl: float = 0.01
+    max_learning_rate: float = 1e-2
     max_grad_norm: float = 1.0
     min_std: float = 0.01
     max_std: float | None = None
@@ -97,7 +99,7 @@ class PPOConfig:
                 raise ValueError(f"ppo.{name} must be >= 1, got {getattr(self, name)}")
         if not 0.0 < self.gamma <= 1.0 or not 0.0 <= self.lam <= 1.0:
             raise ValueError(f"ppo.gamma must be in (0, 1] and ppo.lam in [0, 1], got {self.gamma}, {self.lam}")
-        for name in ("learning_rate", "clip_param", "desired_kl", "max_grad_norm", "min_std"):
+        for name in ("learning_rate", "clip_param", "desired_kl", "max_learning_rate", "max_grad_norm", "min_std"):
             _positive(f"ppo.{name}", getattr(self, name))
         for name in ("value_loss_coef", "entropy_coef"):
             if not (math.isfinite(getattr(self, name)) and getattr(self, name) >= 0):

@@ -229,7 +229,7 @@ class PPO:
         if kl > 2.0 * self.cfg.desired_kl:
             self.set_learning_rate(max(1e-5, self.learning_rate / 1.5))
         elif 0.0 < kl < 0.5 * self.cfg.desired_kl:
-            self.set_learning_rate(min(1e-2, self.learning_rate * 1.5))
+            self.set_learning_rate(min(self.cfg.max_learning_rate, self.learning_rate * 1.5))
 
 
 def _require_finite(values: torch.Tensor, names: tuple[str, ...], minibatch: int) -> None:
