@@ -85,8 +85,10 @@ def test_hover_sweep_past_the_training_range_and_an_unknown_parameter(trained_ho
     rows = list(csv.DictReader((trained_hover.run_dir / "sweep_thrust_to_weight.csv").open()))
     assert [float(r["value"]) for r in rows] == pytest.approx([0.6, 1.0, 1.4])
     assert {"crash_free_rate", "tail_position_error_m", "criterion_met", "failures_go_with"} <= set(rows[0])
-    assert float(rows[1]["crash_free_rate"]) == 1.0  # nominal thrust, inside the range
-    assert rows[1]["failures_go_with"] == ""  # nothing failed, nothing named
+    # nominal thrust, inside the range, the other parameters randomised: the fixture's policy is crash-free in 99.6 %
+    # of 256 such episodes, so one crash in 16 happens now and then; too few failures to name a parameter
+    assert float(rows[1]["crash_free_rate"]) >= 15 / 16
+    assert rows[1]["failures_go_with"] == ""
     out = robot_rl("eval", trained_hover.run_dir, "--sweep", "mass=0.7:1.5", "--points", "2", "--episodes", "8",
                    "--sweep-others", "nominal")  # fmt: skip
     assert out.returncode == 0, out.stderr
