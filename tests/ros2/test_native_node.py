@@ -143,18 +143,30 @@ def test_the_native_node_commands_what_the_runtime_computes_and_rejects_bad_odom
         peer.spin(1.5)  # silence: the watchdog trips and the motor-stop command follows every period
     finally:
         stats, err = stop(proc, tmp_path)
+    # While discovery completes, the node may step on a copy of the first message before its command publisher has
+    # matched this peer: that command (best effort) never arrives. The node's own step count says how many copies it
+    # stepped on; the commands of the first `lost` steps are re-computed, not compared.
+    stepped = stats["steps"] - (len(sent) - copies)
+    lost = stepped - copies
+    assert 0 <= lost < stepped, (stats, copies)
+    sent = [odometry(0)] * stepped + sent[copies:]
+    received = [None] * lost + list(peer.commands)
     policy = OnnxPolicy(trained_hover.onnx)
     target = policy.contract.extra.get("target_position_m", [0.0, 0.0, 0.0])
     previous = np.asarray(policy.contract.action.offset, dtype=np.float32)[None]
     scale = np.asarray(policy.contract.action.scale)
     for k, msg in enumerate(sent):
         want = policy({**odometry_signals(msg, target), "last_action": policy.normalized_action(previous)})
-        diff = np.abs(peer.commands[k] - want[0]) / scale
-        assert diff.max() <= TOLERANCE, (k, peer.commands[k], want[0])
-        previous = peer.commands[k][None].astype(np.float32)
-    safe = peer.commands[len(sent) :]
+        got = received[k]
+        if got is None:
+            previous = want
+            continue
+        diff = np.abs(got - want[0]) / scale
+        assert diff.max() <= TOLERANCE, (k, lost, got, want[0])
+        previous = got[None].astype(np.float32)
+    safe = received[len(sent) :]
     assert len(safe) >= 5 and all((c == 0.0).all() for c in safe), safe[:3]
-    assert stats["fault"] == "watchdog" and stats["rejected"] == 1 and stats["steps"] == len(sent)
+    assert stats["fault"] == "watchdog" and stats["rejected"] == 1
     assert "odometry rejected" in err and "no odometry for 1.000 s" in err
 
 
