@@ -359,10 +359,10 @@ def test_camera_images_round_trip_and_bad_images_are_refused_by_name() -> None:
 
 
 def test_gripper_object_and_table_goal_messages_become_the_contract_signals() -> None:
-    """finger_pos from the gripper's joint in the joint states, goal_xy from a goal pose; a missing finger joint or
-    a non-finite goal is refused by name."""
+    """finger_pos from the gripper's joint in the joint states, goal_xy and object_pos from a pose's position (its
+    orientation unread); a missing finger joint or a non-finite goal is refused by name."""
     from geometry_msgs.msg import PoseStamped
-    from robot_rl_ros.messages import MessageError, goal_xy_signals, joint_state_signals
+    from robot_rl_ros.messages import MessageError, joint_state_signals, position_signal
     from sensor_msgs.msg import JointState
 
     js = JointState(name=["j2", "finger", "j1"], position=[0.2, 0.031, 0.1], velocity=[2.0, 0.0, 1.0])
@@ -374,10 +374,12 @@ def test_gripper_object_and_table_goal_messages_become_the_contract_signals() ->
         joint_state_signals(js, ["j1"], "panda_finger_joint1")
     goal = PoseStamped()
     goal.pose.position.x, goal.pose.position.y, goal.pose.position.z = 0.5, -0.1, 0.4
-    np.testing.assert_allclose(goal_xy_signals(goal)["goal_xy"][0], [0.5, -0.1], atol=1e-7)
+    goal.pose.orientation.w = 0.0  # unset by the tracker: not read, not refused
+    np.testing.assert_allclose(position_signal(goal, "goal_xy", axes=2)["goal_xy"][0], [0.5, -0.1], atol=1e-7)
+    np.testing.assert_allclose(position_signal(goal, "object_pos")["object_pos"][0], [0.5, -0.1, 0.4], atol=1e-7)
     goal.pose.position.y = math.nan
-    with pytest.raises(MessageError, match="goal pose holds non-finite values"):
-        goal_xy_signals(goal)
+    with pytest.raises(MessageError, match="goal_xy pose holds non-finite values"):
+        position_signal(goal, "goal_xy", axes=2)
 
 
 # ------------------------------------------------------------------------------------------ launch files, honest

@@ -79,8 +79,10 @@ def fill_odometry(msg: Odometry, pos: np.ndarray, quat: np.ndarray, vel_w: np.nd
 
 def joint_state_signals(msg: JointState, joints: Sequence[str], finger: str = "") -> dict[str, np.ndarray]:
     """``joint_pos`` and ``joint_vel`` (``[1, J]`` float32, the contract's joint order) from a joint state message;
-    with ``finger`` (a gripper joint's name, e.g. ``panda_finger_joint1`` as franka_gripper publishes it) also
-    ``finger_pos`` ``[1, 1]``, m (that finger's opening).
+    with ``finger`` (a gripper joint's name, e.g. ``panda_finger_joint1``) also ``finger_pos`` ``[1, 1]``, m (that
+    finger's opening). franka_ros2's ``franka_gripper`` publishes each finger joint at half the gripper width
+    (``GripperActionServer::publish_gripper_state``: ``width * 0.5``), the convention of the simulated finger joint;
+    its launch files merge those joint states with the arm's into ``joint_states``.
 
     Raises:
         MessageError: Lengths disagree, a contract joint is missing (the message's joints are listed), or a value is
@@ -150,17 +152,18 @@ def fill_pose(msg: PoseStamped, pos: np.ndarray, rot: np.ndarray) -> None:
     o.w, o.x, o.y, o.z = matrix_to_quat(rot)
 
 
-def goal_xy_signals(msg: PoseStamped) -> dict[str, np.ndarray]:
-    """``goal_xy`` ``[1, 2]`` (m, the table plane of the base frame) from a goal pose; its z and orientation are
-    not read.
+def position_signal(msg: PoseStamped, name: str, axes: int = 3) -> dict[str, np.ndarray]:
+    """``{name: [1, axes]}`` (m): the first ``axes`` of a pose's position (x, y[, z]); the orientation is not read,
+    so a tracker that leaves it unset (all zero) is accepted. ``goal_xy`` is the goal's ``axes=2``.
 
     Raises:
-        MessageError: x or y is not finite.
+        MessageError: A read coordinate is not finite.
     """
-    xy = np.array([msg.pose.position.x, msg.pose.position.y], dtype=np.float64)
-    if not np.isfinite(xy).all():
-        raise MessageError(f"goal pose holds non-finite values: {xy.tolist()}")
-    return {"goal_xy": xy[None].astype(np.float32)}
+    p = msg.pose.position
+    xyz = np.array([p.x, p.y, p.z], dtype=np.float64)[:axes]
+    if not np.isfinite(xyz).all():
+        raise MessageError(f"{name} pose holds non-finite values: {xyz.tolist()}")
+    return {name: xyz[None].astype(np.float32)}
 
 
 def fill_joint_state(msg: JointState, names: Sequence[str], q: np.ndarray, dq: np.ndarray) -> None:

@@ -68,11 +68,11 @@ from rclpy.lifecycle import Node, State, TransitionCallbackReturn
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from robot_rl_ros.messages import (
     MessageError,
-    goal_xy_signals,
     image_signals,
     joint_state_signals,
     odometry_signals,
     pose_signals,
+    position_signal,
 )
 from robot_rl_ros.spin import spin_node
 from sensor_msgs.msg import Image, JointState
@@ -157,6 +157,7 @@ class PolicyNode(Node):
         self.tank_state: tuple[float, float, float, float] | None = None
         self._inputs: dict[str, dict[str, np.ndarray]] = {}
         self._needed: set[str] = set()
+        self._sources: set[str] = set()  # contract signals the policy reads
         self._arm_joints = 0
         self._finger = ""  # the gripper joint read as finger_pos ("" when the contract does not read it)
         self._stiffness = np.zeros(0)
@@ -231,7 +232,7 @@ class PolicyNode(Node):
                 self.create_subscription(Odometry, self.p("odom_topic"), self._on_odom, qos_profile_sensor_data)
             )
         else:
-            sources = {t.source for t in c.observation}
+            self._sources = sources = {t.source for t in c.observation}
             self._inputs = {}
             self._needed = {"joints"} | ({"tcp"} if "tcp_pos" in sources else set())
             self._needed |= {"goal"} if sources & {"target_pos", "goal_xy"} else set()
@@ -364,6 +365,8 @@ class PolicyNode(Node):
             camera, sep, topic = entry.partition("=")
             if not sep or not camera or not topic:
                 raise ValueError(f"parameter image_topics entry '{entry}' is not 'camera=topic'")
+            if camera in overrides:
+                raise ValueError(f"parameter image_topics names camera '{camera}' twice")
             if camera not in cameras:
                 raise ValueError(
                     f"parameter image_topics names camera '{camera}'; the model sees {sorted(cameras) or 'none'}"
@@ -414,10 +417,10 @@ class PolicyNode(Node):
     def _on_pose(self, msg: PoseStamped, which: str) -> None:
         """``which``: ``tcp`` (the tool pose), ``goal`` (a pose, or its x and y for ``goal_xy``) or ``object``."""
         try:
-            if which == "goal" and self._inputs_read("goal_xy"):
-                self._inputs[which] = goal_xy_signals(msg)
+            if which == "goal" and "goal_xy" in self._sources:
+                self._inputs[which] = position_signal(msg, "goal_xy", axes=2)
             elif which == "object":
-                self._inputs[which] = {"object_pos": pose_signals(msg, "object")["object_pos"]}
+                self._inputs[which] = position_signal(msg, "object_pos")
             else:
                 self._inputs[which] = pose_signals(msg, "tcp" if which == "tcp" else "target")
         except MessageError as exc:
@@ -427,10 +430,6 @@ class PolicyNode(Node):
         self._record(which, msg)
         if which == "tcp":
             self._input_arrived()
-
-    def _inputs_read(self, source: str) -> bool:
-        assert self.policy is not None
-        return any(t.source == source for t in self.policy.contract.observation)
 
     def _on_image(self, msg: Image, camera: str) -> None:
         h, w, _ = self._cameras[camera]
