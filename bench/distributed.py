@@ -1,6 +1,6 @@
 """Data-parallel training on one machine: 1 process against 2 (torchrun, gloo), side by side in one run.
 
-What it measures: ``robot-rl train quadrotor-hover --nproc N`` with the shipped config (4096 worlds in total, split
+What it measures: ``robot-rl train quadrotor-hover --nproc N`` with the shipped config (its worlds in total, split
 over the processes) until the success criterion is met (evaluated by rank 0 every 5 iterations), for each seed and
 ``N`` in ``--nproc``, interleaved. From the run's ``metrics.csv``: wall-clock seconds to the criterion, iterations,
 and the mean training throughput (env steps/s of all ranks together, evaluation excluded). torchrun gives each of N > 1

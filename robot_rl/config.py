@@ -121,6 +121,10 @@ class RunnerConfig:
         max_time_s: Wall-clock budget in seconds (``null``: none).
         eval_interval: Evaluate the task's success criterion every this many iterations (0: never).
         eval_episodes: Episodes per evaluation.
+        eval_gate: Skip a scheduled evaluation while fewer than this fraction of the training episodes that finished
+            in the last ``eval_interval`` iterations succeeded (0: evaluate on schedule). Training episodes act with
+            exploration noise, so they succeed less often than the deterministic evaluation; a low gate skips only
+            the evaluations that cannot pass. A window in which no episode finished is evaluated.
         stop_on_success: Stop as soon as an evaluation meets the criterion.
         save_interval: Write a checkpoint every this many iterations.
         log_interval: Refresh the progress bar and logs every this many iterations.
@@ -131,6 +135,7 @@ class RunnerConfig:
     max_time_s: float | None = None
     eval_interval: int = 10
     eval_episodes: int = 256
+    eval_gate: float = 0.0
     stop_on_success: bool = True
     save_interval: int = 50
     log_interval: int = 1
@@ -142,6 +147,8 @@ class RunnerConfig:
                 raise ValueError(f"runner.{name} must be >= 1, got {getattr(self, name)}")
         if self.eval_interval < 0:
             raise ValueError(f"runner.eval_interval must be >= 0 (0: never), got {self.eval_interval}")
+        if not 0.0 <= self.eval_gate <= 1.0:
+            raise ValueError(f"runner.eval_gate must be in [0, 1] (a success rate; 0: no gate), got {self.eval_gate}")
         if self.max_time_s is not None:
             _positive("runner.max_time_s", self.max_time_s)
 

@@ -182,6 +182,7 @@ class OnPolicyRunner:
         start = time.monotonic() - self.elapsed_s
         met, t_met, last_eval = False, None, None
         ep_stats: dict[str, list[torch.Tensor]] = {}
+        window: list[torch.Tensor] = []  # success flags of the training episodes since the last scheduled evaluation
         stop, finished = StopRequest(), False
         with stop.deferring():
             try:
@@ -200,12 +201,18 @@ class OnPolicyRunner:
                     self.env_steps += cfg.ppo.num_steps * cfg.num_envs
                     self._boundary = self._capture()
                     row = self._row(stats, ep_stats, t1 - t0, t2 - t1)
+                    if rc.eval_gate > 0 and rc.eval_interval:
+                        window += ep_stats.get("episode/success", [])
                     ep_stats.clear()
                     if main and rc.eval_interval and self.iteration % rc.eval_interval == 0:
-                        last_eval = self.evaluate(randomize=True)
-                        row.update({f"eval/{k}": float(v) for k, v in last_eval.summary().items()})
-                        if last_eval.met and not met:
-                            met, t_met = True, time.monotonic() - start
+                        if self._gate_open(window):
+                            last_eval = self.evaluate(randomize=True)
+                            row.update({f"eval/{k}": float(v) for k, v in last_eval.summary().items()})
+                            if last_eval.met and not met:
+                                met, t_met = True, time.monotonic() - start
+                        else:
+                            row["eval/skipped"] = 1.0
+                        window = []
                     row["perf/wall_time_s"] = time.monotonic() - start
                     logger.log(row, self.env_steps)
                     if self.iteration % rc.save_interval == 0:
@@ -230,6 +237,14 @@ class OnPolicyRunner:
                 self.env.close()
         result = TrainResult(self.run_dir, self.iteration, self.env_steps, wall, stop.requested, met, t_met, last_eval)
         return result
+
+    def _gate_open(self, window: list[torch.Tensor]) -> bool:
+        """Whether a scheduled evaluation runs: ``runner.eval_gate`` against the window's training success rate."""
+        gate = self.cfg.runner.eval_gate
+        if gate <= 0.0 or not window:
+            return True
+        flags = torch.cat([w.reshape(-1) for w in window])
+        return flags.numel() == 0 or float(flags.mean()) >= gate
 
     def _start_episodes(self) -> Obs:
         """Fresh episodes: seeded reset, and (optionally) starts spread over the episode length."""

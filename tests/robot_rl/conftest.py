@@ -21,6 +21,7 @@ TINY = [
     "runner.max_iterations=3",
     "runner.eval_interval=0",
     "runner.eval_episodes=4",
+    "runner.eval_gate=0",  # a test that schedules evaluations gets them
     "runner.save_interval=1",
     "env.episode_length_s=0.5",  # 50 control steps: time-outs happen inside a few short rollouts
 ]

@@ -62,7 +62,8 @@ def test_train_export_eval_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixt
     root = tmp_path / "runs"
     argv = [
         "train", TASK, "--num-envs", "16", "--max-iterations", "2", "--set", "ppo.num_steps=4",
-        "--set", "runner.eval_episodes=8", "--set", "runner.eval_interval=1", "--run-root", str(root), "--quiet",
+        "--set", "runner.eval_episodes=8", "--set", "runner.eval_interval=1", "--set", "runner.eval_gate=0",
+        "--run-root", str(root), "--quiet",
     ]  # fmt: skip
     assert main(argv) == 0
     out = capsys.readouterr().out

@@ -441,6 +441,11 @@ OUT_OF_RANGE = [
         id="eval-interval-negative",
     ),
     pytest.param(
+        ["runner.eval_gate=1.5"],
+        "runner.eval_gate",
+        id="eval-gate-above-1",
+    ),
+    pytest.param(
         ["policy.init_noise_std=0"],
         "policy.init_noise_std",
         id="init-noise-std-0",

@@ -93,6 +93,27 @@ def test_repeated_evaluation_of_the_same_policy_is_identical(make_cfg: MakeCfg, 
         assert (first.episodes[k] == second.episodes[k]).all(), k
 
 
+def test_eval_gate_skips_evaluations_while_training_episodes_fail(make_cfg: MakeCfg, tmp_path: Path) -> None:
+    # An untrained policy's training episodes never succeed: a gate above 0 skips every scheduled evaluation and
+    # logs it; without a gate the same schedule evaluates. Episodes of 0.1 s end inside every window.
+    short = ("runner.max_iterations=4", "runner.eval_interval=2", "env.episode_length_s=0.1")
+    gated = make_cfg(*short, "runner.eval_gate=0.5")
+    runner, result = train(gated, tmp_path / "gated")
+    rows = read_rows(tmp_path / "gated" / "metrics.csv")
+    successes = [float(r["episode/success"]) for r in rows if r.get("episode/success")]
+    assert successes and max(successes) < 0.5  # the premise: the training episodes fail
+    assert [r["eval/skipped"] for r in rows] == ["", "1.0", "", "1.0"]
+    assert all(not r.get("eval/success_rate") for r in rows)
+    assert result.last_eval is None and not result.criterion_met
+    assert runner._gate_open([])  # a window without finished episodes is evaluated
+
+    _, open_result = train(make_cfg(*short, "runner.eval_gate=0"), tmp_path / "open")
+    rows = read_rows(tmp_path / "open" / "metrics.csv")
+    assert [bool(r.get("eval/success_rate")) for r in rows] == [False, True, False, True]
+    assert not any(r.get("eval/skipped") for r in rows)
+    assert open_result.last_eval is not None
+
+
 # ---------------------------------------------------------------------------------------- checkpoint/resume
 def test_checkpoint_and_resume_continue_the_counters(make_cfg: MakeCfg, tmp_path: Path) -> None:
     cfg = make_cfg("runner.max_iterations=2")
