@@ -54,6 +54,8 @@ class TrainingLogger:
             post["success"] = f"{row['episode/success']:.0%}"
         if "eval/criterion_met" in row:
             post["eval"] = "met" if row["eval/criterion_met"] else "not met"
+        elif "eval/skipped" in row:
+            post["eval"] = "skipped (runner.eval_gate)"
         self.bar.set_postfix(post, refresh=False)
         if len(self.rows) % 20 == 0:  # keep metrics.csv current for anyone watching the run
             self.write_csv()
@@ -92,7 +94,8 @@ class TrainingLogger:
             return [p[0] for p in pts], [p[1] for p in pts]
 
         standard = {"eval/return_mean", "eval/return_std", "eval/success_rate", "eval/episodes", "eval/randomization"}
-        figures = sorted({k for r in self.rows for k in r if k.startswith("eval/")} - standard - {"eval/criterion_met"})
+        not_figures = {"eval/criterion_met", "eval/skipped"}  # a flag, and the runner.eval_gate's skip marker
+        figures = sorted({k for r in self.rows for k in r if k.startswith("eval/")} - standard - not_figures)
         rates = [k for k in figures if k.endswith("_rate")]
         others = [k for k in figures if not k.endswith("_rate")]
         fig, axes = plt.subplots(1, 3 if others else 2, figsize=(16 if others else 11, 3.8))

@@ -243,8 +243,7 @@ class OnPolicyRunner:
         gate = self.cfg.runner.eval_gate
         if gate <= 0.0 or not window:
             return True
-        flags = torch.cat([w.reshape(-1) for w in window])
-        return flags.numel() == 0 or float(flags.mean()) >= gate
+        return float(torch.cat([w.reshape(-1) for w in window]).mean()) >= gate
 
     def _start_episodes(self) -> Obs:
         """Fresh episodes: seeded reset, and (optionally) starts spread over the episode length."""

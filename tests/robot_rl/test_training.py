@@ -106,6 +106,7 @@ def test_eval_gate_skips_evaluations_while_training_episodes_fail(make_cfg: Make
     assert all(not r.get("eval/success_rate") for r in rows)
     assert result.last_eval is None and not result.criterion_met
     assert runner._gate_open([])  # a window without finished episodes is evaluated
+    assert (tmp_path / "gated" / "learning_curve.png").exists()  # the skip marker is not plotted as a figure
 
     _, open_result = train(make_cfg(*short, "runner.eval_gate=0"), tmp_path / "open")
     rows = read_rows(tmp_path / "open" / "metrics.csv")
