@@ -6,6 +6,8 @@ setting, once on an idle machine and once beside one busy process (a pure-Python
 100 %, like a second job or a simulator beside the trainer). The figure is the median of the iterations'
 ``perf/steps_per_s`` (rollout and PPO update) after the first ``--skip`` iterations. Settings:
 
+- ``robot-rl``: nothing set: the command chooses (:mod:`robot_rl.threads`: ``GOMP_SPINCOUNT`` 1,000 on an idle
+  machine, ``OMP_WAIT_POLICY=PASSIVE`` when other processes keep half a core or more busy at start),
 - ``default``: OpenMP's own (libgomp spins 300,000 times before a waiting thread sleeps),
 - ``spin 1k``, ``spin 10k``: ``GOMP_SPINCOUNT`` 1,000 / 10,000 spins,
 - ``passive``: ``OMP_WAIT_POLICY=PASSIVE`` (sleep at once),
@@ -13,8 +15,7 @@ setting, once on an idle machine and once beside one busy process (a pure-Python
 
 The cells run interleaved ``--repeats`` times (settings in turn, idle then busy), so slow spells of the machine
 touch every setting alike; each cell prints the median of its repeats and its ratio to ``default`` under the same
-load. ``robot-rl`` itself sets ``GOMP_SPINCOUNT`` to :data:`robot_rl.threads.SPIN_COUNT` unless the environment
-sets ``GOMP_SPINCOUNT`` or ``OMP_WAIT_POLICY``; every row here sets the variables it names and clears the others.
+load. Every row clears ``GOMP_SPINCOUNT``, ``OMP_WAIT_POLICY`` and ``OMP_NUM_THREADS`` and sets the ones it names.
 
 Run::
 
@@ -31,11 +32,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from robot_rl.bench import format_table
 
 SETTINGS: dict[str, dict[str, str]] = {
+    "robot-rl": {},
     "default": {"GOMP_SPINCOUNT": "300000"},
     "spin 1k": {"GOMP_SPINCOUNT": "1000"},
     "spin 10k": {"GOMP_SPINCOUNT": "10000"},
@@ -50,6 +53,8 @@ CLEARED = ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY", "OMP_NUM_THREADS")
 def train_steps_per_s(task: str, iterations: int, skip: int, env: dict[str, str], busy: bool) -> float:
     """Median training steps/s of one ``robot-rl train`` run (optionally beside one busy process)."""
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if busy else None
+    if hog is not None:
+        time.sleep(0.5)  # the neighbour is running before robot-rl looks at the machine
     try:
         with tempfile.TemporaryDirectory() as root:
             cmd = [

@@ -8,7 +8,12 @@ budget). Then, unless ``--no-sb3``, ``bench/sb3_baseline.py`` trains the same ta
 seeds, and a ratio table compares the two: time to criterion where reached, and the evaluation figures (crash-free
 rate, tail position error, success rate, return) of a final evaluation of each side's policy at the end of its budget
 (same evaluation: 256 randomised episodes, deterministic policy, seeded as the runner seeds it). Runs go to a
-temporary folder that is deleted afterwards. Both sides share the process and ``torch.set_num_threads(--threads)``.
+temporary folder that is deleted afterwards. Both sides share the process and ``torch.set_num_threads(--threads)``,
+and the OpenMP wait the ``robot-rl`` command chooses (:mod:`robot_rl.threads`: a short spin, or ``PASSIVE`` when
+other processes keep the CPUs busy; unless ``GOMP_SPINCOUNT`` or ``OMP_WAIT_POLICY`` is already in the
+environment), so the times are what a user's ``robot-rl train`` gets. Until 2026-11-24 this script ran with
+OpenMP's own default, and the figures in docs/benchmarks.md were taken with ``OMP_WAIT_POLICY=PASSIVE`` in front of
+it: 1.6x slower at 2,048 worlds.
 
 Run::
 
@@ -18,9 +23,14 @@ Run::
 
 from __future__ import annotations
 
+import os
+
+from robot_rl.threads import busy_cores, openmp_environment
+
+os.environ.update(openmp_environment(os.environ, busy_cores()))  # as `robot-rl` decides it; before torch loads
+
 import argparse
 import math
-import os
 import statistics
 import sys
 import tempfile

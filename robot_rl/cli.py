@@ -18,15 +18,17 @@ good checkpoint is kept); 130 interrupted by Ctrl-C (training saves its checkpoi
 from __future__ import annotations
 
 import os
+import sys
 
-from robot_rl.threads import openmp_environment
+from robot_rl.threads import COMPUTE_COMMANDS, busy_cores, note, openmp_environment
 
-os.environ.update(openmp_environment(os.environ))  # short OpenMP spin (robot_rl/threads.py); before torch loads
+# How OpenMP threads wait (robot_rl/threads.py), decided before torch loads; a command that computes looks at how
+# busy the machine is first.
+os.environ.update(openmp_environment(os.environ, busy_cores() if sys.argv[1:2] in COMPUTE_COMMANDS else None))
 
 import argparse
 import math
 import signal
-import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -402,6 +404,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         runner.run_dir = new_run_dir(cfg)
     ranks = f" in {role.world_size} processes" if role.world_size > 1 else ""
     say(f"training {cfg.task} with {cfg.num_envs} worlds{ranks} on {device}; run folder {runner.run_dir}")
+    if (line := note(os.environ)) is not None and str(device).startswith("cpu"):
+        say(line)
     try:
         result = runner.train()
     finally:
