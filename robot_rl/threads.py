@@ -89,7 +89,11 @@ def note(environ: Mapping[str, str]) -> str | None:
     """A line for the training header when :func:`openmp_environment` chose ``PASSIVE`` (``None`` otherwise)."""
     if environ.get("OMP_WAIT_POLICY") != "PASSIVE" or BUSY_ENV not in environ:
         return None
+    try:
+        busy = float(environ[BUSY_ENV])
+    except ValueError:  # not written by openmp_environment: nothing to explain
+        return None
     return (
-        f"other processes kept {float(environ[BUSY_ENV]):.1f} cores busy at start: OpenMP threads sleep when idle "
+        f"other processes kept {busy:.1f} cores busy at start: OpenMP threads sleep when idle "
         "(OMP_WAIT_POLICY=PASSIVE; set GOMP_SPINCOUNT or OMP_WAIT_POLICY to choose)"
     )
