@@ -51,8 +51,11 @@ class TrainedRun:
     overrides: tuple[str, ...] = tuple(HOVER_OVERRIDES)
 
 
-REACH_OVERRIDES = ["runner.max_iterations=400", "runner.eval_interval=10", "runner.stop_on_success=true"]
-"""Train panda-reach until its criterion (>= 90 % success, randomisation on) is met, at most 400 iterations."""
+REACH_OVERRIDES = ["runner.max_iterations=120", "runner.eval_interval=10", "runner.stop_on_success=false"]
+"""A fixed 120 iterations (1.5 M steps), not "until the criterion": seed 0 first meets it (>= 90 % success,
+randomisation on) after 70 iterations with 90.2 %, and such a policy made the 20-episode ROS 2 loop at 250 Hz pass by
+one episode (16 of 20 against 15). At 120 iterations it succeeds in 98.0 % of the evaluation's episodes (100 % at
+130); the 50 more iterations cost about 40 s on one core."""
 
 
 def _train(task: str, overrides: list[str], root: Path) -> dict[str, object]:
