@@ -55,11 +55,13 @@ def label(run: Path) -> str:
     return f"KL {cfg['ppo']['desired_kl']:g}, seed {cfg['seed']}"
 
 
-def train(kl: float, seed: int, root: Path) -> Path:
-    """One run to the iteration cap; its run folder."""
+def train(kl: float, seed: int, root: Path, iterations: int | None) -> Path:
+    """One run to the iteration cap (or ``iterations``); its run folder."""
     cmd = [sys.executable, "-m", "robot_rl.cli", "train", "quadrotor-hover", "--seed", str(seed), "--quiet",
            "--run-root", str(root), "--set", "runner.stop_on_success=false",
            "--set", f"ppo.desired_kl={kl}"]  # fmt: skip
+    if iterations is not None:
+        cmd += ["--max-iterations", str(iterations)]
     print(f"training KL {kl:g}, seed {seed} ...", flush=True)
     subprocess.run(cmd, check=True, capture_output=True, text=True)
     (run,) = (root / "quadrotor-hover").iterdir()
@@ -105,6 +107,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kl", type=float, nargs="+", default=[0.05, 0.01], help="KL targets (ppo.desired_kl)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--iterations", type=int, help="iterations per run (default: the config's cap, 3,000)")
     parser.add_argument("--runs", type=Path, nargs="+", help="finished run folders to read instead of training")
     parser.add_argument("--out", type=Path, default=Path("train_on.png"), help="plot file (PNG)")
     args = parser.parse_args()
@@ -113,7 +116,7 @@ def main() -> None:
         if args.runs:
             runs = list(args.runs)
         else:
-            runs = [train(kl, s, Path(tmp) / f"kl{kl:g}-{s}") for s in args.seeds for kl in args.kl]
+            runs = [train(kl, s, Path(tmp) / f"kl{kl:g}-{s}", args.iterations) for s in args.seeds for kl in args.kl]
         curves = {label(r): evaluations(r) for r in runs}
     print(format_table([summary_row(n, c) for n, c in curves.items()]))
     plot(curves, args.out)
