@@ -50,14 +50,19 @@ def first_success(metrics: Path) -> tuple[float, float]:
 
 
 def train(
-    checkout: Path, task: str, seed: int, max_time: float, root: Path, overrides: list[str] | None = None
+    checkout: Path, task: str, seed: int, max_time: float | None, root: Path, overrides: list[str] | None = None
 ) -> dict[str, Any]:
-    """One training run in ``checkout`` (with ``--set`` ``overrides``); its time and steps to the criterion."""
-    cmd = [sys.executable, "-m", "robot_rl.cli", "train", task, "--seed", str(seed), "--max-time", str(max_time),
-           "--quiet", "--no-export", "--run-root", str(root)]  # fmt: skip
+    """One training run in ``checkout`` (with ``--set`` ``overrides``; ``max_time`` None: the config's own budget);
+    its time and steps to the criterion."""
+    cmd = [sys.executable, "-m", "robot_rl.cli", "train", task, "--seed", str(seed), "--quiet", "--no-export",
+           "--run-root", str(root)]  # fmt: skip
+    if max_time is not None:
+        cmd += ["--max-time", str(max_time)]
     for item in overrides or []:
         cmd += ["--set", item]
-    subprocess.run(cmd, cwd=checkout, check=True, capture_output=True, text=True)
+    done = subprocess.run(cmd, cwd=checkout, capture_output=True, text=True)
+    if done.returncode != 0:  # a refused --set or a crash: say which run and why, not a CalledProcessError
+        raise SystemExit(f"seed {seed} in {checkout} failed (exit {done.returncode}):\n{done.stderr.strip()[-2000:]}")
     metrics = next(root.glob(f"{task}/*/metrics.csv"))
     seconds, steps = first_success(metrics)
     return {"seed": seed, "time_to_criterion_s": seconds, "env_steps": steps, "steps/s": steps / seconds}

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -26,21 +25,28 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/ is a folder of scripts, not a package
+
+from compare_revisions import ROOT, first_success
+from compare_revisions import train as train_run
 
 from robot_rl.bench import format_table
+from robot_rl.logger import save_png
 
 Curve = dict[str, list[float]]
-"""``steps`` (env steps), ``time`` (s), ``met`` (0 / 1), ``crash_free`` (fraction), ``tail`` (m): one per evaluation."""
+"""``steps`` (env steps), ``met`` (0 / 1), ``crash_free`` (fraction), ``tail`` (m): one entry per evaluation."""
 
 
 def evaluations(run: Path) -> Curve:
     """Every periodic evaluation of a run folder's ``metrics.csv`` (skipped ones left out)."""
-    curve: Curve = {k: [] for k in ("steps", "time", "met", "crash_free", "tail")}
+    for name in ("metrics.csv", "config.yaml"):
+        if not (run / name).is_file():
+            raise SystemExit(f"{run} is not a training run folder: it has no {name}")
+    curve: Curve = {k: [] for k in ("steps", "met", "crash_free", "tail")}
     for row in csv.DictReader((run / "metrics.csv").open()):
         if row.get("eval/criterion_met") in (None, ""):
             continue
         curve["steps"].append(float(row["env_steps"]))
-        curve["time"].append(float(row["perf/wall_time_s"]))
         curve["met"].append(float(row["eval/criterion_met"]))
         curve["crash_free"].append(float(row["eval/crash_free_rate"]))
         curve["tail"].append(float(row["eval/tail_position_error_m"]))
@@ -56,32 +62,29 @@ def label(run: Path) -> str:
 
 
 def train(kl: float, seed: int, root: Path, iterations: int | None) -> Path:
-    """One run to the iteration cap (or ``iterations``); its run folder."""
-    cmd = [sys.executable, "-m", "robot_rl.cli", "train", "quadrotor-hover", "--seed", str(seed), "--quiet",
-           "--run-root", str(root), "--set", "runner.stop_on_success=false",
-           "--set", f"ppo.desired_kl={kl}"]  # fmt: skip
+    """One run to the config's iteration cap (or ``iterations``); its run folder."""
+    overrides = ["runner.stop_on_success=false", f"ppo.desired_kl={kl}"]
     if iterations is not None:
-        cmd += ["--max-iterations", str(iterations)]
+        overrides.append(f"runner.max_iterations={iterations}")
     print(f"training KL {kl:g}, seed {seed} ...", flush=True)
-    subprocess.run(cmd, check=True, capture_output=True, text=True)
-    (run,) = (root / "quadrotor-hover").iterdir()
-    return run
+    train_run(ROOT, "quadrotor-hover", seed, None, root, overrides)
+    return next(root.glob("quadrotor-hover/*/"))
 
 
-def summary_row(name: str, c: Curve) -> dict[str, str]:
-    """First success, best and final evaluation of one run."""
-    first = next((i for i, m in enumerate(c["met"]) if m > 0.5), None)
+def summary_row(name: str, run: Path, c: Curve) -> dict[str, str]:
+    """First success, best and last periodic evaluation of one run."""
+    first_s, _ = first_success(run / "metrics.csv")
     best = max(range(len(c["tail"])), key=lambda i: (c["met"][i], -c["tail"][i]))
     fig = lambda i: f"{100 * c['crash_free'][i]:.1f} % / {100 * c['tail'][i]:.1f} cm"  # noqa: E731
     return {
         "run": name,
-        "criterion first met": "never" if first is None else f"{c['time'][first]:.1f} s",
+        "criterion first met": "never" if first_s == float("inf") else f"{first_s:.1f} s",
         "best evaluation": f"{fig(best)} at {c['steps'][best] / 1e6:.1f} M steps",
         "last periodic evaluation": f"{fig(-1)} ({'met' if c['met'][-1] > 0.5 else 'not met'})",
     }
 
 
-def plot(curves: dict[str, Curve], out: Path) -> None:
+def plot(curves: list[tuple[str, Curve]], out: Path) -> None:
     """Crash-free rate and tail error against env steps, one line per run."""
     import matplotlib
 
@@ -89,7 +92,7 @@ def plot(curves: dict[str, Curve], out: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    for name, c in curves.items():
+    for name, c in curves:
         steps = [s / 1e6 for s in c["steps"]]
         ax1.plot(steps, [100 * v for v in c["crash_free"]], label=name)
         ax2.plot(steps, [100 * v for v in c["tail"]], label=name)
@@ -99,7 +102,8 @@ def plot(curves: dict[str, Curve], out: Path) -> None:
     ax2.set(xlabel="env steps (M)", ylabel="mean tail position error (cm)", title="criterion: < 5 cm", ylim=(0, 10))
     ax1.legend()
     fig.tight_layout()
-    fig.savefig(out, dpi=100)
+    save_png(fig, out)
+    plt.close(fig)
     print(f"wrote {out}")
 
 
@@ -117,8 +121,9 @@ def main() -> None:
             runs = list(args.runs)
         else:
             runs = [train(kl, s, Path(tmp) / f"kl{kl:g}-{s}", args.iterations) for s in args.seeds for kl in args.kl]
-        curves = {label(r): evaluations(r) for r in runs}
-    print(format_table([summary_row(n, c) for n, c in curves.items()]))
+        read = [evaluations(r) for r in runs]  # checks each folder before its config is read
+        curves = [(label(r), c) for r, c in zip(runs, read, strict=True)]
+        print(format_table([summary_row(n, r, c) for r, (n, c) in zip(runs, curves, strict=True)]))
     plot(curves, args.out)
 
 
