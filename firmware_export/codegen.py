@@ -6,6 +6,7 @@ stack) and needs only ``<math.h>``, ``<string.h>`` and ``<float.h>``. Its API, f
 
     int rr_policy_step(const float obs[D], float command[A]);        /* RR_OK, or an RR_ERR_* code */
     void rr_obs_reset(rr_obs_state *s);                                /* next sample fills every history */
+    int rr_obs_check(const rr_signals *sig);                           /* what rr_obs_build would refuse */
     int rr_obs_build(rr_obs_state *s, const rr_signals *sig, float obs[D]);
     void rr_normalized_action(const float command[A], float last_action[A]);
 
@@ -14,6 +15,10 @@ stack) and needs only ``<math.h>``, ``<string.h>`` and ``<float.h>``. Its API, f
 ``policies.runtime.observation.ObservationBuilder`` exactly: terms in contract order, each signal times its scale,
 histories newest first, a fresh state fills the whole history with its first sample; a non-finite signal returns
 ``RR_ERR_NONFINITE_SIGNAL`` without touching the histories.
+
+Text from the model file (ONNX node and initializer names, the contract's task, term, signal, unit and actuator
+names) appears only inside comments, each piece passed through :func:`policies.runtime.text.c_comment`, and as
+identifiers through :func:`c_name`; :func:`check_generated` re-reads every generated file before it is compiled.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import numpy as np
 from firmware_export.graph import Graph, Node, UnsupportedModelError
 from policies.runtime.contract import Contract
 from policies.runtime.passivity import TankParams
+from policies.runtime.text import c_comment
 
 UNARY = {
     "Relu": "{x} > 0.0f ? {x} : 0.0f",
@@ -48,6 +54,100 @@ def c_name(text: str) -> str:
     """A valid C identifier for ``text`` (signal and term names come from contracts)."""
     name = re.sub(r"[^0-9A-Za-z_]", "_", text)
     return name if re.match(r"[A-Za-z_]", name) else f"s_{name}"
+
+
+def _c_names(texts: list[str], what: str) -> dict[str, str]:
+    """``{text: c_name(text)}``, refusing two texts that become the same identifier (``a.b`` and ``a_b``)."""
+    out: dict[str, str] = {}
+    for t in texts:
+        clash = [k for k, v in out.items() if v == c_name(t) and k != t]
+        if clash:
+            raise UnsupportedModelError(
+                f"{what} '{c_comment(clash[0])}' and '{c_comment(t)}' both become the C identifier '{c_name(t)}'"
+            )
+        out[t] = c_name(t)
+    return out
+
+
+_COMMENT = re.compile(r"/\*.*?\*/", re.DOTALL)
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DIRECTIVE = re.compile(
+    r'#(include <(float|math|string)\.h>|include "rr_policy\.h"|ifndef RR_[A-Z_]+|define RR_[A-Z0-9_]+( .*)?|endif.*)'
+)
+C_WORDS = frozenset(
+    [
+        "const",
+        "static",
+        "float",
+        "int",
+        "void",
+        "return",
+        "for",
+        "if",
+        "else",
+        "typedef",
+        "struct",
+        "sizeof",
+        "extern",
+        "double",
+        "isfinite",
+        "tanhf",
+        "expf",
+        "fmaxf",
+        "fminf",
+        "memcpy",
+        "memmove",
+        "f",
+        "e",
+        "i",
+        "j",
+        "k",
+        "m",
+        "n",
+        "o",
+        "s",
+        "v",
+        "w",
+        "x",
+        "a0",
+        "a1",
+        "a2",
+        "a3",
+        "sig",
+        "obs",
+        "command",
+        "last_action",
+        "fresh",
+    ]
+)
+"""Identifiers generated code may use besides its own ``rr_``/``RR_`` symbols, ``t<k>``/``k<k>`` buffers and the
+contract's names as :func:`c_name` writes them: C keywords, the math and string functions it calls, its locals."""
+
+
+def check_generated(files: dict[str, str], names: set[str]) -> None:
+    """Refuse generated C that holds anything but the exporter's own code outside comments (a second line of
+    defence behind :func:`~policies.runtime.text.c_comment`): no string or character literal, no preprocessor line
+    but the exporter's, and no identifier but :data:`C_WORDS`, ``rr_*``/``RR_*``, ``t<k>``/``k<k>`` and ``names``
+    (the contract's signal and term identifiers). A file text that escaped its comment would show up here.
+
+    Raises:
+        UnsupportedModelError: Naming the file and the first foreign piece.
+    """
+    for fname, text in files.items():
+        code = _COMMENT.sub(" ", text)
+        for line in code.splitlines():
+            stripped = line.strip()
+            if stripped.startswith("#"):
+                if _DIRECTIVE.fullmatch(stripped) is None:
+                    raise UnsupportedModelError(f"generated {fname} holds a foreign directive: {c_comment(stripped)}")
+                continue
+            if any(ch in line for ch in "\"'\\@`$") or "??" in line:
+                raise UnsupportedModelError(f"generated {fname} holds a foreign character: {c_comment(stripped)}")
+            for word in _IDENT.findall(re.sub(r"\b\d[\w.]*", " ", line)):
+                if not (word in C_WORDS or word in names or re.fullmatch(r"(rr_|RR_)\w+|[tk]\d+", word)):
+                    raise UnsupportedModelError(
+                        f"generated {fname} uses the identifier '{word}', which the exporter does not write"
+                    )
 
 
 def c_float(v: float) -> str:
@@ -83,13 +183,13 @@ def generate(graph: Graph, contract: Contract, prefix: str = "rr") -> CSources:
             f"graph maps {d_in} inputs to {d_out} outputs; the contract says {contract.obs_dim} and "
             f"{contract.action.size}"
         )
+    idents = {*_c_names(list(_signals(contract)), "signal").values()}
+    terms = _c_names([t.name for t in contract.observation], "observation term").values()
+    idents |= {*terms, *(f"{t}_integral" for t in terms)}
     body = _Body(graph)
-    return CSources(
-        {
-            "rr_policy.h": _header(contract),
-            "rr_policy.c": _source(graph, contract, body),
-        }
-    )
+    files = {"rr_policy.h": _header(contract), "rr_policy.c": _source(graph, contract, body)}
+    check_generated(files, idents)
+    return CSources(files)
 
 
 # --------------------------------------------------------------------------------------------- the graph
@@ -114,7 +214,7 @@ class _Body:
             arr = self.graph.constants[name] if values is None else values
             self.consts[name] = sym
             decl = f"static const float {sym}[{max(1, arr.size)}] = {{{c_array(arr)}}};"
-            self.const_defs.append(f"/* {name}: {list(np.shape(arr))} */\n{decl}")
+            self.const_defs.append(f"/* {c_comment(name)}: {list(np.shape(arr))} */\n{decl}")
         return self.consts[name]
 
     def _ref(self, name: str) -> str:
@@ -147,7 +247,7 @@ class _Body:
     def _loop(self, node: Node, expr: str) -> None:
         n = int(np.prod(self.graph.shapes[node.output]))
         out = self._buf(node)
-        self.lines.append(f"/* {node.op} {node.name} */")
+        self.lines.append(f"/* {node.op} {c_comment(node.name)} */")
         self.lines.append(f"for (i = 0; i < {n}; ++i) {out}[i] = {expr};")
 
     def _emit(self, node: Node) -> None:
@@ -213,7 +313,7 @@ class _Body:
         bsym = self._const(f"bias of {node.name}", bias)
         xin, out = self._ref(x), self._buf(node)
         self.lines += [  # four partial sums: a quarter of the loop overhead, independent FPU chains
-            f"/* {node.op} {node.name}: [{m}, {k}] x [{k}, {n_out}] */",
+            f"/* {node.op} {c_comment(node.name)}: [{m}, {k}] x [{k}, {n_out}] */",
             f"for (m = 0; m < {m}; ++m) {{",
             f"    for (n = 0; n < {n_out}; ++n) {{",
             f"        const float *w = {wsym} + n * {k};",
@@ -238,7 +338,7 @@ class _Body:
         outer = int(np.prod(shape[:axis]))
         inner_out = int(np.prod(shape[axis:]))
         out = self._buf(node)
-        self.lines.append(f"/* Concat {node.name} */")
+        self.lines.append(f"/* Concat {c_comment(node.name)} */")
         offset = 0
         for v in (i for i in node.inputs if i):
             inner = int(np.prod(g.shapes[v][axis:]))
@@ -268,16 +368,18 @@ def _header(c: Contract) -> str:
         if t.integral_limit > 0
     )
     layout = "\n".join(
-        f" *   {t.name:<24} {t.size} x {t.history}  <- "
-        f"{'integral of ' if t.integral_limit > 0 else ''}{t.source} x {t.scale:g} {t.unit}"
+        c_comment(
+            f"{t.name:<24} {t.size} x {t.history}  <- "
+            f"{'integral of ' if t.integral_limit > 0 else ''}{t.source} x {t.scale:g} {t.unit}"
+        ).join((" *   ", ""))
         for t in c.observation
     )
-    names = ", ".join(a.names)
-    return f"""/* Generated by robot-rl firmware_export from the policy of task '{c.task}'. Do not edit.
+    names = c_comment(", ".join(a.names))
+    return f"""/* Generated by robot-rl firmware_export from the policy of task '{c_comment(c.task)}'. Do not edit.
  *
  * Observation layout ({c.obs_dim} floats, in this order; histories newest first):
 {layout}
- * Commands ({a.size}, {a.kind}, {a.unit}): {names}
+ * Commands ({a.size}, {c_comment(a.kind)}, {c_comment(a.unit)}): {names}
  *   command = clip(offset + scale * clip(a, -1, 1), low, high), computed inside rr_policy_step.
  * Control period: {c.control_period_s:g} s.
  */
@@ -318,6 +420,7 @@ extern const float rr_action_high[RR_ACTION_DIM];
 
 int rr_policy_step(const float obs[RR_OBS_DIM], float command[RR_ACTION_DIM]);
 void rr_obs_reset(rr_obs_state *s);
+int rr_obs_check(const rr_signals *sig); /* RR_OK, or RR_ERR_NONFINITE_SIGNAL: what rr_obs_build would refuse */
 int rr_obs_build(rr_obs_state *s, const rr_signals *sig, float obs[RR_OBS_DIM]);
 void rr_normalized_action(const float command[RR_ACTION_DIM], float last_action[RR_ACTION_DIM]);
 
@@ -369,10 +472,16 @@ def _obs_builder(c: Contract) -> str:
         [
             "void rr_obs_reset(rr_obs_state *s) { s->fresh = 1; }",
             "",
+            "int rr_obs_check(const rr_signals *sig) {",
+            "    int i;",
+            *checks,
+            "    return RR_OK;",
+            "}",
+            "",
             "int rr_obs_build(rr_obs_state *s, const rr_signals *sig, float obs[RR_OBS_DIM]) {",
             "    int i, j, o = 0;",
             "    (void)j;",
-            *checks,
+            "    if (rr_obs_check(sig) != RR_OK) return RR_ERR_NONFINITE_SIGNAL;",
             *pushes,
             "    s->fresh = 0;",
             *reads,
@@ -387,7 +496,7 @@ def _source(g: Graph, c: Contract, body: _Body) -> str:
     consts = "\n\n".join(body.const_defs)
     locals_ = "\n    ".join(body.locals) or "/* no intermediates */"
     code = "\n    ".join(body.lines)
-    return f"""/* Generated by robot-rl firmware_export from the policy of task '{c.task}'. Do not edit.
+    return f"""/* Generated by robot-rl firmware_export from the policy of task '{c_comment(c.task)}'. Do not edit.
  * {g.parameters} parameters, {g.macs} multiply-accumulates per step. */
 #include <float.h>
 #include <math.h>

@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
+from policies.runtime.text import TextError, check_name, check_task, check_unit
+
 CONTRACT_VERSION = 1
 METADATA_KEY = "robot_rl.contract"
 ActionKind = Literal["torque", "position", "rpm", "ee_delta", "normalized"]
@@ -32,6 +34,9 @@ MIN_CONTROL_PERIOD_S = 1e-4
 ``control_period_s``, the ROS 2 node's ``control_rate_hz``, the native node's ``--rate``, ``eval --control-rate``."""
 MAX_CONTROL_RATE_HZ = 1.0 / MIN_CONTROL_PERIOD_S
 """The same bound as a rate, Hz."""
+MAX_DEPTH = 16
+"""Deepest nesting of mappings and lists a contract may hold (the task facts of ``extra`` are a few levels deep); a
+deeper file is refused instead of exhausting the interpreter's recursion."""
 
 
 class ContractError(ValueError):
@@ -219,9 +224,9 @@ class Contract:
         """
         if not _is_int(self.version) or self.version != CONTRACT_VERSION:
             raise ContractError(f"contract version {self.version!r} is not supported (expected {CONTRACT_VERSION})")
-        _text(self.task, "task")
-        _text(self.input_name, "input_name")
-        _text(self.output_name, "output_name")
+        _word(check_task, self.task, "task")
+        _word(check_name, self.input_name, "input_name")
+        _word(check_name, self.output_name, "output_name")
         if _number(self.control_period_s, "control_period_s") <= 0:
             raise ContractError(f"control_period_s must be positive, got {self.control_period_s}")
         if not isinstance(self.observation, list) or not self.observation:
@@ -247,6 +252,8 @@ class Contract:
             raise ContractError(f"extra must be a mapping, got {type(self.extra).__name__}")
         _finite_tree(self.extra, "extra")
         _validate_training_ranges(self.extra.get("training_ranges"))
+        if "target_position_m" in self.extra:  # the hover point a multirotor node and the C export steer to
+            _numbers(self.extra["target_position_m"], "extra.target_position_m", 3, "the 3 axes x, y, z")
         if self.chunk is not None:
             _validate_chunk(self.chunk)
 
@@ -286,6 +293,8 @@ class Contract:
             return cls.from_dict(json.loads(text))
         except json.JSONDecodeError as exc:
             raise ContractError(f"contract is not valid JSON: {exc}") from exc
+        except RecursionError:
+            raise ContractError(f"contract is nested deeper than {MAX_DEPTH} levels") from None
 
     def save_yaml(self, path: str | Path) -> None:
         """Write the human-readable mirror ``contract.yaml``."""
@@ -296,9 +305,12 @@ class Contract:
     @classmethod
     def load_yaml(cls, path: str | Path) -> Contract:
         """Read a ``contract.yaml`` mirror."""
-        import yaml
+        from policies.runtime import yamlfile
 
-        return cls.from_dict(yaml.safe_load(Path(path).read_text()))
+        try:
+            return cls.from_dict(yamlfile.load(path, "contract"))
+        except yamlfile.YamlFileError as exc:
+            raise ContractError(str(exc)) from None
 
 
 def _check_keys(what: str, data: dict[str, Any], cls: type) -> None:
@@ -320,10 +332,12 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _text(value: Any, where: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise ContractError(f"{where} must be a non-empty string, got {value!r}")
-    return value
+def _word(check: Any, value: Any, where: str) -> str:
+    """``check(value, where)`` (a :mod:`policies.runtime.text` validator), its error as a :class:`ContractError`."""
+    try:
+        return str(check(value, where))
+    except TextError as exc:
+        raise ContractError(str(exc)) from None
 
 
 def _number(value: Any, where: str) -> float:
@@ -335,11 +349,11 @@ def _number(value: Any, where: str) -> float:
     return float(value)
 
 
-def _numbers(values: Any, where: str, size: int | None = None) -> list[float]:
+def _numbers(values: Any, where: str, size: int | None = None, what: str = "action.size") -> list[float]:
     if not isinstance(values, list | tuple):
         raise ContractError(f"{where} must be a list of numbers, got {type(values).__name__}")
     if size is not None and len(values) != size:
-        raise ContractError(f"{where} has {len(values)} entries, action.size is {size}")
+        raise ContractError(f"{where} has {len(values)} entries, expected {size} ({what})")
     return [_number(v, f"{where}[{i}]") for i, v in enumerate(values)]
 
 
@@ -352,7 +366,7 @@ def _count(value: Any, where: str, high: int) -> int:
 def _names(values: Any, where: str, allow_empty: bool = False) -> list[str]:
     if not isinstance(values, list | tuple) or (not values and not allow_empty):
         raise ContractError(f"{where} must be a {'' if allow_empty else 'non-empty '}list of names")
-    names = [_text(v, f"{where}[{i}]") for i, v in enumerate(values)]
+    names = [_word(check_name, v, f"{where}[{i}]") for i, v in enumerate(values)]
     if len(set(names)) != len(names):
         raise ContractError(f"{where} must be unique, got {names}")
     return names
@@ -361,15 +375,14 @@ def _names(values: Any, where: str, allow_empty: bool = False) -> list[str]:
 def _validate_term(t: ObservationTerm) -> None:
     if not isinstance(t, ObservationTerm):
         raise ContractError(f"observation terms must be mappings, got {type(t).__name__}")
-    where = f"observation term {t.name!r}"
-    _text(t.name, "observation term name")
-    _text(t.source, f"{where}: source")
+    _word(check_name, t.name, "observation term name")
+    where = f"observation term '{t.name}'"
+    _word(check_name, t.source, f"{where}: source")
     _count(t.size, f"{where}: size", MAX_TERM_SIZE)
     _count(t.history, f"{where}: history", MAX_HISTORY)
     if _number(t.scale, f"{where}: scale") == 0.0:
         raise ContractError(f"{where}: scale must be non-zero (a zero scale hides the signal from the policy)")
-    if not isinstance(t.unit, str):
-        raise ContractError(f"{where}: unit must be a string, got {t.unit!r}")
+    _word(check_unit, t.unit, f"{where}: unit")
     if _number(t.integral_limit, f"{where}: integral_limit") < 0.0:
         raise ContractError(f"{where}: integral_limit must be >= 0 (0: no integral), got {t.integral_limit}")
 
@@ -396,10 +409,9 @@ def _validate_action(a: ActionSpec) -> None:
             raise ContractError(
                 f"action.offset of '{name}' ({offset[i]}) lies outside [low, high] = [{low[i]}, {high[i]}]"
             )
-    if not isinstance(a.unit, str):
-        raise ContractError(f"action.unit must be a string, got {a.unit!r}")
-    if not isinstance(a.reference, str):
-        raise ContractError(f"action.reference must be a string (a signal name or empty), got {a.reference!r}")
+    _word(check_unit, a.unit, "action.unit")
+    if a.reference != "":
+        _word(check_name, a.reference, "action.reference (a signal name or empty)")
 
 
 def _validate_chunk(c: ChunkSpec) -> None:
@@ -408,8 +420,8 @@ def _validate_chunk(c: ChunkSpec) -> None:
     ta = _count(c.action_horizon, "chunk.action_horizon", MAX_HISTORY)
     if min(to, tp, ta) < 1 or ta > tp:
         raise ContractError(f"chunk needs 1 <= action_horizon <= pred_horizon and obs_horizon >= 1, got {to}/{tp}/{ta}")
-    if not isinstance(c.noise_input, str):
-        raise ContractError(f"chunk.noise_input must be a string, got {c.noise_input!r}")
+    if c.noise_input != "":
+        _word(check_name, c.noise_input, "chunk.noise_input (a graph input name or empty)")
     if not isinstance(c.sampler, dict):
         raise ContractError(f"chunk.sampler must be a mapping, got {type(c.sampler).__name__}")
     _finite_tree(c.sampler, "chunk.sampler")
@@ -418,9 +430,11 @@ def _validate_chunk(c: ChunkSpec) -> None:
     if not isinstance(c.cameras, dict):
         raise ContractError(f"chunk.cameras must be a mapping, got {type(c.cameras).__name__}")
     for name, cam in c.cameras.items():
+        _word(check_name, name, "chunk.cameras: camera name")
         where = f"chunk.cameras.{name}"
-        if not isinstance(cam, dict) or not isinstance(cam.get("input"), str) or not cam["input"]:
-            raise ContractError(f"{where} must be a mapping with a non-empty 'input' (the graph input's name)")
+        if not isinstance(cam, dict):
+            raise ContractError(f"{where} must be a mapping with 'input' (the graph input's name), height and width")
+        _word(check_name, cam.get("input"), f"{where}.input")
         for key in ("height", "width"):
             _count(cam.get(key), f"{where}.{key}", MAX_IMAGE_SIDE)
         _finite_tree(cam.get("mount", {}), f"{where}.mount")
@@ -444,16 +458,18 @@ def _validate_training_ranges(ranges: Any) -> None:
             raise ContractError(f"{where}: low {low} exceeds high {high}")
 
 
-def _finite_tree(value: Any, where: str) -> None:
-    """Every number inside nested mappings and lists is finite; keys are strings."""
+def _finite_tree(value: Any, where: str, depth: int = 0) -> None:
+    """Every number inside nested mappings and lists is finite; keys are strings; at most :data:`MAX_DEPTH` levels."""
+    if depth > MAX_DEPTH and isinstance(value, dict | list | tuple):
+        raise ContractError(f"{where.split('.')[0]} is nested deeper than {MAX_DEPTH} levels")
     if isinstance(value, dict):
         for k, v in value.items():
             if not isinstance(k, str):
                 raise ContractError(f"{where}: keys must be strings, got {k!r}")
-            _finite_tree(v, f"{where}.{k}")
+            _finite_tree(v, f"{where}.{k}", depth + 1)
     elif isinstance(value, list | tuple):
         for i, v in enumerate(value):
-            _finite_tree(v, f"{where}[{i}]")
+            _finite_tree(v, f"{where}[{i}]", depth + 1)
     elif isinstance(value, float) and not math.isfinite(value):
         raise ContractError(f"{where} must be finite, got {value}")
     elif value is not None and not isinstance(value, str | int | float):

@@ -11,10 +11,12 @@ import json
 from typing import Any
 
 from policies.runtime.contract import Contract
+from policies.runtime.text import printable
 
 
 def describe(c: Contract) -> str:
-    """Multi-line text describing ``c``."""
+    """Multi-line text describing ``c``; text from the file is shown with its control characters escaped
+    (:func:`policies.runtime.text.printable`), so a contract cannot drive the terminal it is printed on."""
     lines = [
         f"task {c.task}  (contract v{c.version}, control period {c.control_period_s * 1e3:g} ms = "
         f"{1.0 / c.control_period_s:g} Hz, normalisation {c.normalization})",
@@ -85,20 +87,7 @@ def describe(c: Contract) -> str:
     extra = dict(c.extra)
     airframe = extra.pop("airframe", None)
     if isinstance(airframe, dict):
-        lines += ["", "airframe:"]
-        order = airframe.get("motor_order", [])
-        for i, name in enumerate(order):
-            pos = airframe.get("rotor_positions_m", [[]] * len(order))[i]
-            spin = airframe.get("spin_seen_from_above", ["?"] * len(order))[i]
-            sign = airframe.get("reaction_torque_sign_z", ["?"] * len(order))[i]
-            lines.append(f"  {name:<16} at {_fmt(pos)} m, spins {spin} seen from above (reaction torque {sign:+g} z)")
-        for k, v in airframe.items():
-            if k not in ("motor_order", "rotor_positions_m", "spin_seen_from_above", "reaction_torque_sign_z"):
-                if isinstance(v, dict):
-                    lines.append(f"  {k}:")
-                    lines += [f"    {kk}: {_fmt(vv)}" for kk, vv in v.items()]
-                else:
-                    lines.append(f"  {k}: {_fmt(v)}")
+        lines += ["", "airframe:", *_airframe(airframe)]
     ranges = extra.pop("training_ranges", None)
     if isinstance(ranges, dict) and ranges:
         lines += ["", "trained under randomisation (smallest .. largest value of each parameter):"]
@@ -108,7 +97,34 @@ def describe(c: Contract) -> str:
     lines += ["", f"filter: {json.dumps(c.filter) if c.filter else '(none)'}"]
     for k, v in extra.items():
         lines.append(f"{k}: {_fmt(v)}")
-    return "\n".join(lines)
+    return "\n".join(printable(line) for line in lines)
+
+
+AIRFRAME_ROTOR_KEYS = ("motor_order", "rotor_positions_m", "spin_seen_from_above", "reaction_torque_sign_z")
+
+
+def _airframe(airframe: dict[str, Any]) -> list[str]:
+    """The airframe section, one line per rotor (when its per-rotor lists agree) and per other fact."""
+    lines = []
+    order = airframe.get("motor_order", [])
+    pos, spin, sign = (airframe.get(k) for k in AIRFRAME_ROTOR_KEYS[1:])
+    shown: tuple[str, ...] = ()  # malformed or partial: every fact as it is
+    if isinstance(order, list) and all(isinstance(v, list) and len(v) == len(order) for v in (pos, spin, sign)):
+        assert isinstance(pos, list) and isinstance(spin, list) and isinstance(sign, list)
+        for i, name in enumerate(order):
+            torque = f"{sign[i]:+g}" if isinstance(sign[i], int | float) else _fmt(sign[i])
+            lines.append(
+                f"  {name!s:<16} at {_fmt(pos[i])} m, spins {spin[i]} seen from above (reaction torque {torque} z)"
+            )
+        shown = AIRFRAME_ROTOR_KEYS
+    for k, v in airframe.items():
+        if k not in shown:
+            if isinstance(v, dict):
+                lines.append(f"  {k}:")
+                lines += [f"    {kk}: {_fmt(vv)}" for kk, vv in v.items()]
+            else:
+                lines.append(f"  {k}: {_fmt(v)}")
+    return lines
 
 
 def _fmt(v: Any) -> str:

@@ -138,7 +138,7 @@ def test_runtime_refuses_a_contract_whose_cameras_the_graph_lacks(tmp_path: Path
     no_camera = dataclasses.replace(contract, chunk=dataclasses.replace(contract.chunk, cameras={}))
     with pytest.raises(ContractError, match=r"chunk.cameras \[\] differ from the policy's \['wrist'\]"):
         chunk_to_onnx_model(policy, no_camera)
-    with pytest.raises(ContractError, match=r"chunk.cameras.wrist must be a mapping with a non-empty 'input'"):
+    with pytest.raises(ContractError, match=r"chunk.cameras.wrist.input must be a non-empty string, got None"):
         dataclasses.replace(contract, chunk=dataclasses.replace(contract.chunk, cameras={"wrist": {"height": 16}}))
     with pytest.raises(ContractError, match=r"chunk.cameras.wrist.width must be an integer in \[1, 4096\], got 0"):
         cams = {"wrist": {"input": "image_wrist", "height": 16, "width": 0}}
