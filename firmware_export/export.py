@@ -9,7 +9,14 @@
     firmware_report.yaml          what the CLI prints: size, cost, verification
 
 Everything is generated, compiled and verified in a scratch folder first; ``out`` is replaced only when all of it
-succeeded, so a failure leaves no partial output (and an earlier export in ``out`` intact).
+succeeded, so a failure leaves no partial output (and an earlier export in ``out`` intact). ``out`` must be new, empty
+or an earlier firmware export (its ``.robot-rl-export`` marker): a folder holding anything else, or the model itself,
+is refused before any work (:func:`policies.runtime.files.check_export_folder`), so an export never deletes a file it
+did not write.
+
+Text from the model file reaches the generated C and ``rr_policy.mk`` only through
+:mod:`policies.runtime.text` (validated when the contract loads, escaped where it is written), and
+:func:`firmware_export.codegen.check_generated` re-reads the generated C before anything is compiled or run.
 
 Verification: ``vectors`` random observations (seeded) run through onnxruntime and through the generated C,
 compiled for the host (``-std=c99 -Wall -Wextra -Werror -pedantic``) and, for ``cortex-m4f``, cross-compiled and run
@@ -20,7 +27,6 @@ under ``qemu-system-arm -M mps2-an386`` with semihosting. Commands are compared 
 from __future__ import annotations
 
 import math
-import os
 import shutil
 import tempfile
 from dataclasses import asdict, dataclass, field
@@ -46,6 +52,11 @@ from firmware_export.targets import (
     link,
 )
 from policies.runtime.contract import METADATA_KEY, Contract, ContractError
+from policies.runtime.files import check_export_folder, replace_export_folder
+from policies.runtime.text import make_comment
+
+EXPORT_KIND = "firmware"
+"""The kind in the output folder's export marker."""
 
 TOLERANCE = 1e-5
 """Largest accepted difference to onnxruntime, in normalised command units."""
@@ -129,6 +140,7 @@ def export_firmware(
     """
     if target not in TARGETS:
         raise UnsupportedModelError(f"unknown target '{target}'; choose one of {', '.join(TARGETS)}")
+    check_export_folder(out, EXPORT_KIND, [onnx_path])
     model, contract = read_model(onnx_path)
     if contract.chunk is not None:
         raise UnsupportedModelError(
@@ -154,7 +166,7 @@ def export_firmware(
         (package / "rr_policy.mk").write_text(_makefile(target, contract))
         _build_and_measure(graph, contract, onnx_path, package, work, target, vectors if verify else 0, seed, report)
         (package / "firmware_report.yaml").write_text(yaml.safe_dump(asdict(report), sort_keys=False))
-        replace_folder(package, out)
+        replace_export_folder(package, out, EXPORT_KIND)
     return report
 
 
@@ -255,7 +267,7 @@ def _parse(printed: str, n: int, a: int) -> tuple[np.ndarray, int, dict[str, int
 def _makefile(target: str, contract: Contract) -> str:
     t = TARGETS[target]
     return (
-        f"# robot-rl firmware for task '{contract.task}', target {target}. Include from your Makefile:\n"
+        f"# robot-rl firmware for task {make_comment(contract.task)}, target {target}. Include from your Makefile:\n"
         f"#   include rr_policy.mk\n#   CFLAGS += $(RR_CFLAGS)\n#   SRCS += $(RR_SRCS)\n"
         f"RR_DIR ?= $(dir $(lastword $(MAKEFILE_LIST)))\n"
         f"RR_SRCS = $(RR_DIR)rr_policy.c $(RR_DIR)rr_safety.c\n"
@@ -267,20 +279,6 @@ def _makefile(target: str, contract: Contract) -> str:
 def _copy(src: Path, dst: Path) -> Path:
     shutil.copytree(src, dst)
     return dst
-
-
-def replace_folder(staged: Path, out: Path) -> None:
-    """Move ``staged`` to ``out`` (replacing an earlier export) with no moment of a half-written ``out``."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    shutil.copytree(staged, tmp, dirs_exist_ok=True)
-    old = None
-    if out.exists():
-        old = out.parent / f".{out.name}.old-{os.getpid()}"
-        os.replace(out, old)
-    os.replace(tmp, out)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def max_rate_hz(instructions: float, clock_hz: float = 168e6, cpi: float = 1.0) -> float:

@@ -28,10 +28,14 @@ import sysconfig
 import tempfile
 from pathlib import Path
 
-from firmware_export.export import FirmwareReport, export_firmware, read_model, replace_folder
+from firmware_export.export import FirmwareReport, export_firmware, read_model
 from firmware_export.graph import UnsupportedModelError
 from firmware_export.targets import ToolchainError
 from policies.runtime.contract import MAX_CONTROL_RATE_HZ
+from policies.runtime.files import check_export_folder, replace_export_folder
+
+EXPORT_KIND = "ros2-node"
+"""The kind in the output folder's export marker (an earlier node build is replaced, nothing else)."""
 
 PACKAGE = Path(__file__).resolve().parents[1] / "ros2_ws" / "src" / "robot_rl_fast"
 NODE_SIGNALS = {"pos_w", "rot_mat", "lin_vel_w", "ang_vel_b", "last_action"}
@@ -95,6 +99,7 @@ def build_ros2_node(onnx_path: Path, out: Path, rate_hz: float | None = None, ve
         ContractError: The contract is malformed.
         ToolchainError: No ROS 2 headers, no compiler, or a build failed (its output in the message).
     """
+    check_export_folder(out, EXPORT_KIND, [onnx_path])
     _, contract = read_model(onnx_path)
     signals = {t.source for t in contract.observation}
     if contract.action.kind != "rpm" or not signals <= NODE_SIGNALS:
@@ -108,7 +113,7 @@ def build_ros2_node(onnx_path: Path, out: Path, rate_hz: float | None = None, ve
     if cc is None:
         raise ToolchainError("no C compiler (cc or gcc) on PATH")
     cflags, ldflags = link_flags(ros_prefix())
-    target = contract.extra.get("target_position_m", [0.0, 0.0, 0.0])
+    target = contract.extra.get("target_position_m", [0.0, 0.0, 0.0])  # 3 finite numbers (Contract.validate)
     defines = [f"-DRR_TARGET={{{', '.join(repr(float(v)) for v in target)}}}"]
     if rate_hz is not None:
         defines.append(f"-DRR_OBS_DT={1.0 / rate_hz!r}f")
@@ -126,5 +131,5 @@ def build_ros2_node(onnx_path: Path, out: Path, rate_hz: float | None = None, ve
         if done.returncode != 0:
             raise ToolchainError(f"building rr_policy_node failed:\n{done.stderr.strip()[-4000:]}")
         report.out = str(out)
-        replace_folder(package, out)
+        replace_export_folder(package, out, EXPORT_KIND)
     return report

@@ -9,10 +9,21 @@ both use it.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
-from collections.abc import Iterator
+import shutil
+import tempfile
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+
+EXPORT_MARKER = ".robot-rl-export"
+"""File an export writes into every folder it owns (JSON ``{"kind": ...}``): only a folder holding it, with the same
+kind, is ever replaced by a later export."""
+
+
+class OutputFolderError(ValueError):
+    """An output folder would lose something the user had: it holds files of its own, or the export's source."""
 
 
 @contextlib.contextmanager
@@ -84,3 +95,73 @@ def _fsync_dir(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def check_export_folder(out: str | Path, kind: str, sources: Iterable[str | Path] = ()) -> None:
+    """Refuse ``out`` as the folder of an export of ``kind`` unless nothing the user had can be lost by replacing it:
+    it does not exist, is an empty folder, or holds :data:`EXPORT_MARKER` of an earlier export of the same ``kind``;
+    and no ``sources`` (the files the export reads) lie inside it.
+
+    Raises:
+        OutputFolderError: Naming the folder and what it holds.
+    """
+    out = Path(out)
+    target = out.resolve()
+    for src in sources:
+        s = Path(src).resolve()
+        if s == target or target in s.parents:
+            raise OutputFolderError(f"--out '{out}' holds the export's source '{src}'; choose another folder")
+    if out.is_symlink():
+        raise OutputFolderError(f"--out '{out}' is a symbolic link; give the folder itself")
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise OutputFolderError(f"--out '{out}' is a file, not a folder")
+    if not any(out.iterdir()):
+        return
+    found = export_kind(out)
+    if found is None:
+        raise OutputFolderError(
+            f"--out '{out}' already holds files that no robot-rl {kind} export wrote (no {EXPORT_MARKER}); "
+            "choose a new or empty folder"
+        )
+    if found != kind:
+        raise OutputFolderError(f"--out '{out}' holds a robot-rl {found} export, not a {kind} export")
+
+
+def export_kind(folder: str | Path) -> str | None:
+    """The kind in ``folder``'s :data:`EXPORT_MARKER`, or ``None`` when it has none (or a malformed one)."""
+    try:
+        data = json.loads((Path(folder) / EXPORT_MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    kind = data.get("kind") if isinstance(data, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
+def replace_export_folder(staged: str | Path, out: str | Path, kind: str) -> None:
+    """Move the finished export ``staged`` to ``out`` with no moment of a half-written ``out``: the marker is added,
+    ``out`` is checked again (:func:`check_export_folder`), and an earlier export of the same kind is swapped out by
+    renames and only then removed.
+
+    Raises:
+        OutputFolderError: ``out`` may not be replaced (see :func:`check_export_folder`); ``staged`` is left as is.
+    """
+    staged, out = Path(staged), Path(out)
+    check_export_folder(out, kind)
+    (staged / EXPORT_MARKER).write_text(json.dumps({"kind": kind}) + "\n")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        shutil.copytree(staged, tmp, dirs_exist_ok=True)
+        old = None
+        if out.exists():
+            old = out.parent / f".{out.name}.old-{secrets.token_hex(4)}"
+            os.replace(out, old)
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+    _fsync_dir(out.parent)
