@@ -118,7 +118,8 @@ class RunnerConfig:
 
     Attributes:
         max_iterations: Upper bound on PPO iterations.
-        max_time_s: Wall-clock budget in seconds (``null``: none).
+        max_time_s: Wall-clock budget of one ``train`` call in seconds (``null``: none); a resumed run trains up to
+            this long again.
         eval_interval: Evaluate the task's success criterion every this many iterations (0: never).
         eval_episodes: Episodes per evaluation.
         eval_gate: Skip a scheduled evaluation while fewer than this fraction of the training episodes that finished
@@ -229,6 +230,11 @@ def load_config(
         data["task"] = task
     for item in overrides or []:
         apply_override(data, item)
+        if task is not None and data.get("task") != task:  # the task is the command's argument, not a setting
+            raise ConfigError(
+                f"override '{item}' changes the task to {data.get('task')!r}; give the task as the command's "
+                f"argument (robot-rl train <task>) instead of setting it"
+            )
     return from_plain(data)
 
 

@@ -179,7 +179,8 @@ class OnPolicyRunner:
         )
         obs = self._obs if self._obs is not None else self._start_episodes()
         self._boundary = self._capture()
-        start = time.monotonic() - self.elapsed_s
+        session = time.monotonic()  # the time budget counts this call: a resumed run gets max_time_s more
+        start = session - self.elapsed_s
         met, t_met, last_eval = False, None, None
         ep_stats: dict[str, list[torch.Tensor]] = {}
         window: list[torch.Tensor] = []  # success flags of the training episodes since the last scheduled evaluation
@@ -218,7 +219,7 @@ class OnPolicyRunner:
                     if self.iteration % rc.save_interval == 0:
                         self.save(time.monotonic() - start)
                     done = (met and rc.stop_on_success) or (
-                        rc.max_time_s is not None and time.monotonic() - start >= rc.max_time_s
+                        rc.max_time_s is not None and time.monotonic() - session >= rc.max_time_s
                     )
                     # Every rank stops at the same boundary: Ctrl-C on any rank, or the budget / criterion on rank 0.
                     if self.dist.any(stop.requested):

@@ -14,7 +14,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any, Literal, TypeVar, Union
 
-import yaml
+from policies.runtime import yamlfile
 
 T = TypeVar("T")
 
@@ -158,9 +158,9 @@ def apply_override(data: dict[str, Any], override: str) -> None:
     if not sep or not key.strip():
         raise ConfigError(f"override '{override}' must look like key.subkey=value")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"override '{override}': value is not valid YAML ({exc})") from exc
+        value = yamlfile.loads(raw, f"override '{override}': the value") if raw.strip() else ""
+    except yamlfile.YamlFileError as exc:
+        raise ConfigError(str(exc)) from None
     node = data
     parts = key.strip().split(".")
     for i, part in enumerate(parts[:-1]):
@@ -180,18 +180,12 @@ def _looks_numeric(text: str) -> bool:
 
 
 def load_yaml(path: str) -> dict[str, Any]:
-    """Read a YAML mapping, with errors that name the file."""
+    """Read a YAML mapping strictly (:mod:`policies.runtime.yamlfile`: duplicate keys refused, YAML 1.2 numbers),
+    with errors that name the file."""
     try:
-        with open(path) as f:
-            data = yaml.safe_load(f)
-    except FileNotFoundError:
-        raise ConfigError(f"config file '{path}' does not exist") from None
-    except IsADirectoryError:
-        raise ConfigError(f"config file '{path}' is a folder, not a file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"config file '{path}' cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"config file '{path}' is not valid YAML: {' '.join(str(exc).split())}") from None
+        data = yamlfile.load(path, "config file")
+    except yamlfile.YamlFileError as exc:
+        raise ConfigError(str(exc)) from None
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -192,6 +192,10 @@ class BatchedTask(VecEnv):
         reward_scales: dict[str, float],
         max_latency: int = MAX_LATENCY,
     ) -> None:
+        if not episode_length_s >= dt:  # NaN-safe: an episode shorter than one control period never runs
+            raise TaskConfigError(
+                f"env.episode_length_s ({episode_length_s:g} s) must be at least one control period env.dt ({dt:g} s)"
+            )
         self.num_envs = num_envs
         self.num_actions = num_actions
         self.dt = dt
