@@ -42,6 +42,7 @@ class CollectSummary:
         successes: Successful episodes among those attempted.
         frames: Frames written.
         bytes: Size of the dataset folder, bytes.
+        removed_stale: Staging folders of killed collections of the same dataset, removed first.
     """
 
     out: Path
@@ -50,6 +51,7 @@ class CollectSummary:
     successes: int
     frames: int
     bytes: int
+    removed_stale: int = 0
 
     @property
     def success_rate(self) -> float:
@@ -63,7 +65,7 @@ class CollectSummary:
             f"episodes kept: {self.kept} of {self.attempted} rolled out "
             f"(teacher success {self.success_rate:.1%}, {self.successes} successful)",
             f"frames: {self.frames:,}   size: {self.bytes / 1e6:.2f} MB",
-        ]
+        ] + ([f"removed {self.removed_stale} staging folder(s) of killed collections"] if self.removed_stale else [])
 
 
 def collect(
@@ -225,7 +227,7 @@ def collect(
             camera.close()
         env.close()
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
-    return CollectSummary(out, kept, attempted, successes, frames, size)
+    return CollectSummary(out, kept, attempted, successes, frames, size, writer.removed_stale)
 
 
 def summary_dict(summary: CollectSummary) -> dict[str, object]:

@@ -23,8 +23,14 @@ dtype ``image`` with shape ``[H, W, 3]`` (how LeRobot / Hugging Face ``datasets`
 order); ``action`` is what the policy commanded at step ``k`` in the contract's normalised units ``[-1, 1]`` (the
 contract's ``action`` section maps it to robot commands). Readable and writable with pyarrow alone.
 
-Writing is all or nothing: :class:`DatasetWriter` stages everything in a hidden folder beside ``DIR`` and renames
-it into place at :meth:`DatasetWriter.close`; an existing ``DIR`` is never touched.
+Writing is all or nothing: :class:`DatasetWriter` stages everything in a hidden folder beside ``DIR``
+(``.DIR.<pid>-<random>.partial``) and renames it into place at :meth:`DatasetWriter.close`; an existing ``DIR`` is
+never touched. A staging folder left by a writer that was killed (its process is gone) is removed by the next writer
+of the same ``DIR``.
+
+Reading trusts nothing in the folder (:func:`load_dataset`): every metadata field is checked for its type and range,
+episode indices must be unique, ``data_path`` must stay inside ``DIR``, and images must decode; each problem is one
+:class:`DatasetError` naming the file, the episode and the field.
 """
 
 from __future__ import annotations
@@ -137,7 +143,8 @@ class DatasetWriter:
         parent.mkdir(parents=True, exist_ok=True)
         if not os.access(parent, os.W_OK):
             raise DatasetError(f"cannot write into '{parent}'")
-        self._stage = parent / f".{self.root.name}.{secrets.token_hex(4)}.partial"
+        self.removed_stale = remove_stale_staging(self.root)
+        self._stage = parent / f".{self.root.name}.{os.getpid()}-{secrets.token_hex(4)}.partial"
         (self._stage / "meta").mkdir(parents=True)
         self.fps = float(fps)
         self.features = {STATE: _feature(state_names), ACTION: _feature(action_names)}
@@ -262,6 +269,34 @@ class DatasetWriter:
             self.abort()
 
 
+def remove_stale_staging(root: Path) -> int:
+    """Remove the staging folders of writers of ``root`` whose process is gone (killed: SIGKILL, a power cut);
+    returns how many. Folders of a running writer, and anything not named like a staging folder, are left alone."""
+    removed = 0
+    for stage in root.parent.glob(f".{glob_escape(root.name)}.*.partial"):
+        pid = stage.name[len(root.name) + 2 :].split("-", 1)[0]
+        if not (pid.isdigit() and stage.is_dir() and not stage.is_symlink()) or _alive(int(pid)):
+            continue
+        shutil.rmtree(stage, ignore_errors=True)
+        removed += 1
+    return removed
+
+
+def glob_escape(name: str) -> str:
+    """``name`` with glob's special characters escaped."""
+    return "".join(f"[{c}]" if c in "*?[]" else c for c in name)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
 def _fixed_list(x: np.ndarray) -> pa.FixedSizeListArray:
     flat = pa.array(np.ascontiguousarray(x, dtype=np.float32).reshape(-1))
     return pa.FixedSizeListArray.from_arrays(flat, int(x.shape[1]))
@@ -350,43 +385,105 @@ def load_dataset(root: str | Path, fps: float | None = None) -> Dataset:
         fps: Expected control rate, Hz (``None``: any); a different ``info.json`` rate is refused.
 
     Raises:
-        DatasetError: Missing files or columns, wrong dtypes or widths, ragged or non-contiguous episodes,
-            non-finite values, timestamps that disagree with ``fps``; the message names the episode and column.
+        DatasetError: Missing files or columns, metadata of the wrong type or range, duplicate episode indices, a
+            ``data_path`` outside the folder, wrong dtypes or widths, ragged or non-contiguous episodes, non-finite
+            values, timestamps that disagree with ``fps``; the message names the file, episode and field.
     """
     root = Path(root)
     if not root.is_dir():
         raise DatasetError(f"dataset folder '{root}' does not exist" if not root.exists() else f"'{root}' is a file")
-    info = _read_json(root / "meta" / "info.json")
+    where = root / "meta" / "info.json"
+    info = _read_json(where)
     if not isinstance(info, dict):
-        raise DatasetError(f"'{root / 'meta' / 'info.json'}' must hold a JSON object")
+        raise DatasetError(f"'{where}' must hold a JSON object")
     for key in ("fps", "features", "total_episodes", "data_path"):
         if key not in info:
-            raise DatasetError(f"'{root / 'meta' / 'info.json'}' has no '{key}'")
+            raise DatasetError(f"'{where}' has no '{key}'")
     rate = info["fps"]
-    if not isinstance(rate, int | float) or not math.isfinite(rate) or rate <= 0:
-        raise DatasetError(f"info.json fps must be a positive number, got {rate!r}")
+    if isinstance(rate, bool) or not isinstance(rate, int | float) or not math.isfinite(rate) or rate <= 0:
+        raise DatasetError(f"'{where}': fps must be a positive number, got {rate!r}")
     if fps is not None and abs(rate - fps) > 1e-6 * fps:
         raise DatasetError(f"dataset '{root}' was recorded at {rate} fps, but {fps} fps is expected")
-    widths = {}
-    for name in (STATE, ACTION):
-        feat = info["features"].get(name)
-        if not isinstance(feat, dict) or not isinstance(feat.get("shape"), list) or len(feat["shape"]) != 1:
-            raise DatasetError(f"info.json features has no 1-D feature '{name}'")
-        widths[name] = int(feat["shape"][0])
+    features = info["features"]
+    if not isinstance(features, dict):
+        raise DatasetError(f"'{where}': features must be an object of feature name -> {{dtype, shape}}")
+    widths = {name: _shape(features.get(name), f"'{where}': features.{name}", 1)[0] for name in (STATE, ACTION)}
+    cameras = {k.removeprefix(IMAGES): _shape(v, f"'{where}': features.{k}", 3) for k, v in features.items()
+               if k.startswith(IMAGES)}  # fmt: skip
+    total = _count(info["total_episodes"], f"'{where}': total_episodes", 0)
+    chunk = _count(info.get("chunks_size", CHUNK_SIZE), f"'{where}': chunks_size", 1)
+    template = _data_path(info["data_path"], root, f"'{where}': data_path")
     stats = _read_json(root / "meta" / "stats.json")
-    meta_episodes = _read_jsonl(root / "meta" / "episodes.jsonl")
-    tasks = {int(t["task_index"]): str(t["task"]) for t in _read_jsonl(root / "meta" / "tasks.jsonl")}
-    if len(meta_episodes) != info["total_episodes"]:
-        raise DatasetError(
-            f"info.json says {info['total_episodes']} episodes, but episodes.jsonl lists {len(meta_episodes)}"
-        )
-    chunk = int(info.get("chunks_size", CHUNK_SIZE))
-    cameras = [k.removeprefix(IMAGES) for k in info["features"] if k.startswith(IMAGES)]
+    meta_episodes = _episode_rows(root / "meta" / "episodes.jsonl")
+    tasks = _task_rows(root / "meta" / "tasks.jsonl")
+    if len(meta_episodes) != total:
+        raise DatasetError(f"info.json says {total} episodes, but episodes.jsonl lists {len(meta_episodes)}")
     episodes = [
-        _read_episode(root, str(info["data_path"]), chunk, e, widths, float(rate), tasks, cameras)
-        for e in meta_episodes
+        _read_episode(root, template, chunk, e, widths, float(rate), tasks, list(cameras)) for e in meta_episodes
     ]
     return Dataset(root, info, stats if isinstance(stats, dict) else {}, episodes)
+
+
+def _count(value: Any, where: str, low: int) -> int:
+    """An integer ``>= low`` from metadata (``true``, ``1.5`` and ``"3"`` are refused)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise DatasetError(f"{where} must be an integer >= {low}, got {value!r}")
+    return value
+
+
+def _shape(feature: Any, where: str, dims: int) -> tuple[int, ...]:
+    """A feature's ``shape``: ``dims`` positive integers."""
+    if not isinstance(feature, dict) or not isinstance(feature.get("shape"), list) or len(feature["shape"]) != dims:
+        raise DatasetError(f"{where} must be an object with a 'shape' of {dims} integer(s)")
+    return tuple(_count(v, f"{where}.shape[{i}]", 1) for i, v in enumerate(feature["shape"]))
+
+
+def _data_path(template: Any, root: Path, where: str) -> str:
+    """The episode file template, with only ``{episode_chunk}`` and ``{episode_index}`` fields, inside ``root``."""
+    import string
+
+    if not isinstance(template, str) or not template:
+        raise DatasetError(f"{where} must be a path template string, got {template!r}")
+    try:
+        fields = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
+        sample = template.format(episode_chunk=0, episode_index=0)
+    except (ValueError, IndexError, KeyError, AttributeError) as exc:
+        raise DatasetError(f"{where} '{template}' is not a valid template ({exc})") from None
+    if not fields <= {"episode_chunk", "episode_index"} or "episode_index" not in {f.split(":")[0] for f in fields}:
+        raise DatasetError(
+            f"{where} '{template}' may use {{episode_chunk}} and {{episode_index}} only (and needs the latter)"
+        )
+    resolved = (root / sample).resolve()
+    if Path(sample).is_absolute() or root.resolve() not in resolved.parents:
+        raise DatasetError(f"{where} '{template}' leads outside the dataset folder")
+    return template
+
+
+def _episode_rows(path: Path) -> list[dict[str, Any]]:
+    """``episodes.jsonl``: objects with a unique integer ``episode_index`` and an integer ``length`` >= 1."""
+    rows, seen = _read_jsonl(path), set()
+    for k, row in enumerate(rows):
+        where = f"'{path}' line {k + 1}"
+        if not isinstance(row, dict):
+            raise DatasetError(f"{where} must be a JSON object, got {type(row).__name__}")
+        index = _count(row.get("episode_index"), f"{where}: episode_index", 0)
+        if index in seen:
+            raise DatasetError(f"{where}: episode_index {index} is listed twice")
+        seen.add(index)
+        if "length" in row:
+            _count(row["length"], f"{where}: length", 1)
+    return rows
+
+
+def _task_rows(path: Path) -> dict[int, str]:
+    """``tasks.jsonl``: task index -> instruction text."""
+    out: dict[int, str] = {}
+    for k, row in enumerate(_read_jsonl(path)):
+        where = f"'{path}' line {k + 1}"
+        if not isinstance(row, dict) or not isinstance(row.get("task"), str):
+            raise DatasetError(f"{where} must be a JSON object with a text 'task'")
+        out[_count(row.get("task_index"), f"{where}: task_index", 0)] = row["task"]
+    return out
 
 
 def _read_episode(
@@ -399,7 +496,7 @@ def _read_episode(
     tasks: dict[int, str],
     cameras: list[str],
 ) -> Episode:
-    index = int(meta["episode_index"])
+    index = int(meta["episode_index"])  # checked by _episode_rows
     where = f"episode {index}"
     path = root / template.format(episode_chunk=index // chunk, episode_index=index)
     if not path.is_file():
@@ -520,7 +617,12 @@ def decode_frames(episodes: Sequence[Episode], camera: str, size: tuple[int, int
         if camera not in e.images:
             raise DatasetError(f"episode {i} has no images of camera '{camera}' (it has {sorted(e.images) or 'none'})")
         for k, png in enumerate(e.images[camera]):
-            frame = decode_image(png)
+            try:
+                frame = decode_image(png)
+            except Exception as exc:  # PIL raises its own types for damaged data
+                raise DatasetError(
+                    f"episode {i} frame {k}: observation.images.{camera} is not a readable image ({type(exc).__name__})"
+                ) from None
             if frame.shape != (*size, 3):
                 raise DatasetError(
                     f"episode {i} frame {k}: observation.images.{camera} is {list(frame.shape)}, "

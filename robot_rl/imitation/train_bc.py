@@ -39,7 +39,7 @@ from policies.runtime.contract import ChunkSpec, Contract, ContractError
 from policies.runtime.files import atomic_path, atomic_write_text
 from robot_rl.checkpoint import BC_FORMAT, CheckpointError, first_non_finite, read_any_checkpoint
 from robot_rl.imitation.config import BCConfig, ChunkPolicyConfig
-from robot_rl.imitation.dataset import episode_statistics, load_dataset
+from robot_rl.imitation.dataset import DatasetError, episode_statistics, load_dataset
 from robot_rl.imitation.evaluate import ChunkEvalResult, evaluate_chunk_policy
 from robot_rl.imitation.windows import Windows
 from robot_rl.logger import TrainingLogger, save_png
@@ -296,7 +296,13 @@ def train_bc(cfg: BCConfig, resume: Path | None = None, quiet: bool = False, exp
             f"{contract.action.size} actions, its features {dataset.state_dim} and {dataset.action_dim}"
         )
     env_cfg = _typed_env(task, meta.get("env")) if task else None
-    groups = list(meta.get("obs_groups", ["policy"]))
+    groups = meta.get("obs_groups", ["policy"])
+    if not (isinstance(groups, list) and groups and all(isinstance(g, str) for g in groups)):
+        raise DatasetError(
+            f"dataset '{dataset.root}': robot_rl.obs_groups must be a list of group names, got {groups!r}"
+        )
+    if not isinstance(meta.get("task", ""), str):
+        raise DatasetError(f"dataset '{dataset.root}': robot_rl.task must be a task name, got {meta['task']!r}")
     mounts = meta.get("cameras") if isinstance(meta.get("cameras"), dict) else {}
     visual_plain = meta.get("visual_randomization") if isinstance(meta.get("visual_randomization"), dict) else None
     visual = visual_randomization(visual_plain)
@@ -323,10 +329,9 @@ def train_bc(cfg: BCConfig, resume: Path | None = None, quiet: bool = False, exp
         step, elapsed = int(state["step"]), float(state["elapsed_s"])
         torch.set_rng_state(state["rng"]["torch"])
         rng.bit_generator.state = state["rng"]["numpy"]
-        run_dir = resume
-    else:
-        run_dir = _new_run_dir(cfg, task)
+    # every image decoded (a damaged one is named) before the run folder is made
     windows = Windows(dataset.episodes, cfg.policy.obs_horizon, cfg.policy.pred_horizon, policy.cameras)
+    run_dir = resume if resume is not None else _new_run_dir(cfg, task)
     tensors = [torch.from_numpy(a).to(device) for a in (windows.state, windows.action)]
     index = [torch.from_numpy(a).to(device) for a in (windows.obs_index, windows.action_index)]
     frames = {c: torch.from_numpy(a).to(device) for c, a in windows.images.items()}  # uint8 [F, H, W, 3]

@@ -167,3 +167,97 @@ def test_windows_never_cross_episode_boundaries() -> None:
     # an interior window is the plain slice
     np.testing.assert_array_equal(obs[2], episodes[0].state[1:3])
     assert (obs[:5] < 50).all() and (obs[5:] > 50).all()
+
+
+def _edit_json(path: Path, change) -> None:  # type: ignore[no-untyped-def]
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+
+
+def _edit_lines(path: Path, change) -> None:  # type: ignore[no-untyped-def]
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    path.write_text("".join(json.dumps(r) + "\n" for r in change(rows)))
+
+
+INFO, EPISODES, TASKS = "meta/info.json", "meta/episodes.jsonl", "meta/tasks.jsonl"
+MALFORMED_METADATA = [
+    ("fps-bool", INFO, lambda d: d.update(fps=True), "fps must be a positive number, got True"),
+    ("features-list", INFO, lambda d: d.update(features=[1, 2]), "features must be an object"),
+    ("shape-text", INFO, lambda d: d["features"]["action"].update(shape=["2"]), "features.action.shape[0] must be an"),
+    ("shape-missing", INFO, lambda d: d["features"].pop("observation.state"), "features.observation.state must be an"),
+    ("total-text", INFO, lambda d: d.update(total_episodes="3"), "total_episodes must be an integer >= 0, got '3'"),
+    ("chunks-zero", INFO, lambda d: d.update(chunks_size=0), "chunks_size must be an integer >= 1, got 0"),
+    (
+        "data-path-escapes",
+        INFO,
+        lambda d: d.update(data_path="../../outside/{episode_index}.parquet"),
+        "leads outside the dataset folder",
+    ),
+    (
+        "data-path-absolute",
+        INFO,
+        lambda d: d.update(data_path="/etc/{episode_index}.parquet"),
+        "leads outside the dataset folder",
+    ),
+    (
+        "data-path-field",
+        INFO,
+        lambda d: d.update(data_path="data/{episode_index.__class__}.parquet"),
+        "may use {episode_chunk} and {episode_index} only",
+    ),
+    ("data-path-number", INFO, lambda d: d.update(data_path=7), "data_path must be a path template string, got 7"),
+    ("episode-not-object", EPISODES, lambda rows: [*rows[:2], [1, 2]], "line 3 must be a JSON object, got list"),
+    (
+        "episode-index-text",
+        EPISODES,
+        lambda rows: [*rows[:2], {**rows[2], "episode_index": "2"}],
+        "line 3: episode_index must be an integer >= 0, got '2'",
+    ),
+    (
+        "episode-duplicate",
+        EPISODES,
+        lambda rows: [rows[0], rows[1], {**rows[2], "episode_index": 1}],
+        "line 3: episode_index 1 is listed twice",
+    ),
+    (
+        "episode-length-zero",
+        EPISODES,
+        lambda rows: [{**rows[0], "length": 0}, *rows[1:]],
+        "line 1: length must be an integer >= 1, got 0",
+    ),
+    ("task-index-missing", TASKS, lambda rows: [{"task": "reach the goal"}], "line 1: task_index must be an integer"),
+    ("task-not-text", TASKS, lambda rows: [{"task_index": 0, "task": 3}], "line 1 must be a JSON object with a text"),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "file", "change", "message"), MALFORMED_METADATA, ids=[m[0] for m in MALFORMED_METADATA]
+)
+def test_malformed_metadata_is_refused_in_one_line_naming_the_field(  # type: ignore[no-untyped-def]
+    tmp_path: Path, case: str, file: str, change, message: str
+) -> None:
+    _write(tmp_path / "ds")
+    path = tmp_path / "ds" / file
+    (_edit_json if file == INFO else _edit_lines)(path, change)
+    with pytest.raises(DatasetError) as err:
+        load_dataset(tmp_path / "ds")
+    assert message in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
+def test_a_writer_removes_the_staging_folders_of_killed_writers_and_no_others(tmp_path: Path) -> None:
+    """A collect killed with SIGKILL leaves its hidden staging folder; the next writer of the same dataset removes
+    it. A staging folder of a process that still runs, and anything else, stays."""
+    import os
+    import subprocess
+    import sys
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = tmp_path / f".ds.{int(dead.stdout)}-abcd1234.partial"
+    live = tmp_path / f".ds.{os.getpid()}-abcd1234.partial"
+    other = tmp_path / ".other.1-abcd1234.partial"
+    for folder in (stale, live, other):
+        (folder / "meta").mkdir(parents=True)
+    writer = DatasetWriter(tmp_path / "ds", FPS, ["a", "b", "c"], ["j1", "j2"])
+    assert writer.removed_stale == 1 and not stale.exists() and live.exists() and other.exists()
+    writer.abort()
