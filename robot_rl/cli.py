@@ -40,7 +40,9 @@ from firmware_export.graph import UnsupportedModelError
 from firmware_export.targets import TARGETS as FIRMWARE_TARGETS
 from firmware_export.targets import ToolchainError
 from policies.runtime.contract import ContractError
+from policies.runtime.files import OutputFolderError, check_export_folder
 from policies.runtime.onnx_policy import PolicyFileError
+from policies.runtime.text import printable
 from robot_rl.algorithms.ppo import TrainingDivergedError
 from robot_rl.checkpoint import CheckpointError, read_checkpoint
 from robot_rl.config import MAX_NUM_ENVS, TrainConfig, check_device
@@ -65,6 +67,7 @@ USER_ERRORS = (
     UnsupportedModelError,
     ToolchainError,
     DistributedConfigError,
+    OutputFolderError,
     OSError,
 )
 MAX_EPISODES = 1 << 16
@@ -92,7 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--num-envs", type=int, help="parallel simulated worlds (default: from the config)")
     train.add_argument("--device", help="torch device: cpu, cuda, cuda:1 (default: from the config)")
     train.add_argument("--seed", type=int, help="random seed (default: from the config)")
-    train.add_argument("--max-time", type=float, metavar="SEC", help="wall-clock training budget in seconds")
+    train.add_argument(
+        "--max-time", type=float, metavar="SEC", help="wall-clock training budget in seconds (with --resume: more)"
+    )
     train.add_argument("--max-iterations", type=int, help="PPO iteration budget")
     train.add_argument("--config", type=Path, help="YAML config (default: configs/<task>.yaml)")
     train.add_argument(
@@ -230,7 +235,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     fw.add_argument("source", type=Path, help="run folder or exported policy.onnx")
     fw.add_argument("--target", default="cortex-m4f", choices=list(FIRMWARE_TARGETS), help="default: cortex-m4f")
-    fw.add_argument("--out", type=Path, help="output folder (default: firmware-<target> beside the policy)")
+    fw.add_argument(
+        "--out",
+        type=Path,
+        help="output folder (default: firmware-<target> beside the policy); must be new, empty or an earlier "
+        "firmware export, which is replaced whole",
+    )
     fw.add_argument("--vectors", type=int, default=1000, help="random observations to verify (default: 1000)")
     fw.add_argument("--no-verify", action="store_true", help="generate, build and size only")
     node = ex_sub.add_parser(
@@ -238,7 +248,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="a multirotor policy as a native ROS 2 node (rcl + the generated C) for 1 kHz loops, built here",
     )
     node.add_argument("source", type=Path, help="run folder or exported policy.onnx")
-    node.add_argument("--out", type=Path, help="output folder (default: ros2-node beside the policy)")
+    node.add_argument(
+        "--out",
+        type=Path,
+        help="output folder (default: ros2-node beside the policy); must be new, empty or an earlier ros2-node "
+        "export, which is replaced whole",
+    )
     node.add_argument(
         "--rate", type=float, metavar="HZ", help="control rate the node runs at (default: the contract's)"
     )
@@ -258,7 +273,13 @@ def build_parser() -> argparse.ArgumentParser:
     dep.add_argument("--model", type=Path, help="policy.onnx (overrides policy_node's model_path)")
     dep.add_argument("--duration", type=float, default=10.0, metavar="SEC", help="run time, s (default: 10)")
     dep.add_argument("--namespace", default="", help="ROS namespace of the nodes")
-    dep.add_argument("--record", type=Path, metavar="RUN.mcap", help="record inputs, commands and faults to MCAP")
+    dep.add_argument(
+        "--record",
+        type=Path,
+        metavar="RUN.mcap",
+        help="record inputs, commands and faults to a new MCAP file (flushed twice a second, finished on Ctrl-C and "
+        "SIGTERM; after a kill readable up to its last flush)",
+    )
     dep.add_argument(
         "--executor",
         choices=["single", "events"],
@@ -317,7 +338,7 @@ def _terminated(signum: int, frame: object) -> None:
 
 
 def _fail(message: str, status: int) -> int:
-    print(f"robot-rl: error: {' '.join(message.split())}", file=sys.stderr)  # always one line
+    print(f"robot-rl: error: {printable(' '.join(message.split()))}", file=sys.stderr)  # one line, no escapes
     return status
 
 
@@ -750,6 +771,7 @@ def cmd_export_firmware(args: argparse.Namespace) -> int:
     name = "ros2-node" if node else f"firmware-{args.target}"
     out = args.out or (src if src.is_dir() else src.parent) / name
     check_folder_writable(out, "output folder")
+    check_export_folder(out, "ros2-node" if node else "firmware", [src])  # nothing the user had is replaced
     with tempfile.TemporaryDirectory(prefix="robot-rl-onnx-") as tmp:
         onnx_path = src
         if src.is_dir():  # export the checkpoint's actor first (the run's own config, as `export onnx` does)
@@ -796,11 +818,12 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     """``robot-rl deploy``: the launch file's node graph in one process, over real DDS; prints a summary."""
     _in_range("--duration", args.duration, 0.1, 86400)
     try:
-        from robot_rl_ros.graph import DeployError, read_params, run_graph
+        from robot_rl_ros.graph import DeployError, check_namespace, read_params, run_graph
     except ImportError as exc:
         raise ConfigError(f"ROS 2 Python packages are missing ({exc.name}); pip install -e '.[ros2]'") from None
     try:
         params = read_params(args.params)
+        check_namespace(args.namespace)
         if args.model is not None:
             if not args.model.is_file():
                 raise DeployError(f"model '{args.model}' does not exist")
@@ -809,6 +832,8 @@ def cmd_deploy(args: argparse.Namespace) -> int:
             check_folder_writable(args.record.parent, "recording folder")
             if args.record.is_dir():
                 raise DeployError(f"--record '{args.record}' is a folder; give a file name such as run.mcap")
+            if args.record.exists() or args.record.is_symlink():
+                raise DeployError(f"--record '{args.record}' already exists; recordings are never overwritten")
         result = run_graph(
             params, args.sim, args.duration, args.namespace, record=args.record, executor_kind=args.executor
         )
@@ -847,10 +872,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         r = replay(args.recording, args.model)
     except RecordingError as exc:
         raise ConfigError(str(exc)) from None
-    print(
-        f"{args.recording}: {r.messages} messages, {r.steps} control steps replayed, "
-        f"{r.skipped} under a fault skipped; max divergence {r.max_divergence:.3g} (normalised command units)"
-    )
+    print(r.line(args.recording))
     return 0 if r.max_divergence <= 1e-5 else 1
 
 
@@ -873,16 +895,13 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         contract = load_contract(src)
     print(describe(contract))
     if args.robot is not None:
-        import yaml
-
+        from policies.runtime import yamlfile
         from policies.runtime.robot_check import check_robot
 
-        if not args.robot.is_file():
-            raise ConfigError(f"robot description '{args.robot}' does not exist")
         try:
-            description = yaml.safe_load(args.robot.read_text())
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"robot description '{args.robot}' is not valid YAML: {exc}") from None
+            description = yamlfile.load(args.robot, "robot description")
+        except yamlfile.YamlFileError as exc:
+            raise ConfigError(str(exc)) from None
         check_robot(contract, description)
         print(f"\nrobot description {args.robot}: every given field matches the contract")
     return 0

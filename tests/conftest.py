@@ -100,3 +100,27 @@ def trained_hover(tmp_path_factory: pytest.TempPathFactory) -> TrainedRun:
 def trained_reach(tmp_path_factory: pytest.TempPathFactory) -> TrainedRun:
     """The Panda reach policy after its learning test's budget (trained once, shared across workers)."""
     return _shared_run(tmp_path_factory, "panda-reach", REACH_OVERRIDES)
+
+
+def export_untrained(task: str, folder: Path) -> Path:
+    """An untrained actor of ``task``, exported with the task's contract: for tests of what runs a policy (nodes,
+    recordings, exports) that do not depend on its skill, so they need not wait for a training fixture."""
+    import sim
+    from policies.nets import ActorCritic
+    from policies.nets.export import export_onnx
+
+    env = sim.make(task, 1)
+    model = ActorCritic(env.obs_sizes["policy"], env.obs_sizes["critic"], env.num_actions)  # type: ignore[attr-defined]
+    return export_onnx(model, env.contract(["policy"]), folder)  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="session")
+def untrained_hover(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An untrained quadrotor hover policy, exported (see :func:`export_untrained`)."""
+    return export_untrained("quadrotor-hover", tmp_path_factory.mktemp("untrained-hover"))
+
+
+@pytest.fixture(scope="session")
+def untrained_reach(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An untrained Panda reach policy, exported (see :func:`export_untrained`)."""
+    return export_untrained("panda-reach", tmp_path_factory.mktemp("untrained-reach"))

@@ -113,6 +113,7 @@ class OnnxPolicy:
         self.control_period_s = self.contract.control_period_s if control_period_s is None else control_period_s
         self._builder = ObservationBuilder.for_contract(self.contract, num_envs, self.control_period_s)
         self._sources = {t.source for t in self.contract.observation}
+        self._scales = np.concatenate([np.full(t.size, t.scale, np.float32) for t in self.contract.observation])
         a = self.contract.action
         self._offset = np.asarray(a.offset, dtype=np.float32)
         self._scale = np.asarray(a.scale, dtype=np.float32)
@@ -178,8 +179,14 @@ class OnnxPolicy:
                     f"signal '{t.source}' has shape {x.shape}, "
                     f"observation term '{t.name}' expects {(self.num_envs, t.size)}"
                 )
-            _require_finite(x * np.float32(t.scale), f"signal '{t.source}' (scaled by {t.scale:g}, float32)")
             out[t.source] = x
+        with np.errstate(over="ignore", invalid="ignore"):  # one check of every scaled value; on failure, find it
+            scaled = np.concatenate([out[t.source] for t in self.contract.observation], axis=1) * self._scales
+        if not np.isfinite(scaled).all():
+            for t in self.contract.observation:
+                with np.errstate(over="ignore", invalid="ignore"):
+                    value = out[t.source] * np.float32(t.scale)
+                _require_finite(value, f"signal '{t.source}' (scaled by {t.scale:g}, float32)")
         return out
 
     def __call__(self, signals: Mapping[str, Any]) -> np.ndarray:
@@ -335,6 +342,8 @@ class OnnxPolicy:
 
 def _real_array(value: Any, what: str) -> np.ndarray:
     """``value`` as float32, refusing bool, complex, object and text arrays by name."""
+    if type(value) is np.ndarray and value.dtype == np.float32:  # the common case on the robot: no copy
+        return value
     try:
         arr = np.asarray(value)
     except Exception as exc:  # ragged nested lists and the like
@@ -346,6 +355,8 @@ def _real_array(value: Any, what: str) -> np.ndarray:
 
 
 def _require_finite(x: np.ndarray, what: str) -> None:
+    if np.isfinite(x).all():
+        return
     bad = ~np.isfinite(x)
     if bad.any():
         index = tuple(int(i[0]) for i in np.nonzero(bad))

@@ -141,6 +141,17 @@ class SafetyLayer:
         """Feed the watchdog: a fresh robot observation arrived at ``now``."""
         self._last_input = now
 
+    def sent(self, command: np.ndarray) -> None:
+        """Record the command actually sent after filters downstream of this layer (the energy tank may have scaled
+        it): ``hold`` holds it and the rate limit starts from it, not from the unfiltered command."""
+        self.last = np.clip(np.asarray(command, dtype=np.float32), self.low, self.high).astype(np.float32)
+
+    def latch(self, reason: str) -> None:
+        """Latch a fault found outside the layer (``reason``: e.g. an exception in the control step); the next
+        :meth:`step` sends the safe command. An earlier fault keeps its reason."""
+        if not self.fault:
+            self.fault = reason
+
     def estop(self, engaged: bool) -> None:
         """Engage (latched: stays tripped until :meth:`activate` after release) or release the e-stop."""
         self._estop = engaged

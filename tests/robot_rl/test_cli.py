@@ -377,6 +377,9 @@ USER_ERRORS: list[Any] = [
     (["train", TASK, "--set", "env.robot.max_rpm=.nan"], "robot.max_rpm must be finite and positive"),
     (["train", TASK, "--set", "env.reward_scales.position=.nan"], "reward_scales.position must be finite"),
     (["train", TASK, "--num-envs", "abc"], "invalid int value: 'abc'"),
+    (["train", TASK, "--set", "task=cartpole-balance"], "changes the task to 'cartpole-balance'"),
+    (["train", TASK, "--config", "{tmp}/twice.yaml"], "key 'seed' is given twice (first on line 2)"),
+    (["train", TASK, "--set", "env.episode_length_s=0.001"], "env.episode_length_s (0.001 s) must be at least one"),
     # eval
     (["eval", "{tmp}/binary.yaml"], "is a file, not a run folder"),
     (["eval", "{run}", "--episodes", str(10**9)], "--episodes must be in [1, 65536]"),
@@ -405,6 +408,12 @@ USER_ERRORS: list[Any] = [
     (["eval", "{run}", "--control-rate", "1e9"], "control period must be within [0.0001, "),
     (["export", "ros2-node", "{tmp}/nowhere"], "'{tmp}/nowhere' does not exist"),
     (["export", "ros2-node", "{run}", "--out", "{tmp}/binary.yaml"], "output folder '{tmp}/binary.yaml' is a file"),
+    # --out never deletes what it did not write: a run folder, a folder of the user's, the model's own folder
+    (["export", "firmware", "{run}", "--out", "{run}"], "holds the export's source '{run}'"),
+    (["export", "firmware", "{run}/policy.onnx", "--out", "{run}"], "holds the export's source"),
+    (["export", "firmware", "{run}", "--out", "{tmp}/mine"], "already holds files that no robot-rl firmware export"),
+    (["export", "ros2-node", "{run}", "--out", "{run}"], "holds the export's source '{run}'"),
+    (["export", "ros2-node", "{run}", "--out", "{tmp}/mine"], "already holds files that no robot-rl ros2-node export"),
     # bench
     (["bench", "--num-envs", "0"], "--num-envs must be in [1, 16777216], got 0"),
     (["bench", "--seconds", "-1"], "--seconds must be in"),
@@ -412,7 +421,17 @@ USER_ERRORS: list[Any] = [
     (["bench", "--task", "nope"], "unknown task 'nope'"),
     # deploy
     (["deploy", "--params", "{tmp}/nowhere.yaml"], "parameter file '{tmp}/nowhere.yaml' does not exist"),
-    (["deploy", "--params", "{tmp}/binary.yaml"], "is not valid YAML"),
+    (["deploy", "--params", "{tmp}/binary.yaml"], "cannot be read: 'utf-8' codec can't decode"),
+    (["deploy", "--params", "{tmp}/typo.yaml"], "policy_node: unknown parameter 'watchdg_s'; did you mean watchdog_s?"),
+    (["deploy", "--params", "{tmp}/text.yaml"], "parameter 'watchdog_s' is str '0.1 s'; expected a number"),
+    (["deploy", "--params", "{tmp}/twice.yaml"], "key 'seed' is given twice"),
+    (["deploy", "--params", "{tmp}/othernode.yaml"], "unknown node 'camera_node'"),
+    (
+        ["deploy", "--params", "{tmp}/listtype.yaml"],
+        "parameter 'safe_command' is list ['a']; expected a non-empty list",
+    ),
+    (["deploy", "--params", "{tmp}/ok.yaml", "--namespace", "bad ns!"], "namespace 'bad ns!' is not a valid ROS"),
+    (["deploy", "--params", "{tmp}/ok.yaml", "--record", "{tmp}/binary.yaml"], "already exists; recordings are never"),
     (["deploy", "--params", "{tmp}/nopolicy.yaml"], "has no 'policy_node' section"),
     (["deploy", "--params", "{tmp}/nopolicy.yaml", "--duration", "0"], "--duration must be in [0.1, 86400]"),
     # inspect
@@ -438,6 +457,15 @@ def test_every_user_error_exits_2_with_one_line_and_writes_nothing(
 
     (tmp_path / "binary.yaml").write_bytes(b"\xff\xfe\x00garbage")
     (tmp_path / "nopolicy.yaml").write_text("sim_robot_node:\n  ros__parameters: {seed: 1}\n")
+    policy = "policy_node:\n  ros__parameters:\n    model_path: none.onnx\n"
+    (tmp_path / "ok.yaml").write_text(policy)
+    (tmp_path / "typo.yaml").write_text(policy + "    watchdg_s: 0.1\n")
+    (tmp_path / "text.yaml").write_text(policy + "    watchdog_s: 0.1 s\n")
+    (tmp_path / "listtype.yaml").write_text(policy + "    safe_command: [a]\n")
+    (tmp_path / "othernode.yaml").write_text(policy + "camera_node:\n  ros__parameters: {fps: 30}\n")
+    (tmp_path / "twice.yaml").write_text("task: quadrotor-hover\nseed: 1\nnum_envs: 8\nseed: 2\n")
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("the user's own file\n")
     (tmp_path / "readonly").mkdir()
     readonly_run = tmp_path / "readonly_run"
     import shutil
@@ -475,3 +503,40 @@ def test_inspect_prints_the_contract_of_a_policy_and_of_a_run(
         assert "task quadrotor-hover" in out and "[18:34]    last_action          4 x 4 steps" in out
         assert "m1_front_right   at [0.0325269, -0.0325269, 0] m, spins ccw seen from above" in out
         assert "kind rpm" in out and "20 ms = 50 Hz" in out
+
+
+def test_max_time_on_a_resumed_run_is_a_budget_for_this_call(tmp_path: Path) -> None:
+    """A run that already trained for a long time is resumed with --max-time: it trains on (here to its iteration
+    cap) instead of stopping after one iteration because the budget had been spent by the earlier call."""
+    root = tmp_path / "runs"
+    assert main(["train", TASK, "--max-iterations", "1", "--run-root", str(root), "--no-export", *FAST]) == 0
+    run = only_run_dir(root)
+    state = torch.load(run / "checkpoint.pt", weights_only=False)
+    state["elapsed_s"] = 1000.0  # as after a long first call
+    torch.save(state, run / "checkpoint.pt")
+    root2 = tmp_path / "resumed"
+    argv = ["train", TASK, "--resume", str(run), "--max-iterations", "4", "--max-time", "600"]
+    assert main([*argv, "--run-root", str(root2), "--no-export", *FAST]) == 0
+    assert read_checkpoint(only_run_dir(root2) / "checkpoint.pt")["iteration"] == 4
+
+
+def test_inspect_prints_text_from_the_file_with_its_terminal_escapes_defused(
+    good_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A contract whose free text (extra) holds terminal escape sequences and a right-to-left override is printed
+    with them as visible escapes: a file cannot clear the screen, recolour it or reorder what the integrator reads."""
+    import onnx
+
+    from policies.runtime.contract import METADATA_KEY, Contract
+
+    model = onnx.load(str(good_run / "policy.onnx"))
+    props = {p.key: p.value for p in model.metadata_props}
+    contract = Contract.from_json(props[METADATA_KEY])
+    contract.extra["note"] = "\x1b[2J\x1b[31mall checks passed\u202e"
+    onnx.helper.set_model_props(model, {METADATA_KEY: contract.to_json()})
+    path = tmp_path / "policy.onnx"
+    onnx.save(model, str(path))
+    assert main(["inspect", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\u202e" not in out
+    assert "note: \\x1b[2J\\x1b[31mall checks passed\\u202e" in out

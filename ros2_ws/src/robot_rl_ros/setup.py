@@ -24,8 +24,8 @@ setup(
     license="Apache-2.0",
     entry_points={
         "console_scripts": [
-            "policy_node = robot_rl_ros.policy_node:main",
-            "sim_robot_node = robot_rl_ros.sim_robot_node:main",
+            "policy_node = robot_rl_ros.entry:policy_node",
+            "sim_robot_node = robot_rl_ros.entry:sim_robot_node",
         ],
     },
 )

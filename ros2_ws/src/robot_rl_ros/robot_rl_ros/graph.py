@@ -10,6 +10,10 @@ The parameter file has the layout ``ros2 launch`` passes to nodes::
 :func:`run_graph` creates ``policy_node`` (and ``sim_robot_node`` with ``sim=True``) with those parameters, drives the
 policy node through configure and activate, and spins every node on one executor until ``duration_s`` has passed
 (or Ctrl-C). The nodes talk over real DDS, exactly as when ``sim.launch.py`` starts them as separate processes.
+
+The file is read strictly (:func:`robot_rl_ros.params.read_params`): an unknown node or parameter, or a value of the
+wrong type, is refused before any node starts. A recording (``record``) is finished on every way out: the end of
+the run, Ctrl-C, SIGTERM (``robot-rl deploy`` turns it into an exception) and any error.
 """
 
 from __future__ import annotations
@@ -20,10 +24,12 @@ from pathlib import Path
 from typing import Any
 
 import rclpy
-import yaml
 from lifecycle_msgs.msg import State as StateMsg
 from rclpy.lifecycle import TransitionCallbackReturn
 from rclpy.parameter import Parameter
+from rclpy.validate_namespace import validate_namespace
+from robot_rl_ros.params import TABLES, ParamError
+from robot_rl_ros.params import read_params as read_param_file
 from robot_rl_ros.policy_node import PolicyNode
 from robot_rl_ros.spin import check_executor, make_executor
 
@@ -53,23 +59,31 @@ class GraphResult:
 
 
 def read_params(path: Path) -> dict[str, dict[str, Any]]:
-    """``{node_name: {parameter: value}}`` from a ``ros__parameters`` YAML file, with errors naming the file."""
-    if not path.is_file():
-        raise DeployError(f"parameter file '{path}' does not exist")
+    """``{node_name: {parameter: value}}`` from a ``ros__parameters`` YAML file, every value checked
+    (:func:`robot_rl_ros.params.read_params`).
+
+    Raises:
+        DeployError: Naming the file, the node and the parameter.
+    """
     try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise DeployError(f"parameter file '{path}' is not valid YAML: {' '.join(str(exc).split())}") from None
-    if not isinstance(data, dict):
-        raise DeployError(f"parameter file '{path}' must hold a mapping of node names")
-    out: dict[str, dict[str, Any]] = {}
-    for node, section in data.items():
-        if not isinstance(section, dict) or not isinstance(section.get("ros__parameters"), dict):
-            raise DeployError(f"parameter file '{path}': '{node}' needs a 'ros__parameters' mapping")
-        out[str(node).lstrip("/")] = section["ros__parameters"]
-    if "policy_node" not in out:
-        raise DeployError(f"parameter file '{path}' has no 'policy_node' section")
-    return out
+        return read_param_file(path, TABLES)
+    except ParamError as exc:
+        raise DeployError(str(exc)) from None
+
+
+def check_namespace(namespace: str) -> None:
+    """Refuse a malformed ROS namespace in one line (``rclpy`` would raise deep inside node creation).
+
+    Raises:
+        DeployError: Naming the namespace and rcl's reason.
+    """
+    if not namespace:
+        return
+    try:
+        validate_namespace(namespace if namespace.startswith("/") else f"/{namespace}")
+    except Exception as exc:  # rclpy.exceptions.InvalidNamespaceException
+        reason = str(exc).splitlines()[0]
+        raise DeployError(f"namespace '{namespace}' is not a valid ROS namespace: {reason}") from None
 
 
 def _overrides(values: dict[str, Any]) -> list[Parameter]:
@@ -90,79 +104,94 @@ def run_graph(
     :mod:`robot_rl_ros.spin`.
 
     Raises:
-        DeployError: The policy node refused to configure (wrong or corrupt model, contract mismatch), or the
-            executor is unknown.
+        DeployError: A parameter, the namespace or the executor is malformed, or the policy node refused to
+            configure (wrong or corrupt model, contract mismatch), before anything is recorded.
     """
     try:
         check_executor(executor_kind)  # before rclpy.init: nothing to undo
     except ValueError as exc:
         raise DeployError(str(exc)) from None
+    check_namespace(namespace)
     owns_context = not rclpy.ok()
     if owns_context:
         rclpy.init()
     executor = make_executor(executor_kind)
-    policy = PolicyNode(namespace=namespace, parameter_overrides=_overrides(params["policy_node"]))
-    nodes: list[Any] = [policy]
-    simulated = None
-    result: GraphResult | None = None
+    nodes: list[Any] = []
+    policy: PolicyNode | None = None
     try:
-        if sim:
-            from robot_rl_ros.sim_robot_node import SimRobotNode
+        try:
+            policy = PolicyNode(namespace=namespace, parameter_overrides=_overrides(params["policy_node"]))
+            nodes.append(policy)
+            if sim:
+                from robot_rl_ros.sim_robot_node import SimRobotNode
 
-            try:
-                simulated = SimRobotNode(
-                    namespace=namespace, parameter_overrides=_overrides(params.get("sim_robot_node", {}))
+                nodes.append(
+                    SimRobotNode(namespace=namespace, parameter_overrides=_overrides(params.get("sim_robot_node", {})))
                 )
-            except ValueError as exc:
-                raise DeployError(f"sim_robot_node refused its parameters: {exc}") from None
-            nodes.append(simulated)
+        except ValueError as exc:  # ParamError, a task config the simulator refuses
+            raise DeployError(str(exc)) from None
         for node in nodes:
             executor.add_node(node)
         if policy.trigger_configure() != TransitionCallbackReturn.SUCCESS:
             raise DeployError(f"policy_node refused to configure (state {policy._state_machine.current_state[1]})")
         if record is not None:
-            from robot_rl_ros.recording import Recorder, RecordingError
-
-            assert policy.policy is not None
-            model = Path(params["policy_node"]["model_path"])
-            try:
-                policy.recorder = Recorder(record, model, policy.policy.control_period_s)
-            except RecordingError as exc:
-                raise DeployError(str(exc)) from None
+            policy.recorder = _recorder(record, params["policy_node"], policy)
         if activate and policy.trigger_activate() != TransitionCallbackReturn.SUCCESS:
             raise DeployError("policy_node refused to activate")
         end = time.monotonic() + duration_s
         while time.monotonic() < end:
             executor.spin_once(timeout_sec=0.005)
+            if policy.recorder is not None:
+                policy.recorder.tick()
         result = GraphResult(policy.published, policy.rejected, policy.fault)
-        if simulated is not None:
-            result.sim = {
-                "steps": simulated.steps,
-                "crashes": simulated.crashes,
-                "stale_ticks": simulated.stale_ticks,
-                "rejected": simulated.rejected,
-                "position_errors_m": list(simulated.position_errors),
-                "control_period_s": simulated.contract.control_period_s,
-                "episodes_succeeded": list(simulated.episodes),
-            }
+        if sim:
+            result.sim = _sim_figures(nodes[1])
         if policy.tank_state is not None:
             result.sim["tank_j"] = policy.tank_state[0]
         if policy._state_machine.current_state[0] == StateMsg.PRIMARY_STATE_ACTIVE:
             policy.trigger_deactivate()
-        return result
-    except BaseException:
-        if policy.recorder is not None:
-            policy.recorder.abort()
-            policy.recorder = None
-        raise
-    finally:
         if policy.recorder is not None:
             policy.recorder.close()
-            if result is not None:
-                result.recorded = policy.recorder.count
+            result.recorded = policy.recorder.count
+        return result
+    finally:  # Ctrl-C, SIGTERM, an exception: the recording is finished all the same
+        if policy is not None and policy.recorder is not None:
+            policy.recorder.close()
         for node in nodes:
             executor.remove_node(node)
             node.destroy_node()
         executor.shutdown()
         if owns_context:
             rclpy.try_shutdown()
+
+
+def _recorder(path: Path, values: dict[str, Any], policy: PolicyNode) -> Any:
+    """The recording of ``policy`` (configured) to ``path``."""
+    from robot_rl_ros.inputs import OdometryInputs
+    from robot_rl_ros.recording import Recorder, RecordingError
+
+    assert policy.policy is not None
+    target = policy.inputs.target.tolist() if isinstance(policy.inputs, OdometryInputs) else None
+    try:
+        return Recorder(
+            path,
+            Path(values["model_path"]),
+            policy.policy.control_period_s,
+            command_type=policy.p("command_type"),
+            target=target,
+        )
+    except RecordingError as exc:
+        raise DeployError(str(exc)) from None
+
+
+def _sim_figures(simulated: Any) -> dict[str, Any]:
+    """The simulated robot's figures for :class:`GraphResult`."""
+    return {
+        "steps": simulated.steps,
+        "crashes": simulated.crashes,
+        "stale_ticks": simulated.stale_ticks,
+        "rejected": simulated.rejected,
+        "position_errors_m": list(simulated.position_errors),
+        "control_period_s": simulated.contract.control_period_s,
+        "episodes_succeeded": list(simulated.episodes),
+    }

@@ -7,28 +7,109 @@ Multirotor (``nav_msgs/Odometry``, REP 105 / nav_msgs conventions): ``pose`` is 
 z up), ``twist`` in ``child_frame_id`` (the body). The quadrotor contract reads the position relative to its target
 (``extra.target_position_m``), the body->world rotation matrix (row-major), the *world-frame* linear velocity (so
 the body twist is rotated: ``v_w = R v_b``) and the body rates.
+
+Every value is checked in the precision the policy uses it in: a number that is finite in the message's float64 but
+overflows float32 (``1e39``) is refused like a NaN, after the conversion, not before. Orientation quaternions must
+have unit norm (within :data:`QUAT_NORM_TOLERANCE`): a driver that sends another norm has a bug this node should not
+hide. :func:`check_header` refuses stale or future stamps and, for odometry, a twist that is not in a body frame.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from geometry_msgs.msg import PoseStamped
 from nav_msgs.msg import Odometry
 from sensor_msgs.msg import Image, JointState
 
+from policies.runtime.text import printable
+
+QUAT_NORM_TOLERANCE = 0.01
+"""Largest ``| |q| - 1 |`` accepted for an orientation quaternion (drivers publish unit quaternions to float
+round-off; anything farther is a unit or frame bug upstream)."""
+
 
 class MessageError(ValueError):
     """A message cannot be turned into signals (non-finite values, wrong lengths, unknown joints)."""
 
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def as_float32(values: Sequence[float] | np.ndarray, what: str) -> np.ndarray:
+    """``values`` as a float32 array, refusing NaN, inf and values that overflow float32 (naming ``what``)."""
+    x = np.asarray(values, dtype=np.float64)
+    if not (np.abs(x) <= FLOAT32_MAX).all():  # NaN fails the comparison too
+        raise MessageError(f"{what} holds values that are not finite in float32: {x.tolist()}")
+    return x.astype(np.float32)
+
+
+def check_header(
+    header: Any,
+    now_ns: int,
+    max_age_s: float,
+    what: str,
+    frame_id: str = "",
+) -> None:
+    """Refuse a message whose ``header.stamp`` is unset, older than ``max_age_s`` or more than ``max_age_s`` in the
+    future against ``now_ns`` (the node's clock, ns; ``max_age_s <= 0`` skips the age check), or whose
+    ``header.frame_id`` is not ``frame_id`` (when given).
+
+    Raises:
+        MessageError: Naming ``what``, the stamp's age and the limit, or both frames.
+    """
+    if frame_id and header.frame_id != frame_id:
+        raise MessageError(f"{what} is in frame '{printable(header.frame_id)}', expected '{frame_id}'")
+    if max_age_s <= 0:
+        return
+    stamp = int(header.stamp.sec) * 1_000_000_000 + int(header.stamp.nanosec)
+    if stamp == 0:
+        raise MessageError(f"{what} has no header.stamp (0); stamp it with the time of the measurement")
+    age = (now_ns - stamp) * 1e-9
+    if age > max_age_s:
+        raise MessageError(f"{what} is {age:.3f} s old (stamp), more than max_input_age_s {max_age_s:g} s")
+    if age < -max_age_s:
+        raise MessageError(
+            f"{what} is stamped {-age:.3f} s in the future, more than max_input_age_s {max_age_s:g} s "
+            "(are the clocks of this machine and the sensor's synchronised?)"
+        )
+
+
+def check_odometry_frames(msg: Odometry, child_frame_id: str = "") -> None:
+    """REP 105: the twist of ``nav_msgs/Odometry`` is in ``child_frame_id``, the body frame. A message whose
+    ``child_frame_id`` is empty or equal to ``header.frame_id`` states a twist in the world frame, which this node
+    would misread as body rates and velocities; it is refused, as is another body frame than ``child_frame_id``
+    (when given).
+
+    Raises:
+        MessageError: Naming the frames.
+    """
+    child, parent = msg.child_frame_id, msg.header.frame_id
+    if child_frame_id and child != child_frame_id:
+        raise MessageError(f"odometry child_frame_id is '{printable(child)}', expected '{child_frame_id}'")
+    if not child or child == parent:
+        raise MessageError(
+            f"odometry child_frame_id '{printable(child)}' (header.frame_id '{printable(parent)}') does not name a "
+            "body frame: REP 105 puts the twist in the body frame; publish it there and name that frame"
+        )
+
+
 def quat_to_matrix(w: float, x: float, y: float, z: float) -> np.ndarray:
-    """Rotation matrix ``[3, 3]`` of a unit quaternion (normalised here)."""
+    """Rotation matrix ``[3, 3]`` of a unit quaternion (norm within :data:`QUAT_NORM_TOLERANCE` of 1, normalised
+    here).
+
+    Raises:
+        MessageError: A component is not finite, or the norm is not close to 1.
+    """
     q = np.array([w, x, y, z], dtype=np.float64)
     n = float(np.linalg.norm(q))
-    if not np.isfinite(n) or n < 1e-6:
-        raise MessageError(f"orientation quaternion {q.tolist()} is not a rotation")
+    if not np.isfinite(n) or abs(n - 1.0) > QUAT_NORM_TOLERANCE:
+        raise MessageError(
+            f"orientation quaternion {q.tolist()} has norm {n:.6g}; a rotation needs a unit quaternion "
+            f"(|norm - 1| <= {QUAT_NORM_TOLERANCE:g})"
+        )
     w, x, y, z = q / n
     return np.array(
         [
@@ -39,23 +120,26 @@ def quat_to_matrix(w: float, x: float, y: float, z: float) -> np.ndarray:
     )
 
 
-def odometry_signals(msg: Odometry, target: Sequence[float]) -> dict[str, np.ndarray]:
-    """``pos_w``, ``rot_mat``, ``lin_vel_w``, ``ang_vel_b`` (each ``[1, k]`` float32) from an odometry message.
+def odometry_signals(msg: Odometry, target: Sequence[float] | np.ndarray) -> dict[str, np.ndarray]:
+    """``pos_w``, ``rot_mat``, ``lin_vel_w``, ``ang_vel_b`` (each ``[1, k]`` float32) from an odometry message, the
+    position relative to ``target`` (m, the odometry frame).
 
     Raises:
-        MessageError: A value is not finite or the orientation is not a rotation.
+        MessageError: A value is not finite in float32 (before or after the frame change), or the orientation is
+            not a unit quaternion.
     """
     p, o = msg.pose.pose.position, msg.pose.pose.orientation
     v, w = msg.twist.twist.linear, msg.twist.twist.angular
     raw = np.array([p.x, p.y, p.z, o.w, o.x, o.y, o.z, v.x, v.y, v.z, w.x, w.y, w.z], dtype=np.float64)
-    if not np.isfinite(raw).all():
-        raise MessageError(f"odometry holds non-finite values: {raw.tolist()}")
-    rot = quat_to_matrix(o.w, o.x, o.y, o.z)
+    rot = quat_to_matrix(*raw[3:7])
+    # every value the policy reads, in float32: the position relative to the target, the world velocity, the rates
+    used = as_float32(np.concatenate((raw[0:3] - np.asarray(target, dtype=np.float64), rot @ raw[7:10], raw[10:13])),
+                      "odometry (position - target, world velocity, body rates)")  # fmt: skip
     return {
-        "pos_w": (raw[0:3] - np.asarray(target, dtype=np.float64))[None].astype(np.float32),
+        "pos_w": used[None, 0:3],
         "rot_mat": rot.reshape(1, 9).astype(np.float32),
-        "lin_vel_w": (rot @ raw[7:10])[None].astype(np.float32),
-        "ang_vel_b": raw[10:13][None].astype(np.float32),
+        "lin_vel_w": used[None, 3:6],
+        "ang_vel_b": used[None, 6:9],
     }
 
 
@@ -85,26 +169,26 @@ def joint_state_signals(msg: JointState, joints: Sequence[str], finger: str = ""
     its launch files merge those joint states with the arm's into ``joint_states``.
 
     Raises:
-        MessageError: Lengths disagree, a contract joint is missing (the message's joints are listed), or a value is
-            not finite.
+        MessageError: Lengths disagree, a joint is named twice, a contract joint is missing (the message's joints are
+            listed), or a value the policy reads is not finite in float32.
     """
     names = list(msg.name)
     if len(msg.position) != len(names) or len(msg.velocity) != len(names):
         raise MessageError(
             f"joint_states has {len(names)} names, {len(msg.position)} positions and {len(msg.velocity)} velocities"
         )
+    if len(set(names)) != len(names):
+        twice = sorted({n for n in names if names.count(n) > 1})
+        raise MessageError(f"joint_states names joint(s) {[printable(n) for n in twice]} more than once")
     missing = [j for j in [*joints, *([finger] if finger else [])] if j not in names]
     if missing:
-        raise MessageError(f"joint_states lacks joint(s) {missing}; it names {names}")
+        raise MessageError(f"joint_states lacks joint(s) {missing}; it names {[printable(n) for n in names]}")
     idx = [names.index(j) for j in joints]
-    q = np.asarray(msg.position, dtype=np.float64)[idx]
-    dq = np.asarray(msg.velocity, dtype=np.float64)[idx]
-    f = np.asarray([msg.position[names.index(finger)]] if finger else [], dtype=np.float64)
-    if not (np.isfinite(q).all() and np.isfinite(dq).all() and np.isfinite(f).all()):
-        raise MessageError(f"joint_states holds non-finite values: {q.tolist()} {dq.tolist()} {f.tolist()}")
-    out = {"joint_pos": q[None].astype(np.float32), "joint_vel": dq[None].astype(np.float32)}
+    q = as_float32(np.asarray(msg.position, dtype=np.float64)[idx], "joint_states position")
+    dq = as_float32(np.asarray(msg.velocity, dtype=np.float64)[idx], "joint_states velocity")
+    out = {"joint_pos": q[None], "joint_vel": dq[None]}
     if finger:
-        out["finger_pos"] = f[None].astype(np.float32)
+        out["finger_pos"] = as_float32([msg.position[names.index(finger)]], f"joint_states position of {finger}")[None]
     return out
 
 
@@ -112,15 +196,13 @@ def pose_signals(msg: PoseStamped, prefix: str) -> dict[str, np.ndarray]:
     """``<prefix>_pos`` ``[1, 3]`` (m) and ``<prefix>_rot6`` ``[1, 6]`` (first two rotation columns) from a pose.
 
     Raises:
-        MessageError: A value is not finite or the orientation is not a rotation.
+        MessageError: A value is not finite in float32 or the orientation is not a unit quaternion.
     """
     p, o = msg.pose.position, msg.pose.orientation
-    pos = np.array([p.x, p.y, p.z], dtype=np.float64)
-    if not np.isfinite(pos).all():
-        raise MessageError(f"{prefix} pose holds non-finite values: {pos.tolist()}")
-    rot = quat_to_matrix(o.w, o.x, o.y, o.z)
+    pos = as_float32([p.x, p.y, p.z], f"{prefix} pose")
+    rot = quat_to_matrix(*as_float32([o.w, o.x, o.y, o.z], f"{prefix} orientation").astype(np.float64))
     return {
-        f"{prefix}_pos": pos[None].astype(np.float32),
+        f"{prefix}_pos": pos[None],
         f"{prefix}_rot6": rot[:, :2].T.reshape(1, 6).astype(np.float32),
     }
 
@@ -157,13 +239,10 @@ def position_signal(msg: PoseStamped, name: str, axes: int = 3) -> dict[str, np.
     so a tracker that leaves it unset (all zero) is accepted. ``goal_xy`` is the goal's ``axes=2``.
 
     Raises:
-        MessageError: A read coordinate is not finite.
+        MessageError: A read coordinate is not finite in float32.
     """
     p = msg.pose.position
-    xyz = np.array([p.x, p.y, p.z], dtype=np.float64)[:axes]
-    if not np.isfinite(xyz).all():
-        raise MessageError(f"{name} pose holds non-finite values: {xyz.tolist()}")
-    return {name: xyz[None].astype(np.float32)}
+    return {name: as_float32([p.x, p.y, p.z][:axes], f"{name} pose")[None]}
 
 
 def fill_joint_state(msg: JointState, names: Sequence[str], q: np.ndarray, dq: np.ndarray) -> None:

@@ -1,37 +1,61 @@
 """Recording a deployed policy to MCAP (ROS 2 message encoding) and replaying it offline.
 
 The policy node writes what *it* saw and did, in the order it happened: every odometry message it accepted, every
-e-stop message, every command it published, and every change of its fault (``std_msgs/String``). Log times are the
-node's monotonic clock in nanoseconds. The file opens in Foxglove Studio or with ``ros2 bag`` (message definitions
-are embedded, generated from the installed message classes). The model and its contract are stored as MCAP
-metadata ``robot_rl`` so :func:`replay` can re-run exactly that policy.
+e-stop message, every new hover target, every command it published, and every change of its fault
+(``std_msgs/String``). Log times are the node's monotonic clock in nanoseconds. The file opens in Foxglove Studio or
+with ``ros2 bag`` (message definitions are embedded, generated from the installed message classes). The model and
+its contract are stored as MCAP metadata ``robot_rl`` (written first) so :func:`replay` can re-run exactly that
+policy.
+
+**Crash-safe.** The file is written in place under its final name (an existing file is never replaced) as chunks,
+each flushed to the operating system at least every :data:`FLUSH_INTERVAL_S` (also while nothing is written:
+:meth:`Recorder.tick`), and finished (summary, index, footer) on every way out of ``robot-rl deploy``: the end of the
+run, Ctrl-C, SIGTERM and exceptions. After a SIGKILL or a power cut the file holds everything up to its last flushed
+chunk; :func:`replay` reads such a file as far as it goes and says how far.
 
 :func:`replay` walks the log: odometry updates the latest signals, each recorded command is one control step; the
 policy (``policies.runtime.OnnxPolicy``, numpy + onnxruntime) computes that step from the same signals and the
 previously recorded command as ``last_action``, and the two commands are compared (steps under a fault are skipped:
-the safety layer, not the policy, chose them).
+the safety layer, not the policy, chose them). A recording whose metadata, contract or commands are malformed
+(a command of another length, a non-finite command) is refused as corrupt, naming what and where.
 """
 
 from __future__ import annotations
 
 import importlib
 import json
+import math
+import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from mcap.writer import Writer as McapWriter
-from mcap_ros2.reader import read_ros2_messages
+from mcap.exceptions import EndOfFile
+from mcap.records import Channel, Message, Metadata, Schema
+from mcap.stream_reader import StreamReader
+from mcap_ros2.decoder import DecoderFactory
 from mcap_ros2.writer import Writer
+from robot_rl_ros.commands import COMMAND_TYPES, command_values
 from robot_rl_ros.messages import MessageError, odometry_signals
 
 from policies.runtime import load_contract, open_policy
-from policies.runtime.files import atomic_path
+from policies.runtime.contract import Contract
+from policies.runtime.text import printable
 
 PRIMITIVES = {"double": "float64", "float": "float32", "boolean": "bool", "octet": "byte"}
-TOPICS = {"odom": "nav_msgs/msg/Odometry", "estop": "std_msgs/msg/Bool", "command": "std_msgs/msg/Float64MultiArray",
-          "fault": "std_msgs/msg/String"}  # fmt: skip
+COMMAND_MESSAGES = {
+    "float64_multi_array": "std_msgs/msg/Float64MultiArray",
+    "joint_state": "sensor_msgs/msg/JointState",
+}
+TOPICS = {"odom": "nav_msgs/msg/Odometry", "estop": "std_msgs/msg/Bool", "fault": "std_msgs/msg/String",
+          "target": "geometry_msgs/msg/PointStamped"}  # fmt: skip
+"""Recorded topics besides ``/command`` (whose type is the node's ``command_type``)."""
+FLUSH_INTERVAL_S = 0.5
+"""Longest time recorded messages stay in memory before they are written to the file, s."""
+CHUNK_BYTES = 256 * 1024
+"""A chunk is also written once it holds this much."""
 
 
 class RecordingError(ValueError):
@@ -93,45 +117,79 @@ def to_plain(value: Any) -> Any:
 
 
 class Recorder:
-    """Writes one MCAP file atomically (visible under its name only once :meth:`close` finished it)."""
+    """Writes one MCAP file, crash-safe (see the module docstring).
 
-    def __init__(self, path: Path, model: Path, control_period_s: float | None = None) -> None:
+    Args:
+        path: The recording to create; it must not exist.
+        model: The policy file the node runs (its contract goes into the metadata).
+        control_period_s: The period the node runs at, if not the contract's (``control_rate_hz``).
+        command_type: The node's ``command_type`` (the ``/command`` messages' type).
+        target: A multirotor node's hover point when recording starts (odometry frame, m; default: the contract's).
+
+    Raises:
+        RecordingError: ``path`` exists, or the model is not one whose inputs are recorded; nothing is written.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        model: Path,
+        control_period_s: float | None = None,
+        command_type: str = "float64_multi_array",
+        target: list[float] | None = None,
+    ) -> None:
         loaded = load_contract(model)
         if loaded.action.kind != "rpm":  # checked before anything is written
             raise RecordingError(
                 f"recordings cover multirotor policies (odometry in, rotor speeds out); this model's action kind is "
                 f"'{loaded.action.kind}', whose inputs (joint states, poses, images) are not recorded yet"
             )
-        self.path = path
-        self._ctx = atomic_path(path)
-        tmp = self._ctx.__enter__()
-        self._file = open(tmp, "wb")  # noqa: SIM115 - closed in close()
-        self._writer = Writer(self._file)
-        self._schemas = {k: self._writer.register_msgdef(t, msgdef(_message_class(t))) for k, t in TOPICS.items()}
-        contract = loaded.to_json()
-        self._meta = {"model_path": str(Path(model).resolve()), "contract": contract}
+        if command_type not in COMMAND_TYPES:
+            raise RecordingError(f"command_type '{command_type}' is not one of {', '.join(COMMAND_TYPES)}")
+        self.path = Path(path)
+        try:
+            self._file = open(self.path, "xb")  # noqa: SIM115 - closed in close(); never replaces a file
+        except FileExistsError:
+            raise RecordingError(f"recording '{path}' already exists; recordings are never overwritten") from None
+        self._writer = Writer(self._file, chunk_size=CHUNK_BYTES)
+        topics = {**TOPICS, "command": COMMAND_MESSAGES[command_type]}
+        self._schemas = {k: self._writer.register_msgdef(t, msgdef(_message_class(t))) for k, t in topics.items()}
+        meta = {"model_path": str(Path(model).resolve()), "contract": loaded.to_json(), "command_type": command_type}
         if control_period_s is not None:  # the node ran at another rate than the contract's (control_rate_hz)
-            self._meta["control_period_s"] = repr(float(control_period_s))
+            meta["control_period_s"] = repr(float(control_period_s))
+        if target is not None:  # the node's target_position_m parameter
+            meta["target_position_m"] = json.dumps([float(v) for v in target])
+        self._writer.add_metadata("robot_rl", meta)  # first: a file cut short still says what it recorded
+        self._writer._writer.flush()
+        self._flushed = time.monotonic()
         self.count = 0
+        self.closed = False
 
     def write(self, kind: str, msg: Any, t_ns: int) -> None:
-        """Log ``msg`` on topic ``/<kind>`` at ``t_ns``."""
+        """Log ``msg`` on topic ``/<kind>`` at ``t_ns`` (a kind that is not recorded is ignored)."""
+        if self.closed or kind not in self._schemas:
+            return
         self._writer.write_message(f"/{kind}", self._schemas[kind], to_plain(msg), log_time=t_ns, publish_time=t_ns)
         self.count += 1
+        self.tick()
 
-    def abort(self) -> None:
-        """Drop the unfinished file (nothing appears under the recording's name)."""
-        self._file.close()
-        error = RecordingError("recording aborted")
-        self._ctx.__exit__(type(error), error, None)
+    def tick(self) -> None:
+        """Write the chunk in memory to the file if it is older than :data:`FLUSH_INTERVAL_S`."""
+        if not self.closed and time.monotonic() - self._flushed >= FLUSH_INTERVAL_S:
+            self._writer._writer.flush()
+            self._flushed = time.monotonic()
 
     def close(self) -> None:
-        """Finish the file (metadata, index) and move it into place."""
-        mcap_writer: McapWriter = self._writer._writer  # the underlying writer takes metadata records
-        mcap_writer.add_metadata("robot_rl", self._meta)
-        self._writer.finish()
-        self._file.close()
-        self._ctx.__exit__(None, None, None)
+        """Finish the file (summary, index, footer) and sync it to disk; a second call does nothing."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self._writer.finish()
+            self._file.flush()
+            os.fsync(self._file.fileno())
+        finally:
+            self._file.close()
 
 
 @dataclass
@@ -143,46 +201,111 @@ class ReplayResult:
         skipped: Steps under a fault (chosen by the safety layer), not compared.
         max_divergence: Largest ``|recorded - replayed|`` in normalised command units.
         messages: Messages read.
+        complete: Whether the file was finished; ``False``: it was cut short (SIGKILL, power cut) and read as far
+            as its last whole chunk.
+        duration_s: Log time from the first to the last message read, s.
     """
 
     steps: int
     skipped: int
     max_divergence: float
     messages: int
+    complete: bool = True
+    duration_s: float = 0.0
+
+    def line(self, path: Path) -> str:
+        """One summary line."""
+        cut = "" if self.complete else (
+            f"; the file was not finished (the recording process was killed?): read up to {self.duration_s:.2f} s, "
+            "its last flushed chunk"
+        )  # fmt: skip
+        return (
+            f"{path}: {self.messages} messages over {self.duration_s:.2f} s, {self.steps} control steps replayed, "
+            f"{self.skipped} under a fault skipped; max divergence {self.max_divergence:.3g} (normalised command "
+            f"units){cut}"
+        )
+
+
+@dataclass
+class _Log:
+    meta: dict[str, str]
+    messages: list[tuple[int, str, Any]]  # log time ns, topic, decoded message
+    complete: bool
+
+
+def read_log(path: Path) -> _Log:
+    """Every message of a recording (decoded), its metadata, and whether the file was finished; a file cut short
+    is read up to its last whole chunk.
+
+    Raises:
+        RecordingError: The file is missing, not an MCAP file, or holds no ``robot_rl`` metadata.
+    """
+    if not path.is_file():
+        raise RecordingError(f"recording '{path}' does not exist")
+    meta: dict[str, str] | None = None
+    schemas: dict[int, Schema] = {}
+    channels: dict[int, Channel] = {}
+    decoders = DecoderFactory()
+    messages: list[tuple[int, str, Any]] = []
+    complete = False
+    with open(path, "rb") as f:
+        try:
+            for record in StreamReader(f, record_size_limit=256 << 20).records:
+                if isinstance(record, Schema):
+                    schemas[record.id] = record
+                elif isinstance(record, Channel):
+                    channels[record.id] = record
+                elif isinstance(record, Metadata) and record.name == "robot_rl":
+                    meta = dict(record.metadata)
+                elif isinstance(record, Message):
+                    channel = channels.get(record.channel_id)
+                    if channel is None:
+                        raise RecordingError(f"recording '{path}': a message names no recorded channel")
+                    decode = decoders.decoder_for(channel.message_encoding, schemas.get(channel.schema_id))
+                    if decode is None:
+                        raise RecordingError(f"recording '{path}': channel {channel.topic} has no ROS 2 schema")
+                    messages.append((record.log_time, channel.topic, decode(record.data)))
+            complete = True
+        except RecordingError:
+            raise
+        except Exception as exc:  # a file cut short ends in the middle of a record; anything else is damage
+            if not _truncated(exc):
+                raise RecordingError(f"recording '{path}' could not be read ({type(exc).__name__}: {exc})") from None
+    if meta is None:
+        empty = " (the file is empty)" if path.stat().st_size == 0 else ""
+        raise RecordingError(f"'{path}' is not a robot-rl recording (no 'robot_rl' metadata){empty}")
+    return _Log(meta, messages, complete)
+
+
+def _truncated(exc: Exception) -> bool:
+    """Whether ``exc`` is how the MCAP reader meets the end of a file cut short (inside a record)."""
+    return isinstance(exc, EndOfFile)
 
 
 def replay(path: Path, model: Path | None = None) -> ReplayResult:
     """Re-run the recorded policy (or ``model``) on the recorded inputs; see the module docstring.
 
     Raises:
-        RecordingError: The file is missing or not a robot-rl recording.
+        RecordingError: The file is missing, not a robot-rl recording, or corrupt (named).
     """
-    if not path.is_file():
-        raise RecordingError(f"recording '{path}' does not exist")
-    try:
-        meta = _metadata(path)
-        messages = list(read_ros2_messages(str(path)))
-    except RecordingError:
-        raise
-    except Exception as exc:  # the mcap reader raises its own types for damaged files
-        raise RecordingError(f"recording '{path}' could not be read ({type(exc).__name__}: {exc})") from None
-    period = float(meta["control_period_s"]) if "control_period_s" in meta else None  # None: the contract's
-    policy = open_policy(model or meta["model_path"], control_period_s=period)
-    target = json.loads(meta["contract"]).get("extra", {}).get("target_position_m", [0.0, 0.0, 0.0])
+    log = read_log(path)
+    period, target = _metadata(path, log.meta)
+    policy = open_policy(model or log.meta["model_path"], control_period_s=period)
     signals, fault, prev = None, "", np.asarray(policy.contract.action.offset, dtype=np.float32)[None]
     steps = skipped = 0
     worst = 0.0
-    for m in sorted(messages, key=lambda m: m.log_time_ns):
-        topic = m.channel.topic
+    for t_ns, topic, msg in sorted(log.messages, key=lambda m: m[0]):
         if topic == "/odom":
             try:
-                signals = odometry_signals(m.ros_msg, target)
+                signals = odometry_signals(msg, target)
             except MessageError:
                 continue
+        elif topic == "/target":
+            target = [msg.point.x, msg.point.y, msg.point.z]
         elif topic == "/fault":
-            fault = m.ros_msg.data
+            fault = str(msg.data)
         elif topic == "/command":
-            recorded = np.asarray(m.ros_msg.data, dtype=np.float32)[None]
+            recorded = _recorded_command(path, msg, policy.contract, t_ns, log.messages[0][0])[None]
             if fault or signals is None:
                 skipped += 1
             else:
@@ -191,14 +314,53 @@ def replay(path: Path, model: Path | None = None) -> ReplayResult:
                 worst = max(worst, float(diff.max()))
                 steps += 1
             prev = recorded
-    return ReplayResult(steps, skipped, worst, len(messages))
+    duration = (log.messages[-1][0] - log.messages[0][0]) * 1e-9 if log.messages else 0.0
+    return ReplayResult(steps, skipped, worst, len(log.messages), log.complete, duration)
 
 
-def _metadata(path: Path) -> dict[str, str]:
-    from mcap.reader import make_reader
+def _metadata(path: Path, meta: dict[str, str]) -> tuple[float | None, list[float]]:
+    """The control period and hover target the metadata records, each checked (and its contract)."""
+    for key in ("model_path", "contract"):
+        if not meta.get(key):
+            raise RecordingError(f"recording '{path}' is corrupt: metadata robot_rl has no '{key}'")
+    try:
+        contract = Contract.from_json(meta["contract"])
+    except ValueError as exc:  # ContractError: not JSON, nested too deep, malformed
+        raise RecordingError(f"recording '{path}' is corrupt: metadata robot_rl.contract: {printable(exc)}") from None
+    period = None
+    if "control_period_s" in meta:
+        try:
+            period = float(meta["control_period_s"])
+        except ValueError:
+            period = math.nan
+        if not (math.isfinite(period) and period > 0):
+            raise RecordingError(
+                f"recording '{path}' is corrupt: metadata robot_rl.control_period_s is "
+                f"'{printable(meta['control_period_s'])}', not a positive number of seconds"
+            )
+    command_type = meta.get("command_type", "float64_multi_array")
+    if command_type not in COMMAND_TYPES:
+        raise RecordingError(f"recording '{path}' is corrupt: command_type '{printable(command_type)}' is unknown")
+    target = contract.extra.get("target_position_m", [0.0, 0.0, 0.0])
+    if "target_position_m" in meta:
+        try:
+            target = [float(v) for v in json.loads(meta["target_position_m"])]
+        except (ValueError, TypeError):
+            target = []
+        if len(target) != 3 or not all(math.isfinite(v) for v in target):
+            raise RecordingError(f"recording '{path}' is corrupt: metadata robot_rl.target_position_m is malformed")
+    return period, target
 
-    with open(path, "rb") as f:
-        for record in make_reader(f).iter_metadata():
-            if record.name == "robot_rl":
-                return dict(record.metadata)
-    raise RecordingError(f"'{path}' is not a robot-rl recording (no 'robot_rl' metadata)")
+
+def _recorded_command(path: Path, msg: Any, contract: Contract, t_ns: int, t0_ns: int) -> np.ndarray:
+    """A recorded command ``[A]`` (float32), refused as corrupt when malformed or not finite."""
+    where = f"recording '{path}' is corrupt: the command at {(t_ns - t0_ns) * 1e-9:.3f} s"
+    try:
+        values = command_values(msg, contract)
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise RecordingError(f"{where}: {printable(exc)}") from None
+    with np.errstate(over="ignore"):
+        out = values.astype(np.float32)
+    if not np.isfinite(out).all():
+        raise RecordingError(f"{where} holds non-finite values {values.tolist()}")
+    return out

@@ -34,8 +34,11 @@ import torch
 from geometry_msgs.msg import PoseStamped
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from rclpy.qos import qos_profile_sensor_data
+from robot_rl_ros.commands import COMMAND_TYPES, command_values
+from robot_rl_ros.inputs import LATCHED
 from robot_rl_ros.messages import fill_image, fill_joint_state, fill_odometry, fill_pose
+from robot_rl_ros.params import SIM_ROBOT_NODE, declare
 from robot_rl_ros.spin import spin_node
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Float64MultiArray
@@ -44,23 +47,8 @@ import sim
 from sim.robots import panda
 from sim.tasks.base import at_control_period
 
-PARAMETERS: dict[str, Any] = {
-    "task": "quadrotor-hover",
-    "odom_topic": "odom",
-    "command_topic": "command",
-    "randomize": False,
-    "seed": 0,
-    "episode_length_s": 3600.0,
-    "rate_hz": 0.0,
-    "joint_states_topic": "joint_states",
-    "tcp_pose_topic": "tcp_pose",
-    "goal_topic": "goal_pose",
-    "object_pose_topic": "object_pose",
-    "cameras": [""],
-    "image_size": 64,
-    "visual_randomization": False,
-}
-LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+PARAMETERS = SIM_ROBOT_NODE
+"""Declared parameters (:data:`robot_rl_ros.params.SIM_ROBOT_NODE`)."""
 
 
 class SimRobotNode(Node):
@@ -68,8 +56,7 @@ class SimRobotNode(Node):
 
     def __init__(self, name: str = "sim_robot_node", **kwargs: Any) -> None:
         super().__init__(name, **kwargs)
-        for key, default in PARAMETERS.items():
-            self.declare_parameter(key, default)
+        declare(self, SIM_ROBOT_NODE)
         task = self.get_parameter("task").value
         from robot_rl.config import load_config
 
@@ -114,8 +101,15 @@ class SimRobotNode(Node):
             self._object = self.create_publisher(PoseStamped, param("object_pose_topic").value, qos_profile_sensor_data)
             self._renderer, self._images = self._make_renderer()
         self._odom = self.create_publisher(Odometry, self.get_parameter("odom_topic").value, qos_profile_sensor_data)
+        command_type = self.get_parameter("command_type").value
+        if command_type not in COMMAND_TYPES:
+            raise ValueError(
+                f"sim_robot_node: parameter command_type is '{command_type}'; expected one of {COMMAND_TYPES}"
+            )
+        kind = Float64MultiArray if command_type == "float64_multi_array" else JointState
+        # best effort: it receives from a best-effort and from a reliable publisher alike
         self.create_subscription(
-            Float64MultiArray, self.get_parameter("command_topic").value, self._on_command, qos_profile_sensor_data
+            kind, self.get_parameter("command_topic").value, self._on_command, qos_profile_sensor_data
         )
         self.create_timer(self.contract.control_period_s, self._tick)
 
@@ -132,9 +126,13 @@ class SimRobotNode(Node):
         renderer = CameraRenderer(self.env, {c: (size, size) for c in cameras}, visual, seed)
         return renderer, {c: self.create_publisher(Image, f"{c}/image_raw", qos_profile_sensor_data) for c in cameras}
 
-    def _on_command(self, msg: Float64MultiArray) -> None:
-        c = np.asarray(msg.data, dtype=np.float64)
-        if c.shape != self._offset.shape or not np.isfinite(c).all():
+    def _on_command(self, msg: Any) -> None:
+        try:
+            c = command_values(msg, self.contract)
+        except ValueError as exc:
+            c = np.full(0, np.nan)
+            self.get_logger().error(f"command rejected: {exc}", throttle_duration_sec=1.0)
+        if c.shape != self._offset.shape or not np.isfinite(c.astype(np.float32)).all():
             self.rejected += 1
             self.get_logger().error(f"command rejected: {c.tolist()}", throttle_duration_sec=1.0)
             return
@@ -200,7 +198,7 @@ class SimRobotNode(Node):
                 fill_image(image, view[0])
                 self._images[camera].publish(image)
         js = JointState()
-        js.header.stamp = stamp
+        js.header.stamp, js.header.frame_id = stamp, "panda_link0"
         qpos_adr, dof_adr = self._joint_adr
         fill_joint_state(
             js, self._model_joints, env.physics.qpos[0].numpy()[qpos_adr], env.physics.qvel[0].numpy()[dof_adr]

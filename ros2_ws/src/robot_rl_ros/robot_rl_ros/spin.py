@@ -45,8 +45,9 @@ def spin_node(make: Callable[[], Any], args: list[str] | None = None) -> None:
     """``rclpy.init``, build the node, spin it on ``--executor`` (default ``single``) until Ctrl-C, then destroy it
     and shut down. ``args``: the command line (ROS arguments included); default ``sys.argv``.
 
-    ROS arguments rclpy cannot parse (a ``--params-file`` that does not exist or is not YAML, a malformed remap) end
-    the process with exit status 2 and rcl's one-line reason, like any other command-line error.
+    ROS arguments rclpy cannot parse (a ``--params-file`` that does not exist or is not YAML, a malformed remap) and
+    parameters the node refuses (unknown, or of the wrong type: :mod:`robot_rl_ros.params`) end the process with exit
+    status 2 and a one-line reason, like any other command-line error; Ctrl-C before the node runs ends it with 130.
     """
     parser = argparse.ArgumentParser(description="robot_rl_ros node (ROS arguments after --ros-args)")
     parser.add_argument("--executor", choices=list(EXECUTORS), default="single", help="executor to spin on")
@@ -57,7 +58,14 @@ def spin_node(make: Callable[[], Any], args: list[str] | None = None) -> None:
         parser.exit(2, f"{parser.prog}: error: {reason}\n")
     own = parser.parse_args(rest[1:])
     rclpy.init(args=args)
-    node = make()
+    try:
+        node = make()
+    except ValueError as exc:  # ParamError and other refusals of the node's own settings
+        rclpy.try_shutdown()
+        parser.exit(2, f"{parser.prog}: error: {' '.join(str(exc).split())}\n")
+    except KeyboardInterrupt:
+        rclpy.try_shutdown()
+        parser.exit(130, f"{parser.prog}: interrupted (Ctrl-C) while starting\n")
     executor = make_executor(own.executor)
     executor.add_node(node)
     try:

@@ -1,0 +1,333 @@
+"""What the policy node reads, chosen from the contract: messages in, the contract's named signals out.
+
+:func:`make_inputs` picks the input set from contract facts alone (the action kind and the signals the observation
+reads), never from the task's name:
+
+- :class:`OdometryInputs` (action kind ``rpm``: multirotors): ``nav_msgs/Odometry`` (world pose, body twist, REP
+  105) becomes ``pos_w`` (position minus the hover point), ``rot_mat``, ``lin_vel_w``, ``ang_vel_b``. The hover point is
+  the ``target_position_m`` parameter (the odometry frame, m; unset: the contract's ``extra.target_position_m``) and
+  moves with ``geometry_msgs/PointStamped`` on ``target_topic``, each new point refused when it lies farther from
+  the robot than the contract's training envelope (``extra.training_envelope.init_pos_radius_m``): the policy never
+  learned to fly a larger step.
+- :class:`ArmInputs` (``position`` / ``torque``: manipulators): ``sensor_msgs/JointState`` (joints by name), the tool,
+  goal and object poses (``geometry_msgs/PoseStamped``) and camera images (``sensor_msgs/Image``). Each joint state
+  (the robot's own clock) merges the newest of every required input into one set of signals, provided each is fresh:
+  a tool or object pose older than ``watchdog_s`` or an image older than ``image_timeout_s`` makes the joint state
+  count as stale, so a silent sensor trips the watchdog like silent joints (the latched goal never ages).
+
+Every message passes the same gate before it counts: its header (stamp age within ``max_input_age_s``; its frame
+``frame_id`` where one is set; odometry's ``child_frame_id`` a body frame), its values in float32
+(:mod:`robot_rl_ros.messages`), and the policy's own signal check (scaled values finite in float32,
+``OnnxPolicy.check_signals``). A message that fails is counted and logged through ``reject`` and never reaches the
+policy nor feeds the watchdog; one that passes calls ``accept``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from geometry_msgs.msg import PointStamped, PoseStamped
+from nav_msgs.msg import Odometry
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from robot_rl_ros.messages import (
+    MessageError,
+    as_float32,
+    check_header,
+    check_odometry_frames,
+    image_signals,
+    joint_state_signals,
+    odometry_signals,
+    pose_signals,
+    position_signal,
+)
+from sensor_msgs.msg import Image, JointState
+
+from policies.runtime import ContractError, OnnxPolicy
+from policies.runtime.onnx_policy import LAST_ACTION_SIGNAL
+
+LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+"""Operator inputs (e-stop, goal, target): reliable and transient-local, so the last one sent before the node started
+still arrives."""
+ODOMETRY_SIGNALS = frozenset({"pos_w", "rot_mat", "lin_vel_w", "ang_vel_b", LAST_ACTION_SIGNAL})
+ARM_SIGNALS = {
+    "joint_pos": "joints",
+    "joint_vel": "joints",
+    "finger_pos": "joints",
+    "tcp_pos": "tcp",
+    "tcp_rot6": "tcp",
+    "target_pos": "goal",
+    "target_rot6": "goal",
+    "goal_xy": "goal",
+    "object_pos": "object",
+    LAST_ACTION_SIGNAL: "",
+}
+"""Contract signals a manipulator policy may read -> the input that provides them."""
+Accept = Callable[[dict[str, np.ndarray], str, Any], None]
+Reject = Callable[[str, Exception], None]
+
+
+class Inputs:
+    """Shared gate of every input set (see the module docstring).
+
+    Args:
+        node: The policy node (parameters, clock, subscriptions, logger).
+        policy: The loaded policy (its contract and signal check).
+        accept: ``accept(signals, kind, msg)``: a complete, valid set of signals arrived (``kind``: recording topic).
+        reject: ``reject(what, error)``: a message was refused.
+    """
+
+    def __init__(self, node: Any, policy: OnnxPolicy, accept: Accept, reject: Reject) -> None:
+        self.node, self.policy, self.contract = node, policy, policy.contract
+        self._accept, self._reject = accept, reject
+        self.max_age_s = float(node.p("max_input_age_s"))
+        if not math.isfinite(self.max_age_s):
+            raise ValueError(f"parameter max_input_age_s is {self.max_age_s}; expected seconds (<= 0: no check)")
+        self.frame_id = str(node.p("frame_id"))
+        self.subscriptions: list[Any] = []
+
+    def now_ns(self) -> int:
+        """The node's ROS clock, ns (the clock sensors stamp with)."""
+        return int(self.node.get_clock().now().nanoseconds)
+
+    def checked(self, signals: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """``signals`` if the policy would accept them (its own check, with a placeholder ``last_action``)."""
+        if LAST_ACTION_SIGNAL in {t.source for t in self.contract.observation}:
+            placeholder = np.zeros((1, self.contract.action.size), dtype=np.float32)
+            self.policy.check_signals({**signals, LAST_ACTION_SIGNAL: placeholder})
+        else:
+            self.policy.check_signals(signals)
+        return signals
+
+    def guarded(self, what: str, handle: Callable[[Any], None]) -> Callable[[Any], None]:
+        """A subscription callback that refuses a bad message through ``reject`` instead of raising."""
+
+        def callback(msg: Any) -> None:
+            try:
+                handle(msg)
+            except (MessageError, ContractError) as exc:
+                self._reject(what, exc)
+            except Exception as exc:  # a message no check foresaw: refused, the node keeps running
+                self._reject(what, RuntimeError(f"{type(exc).__name__}: {exc}"))
+
+        return callback
+
+    def subscribe(self, kind: type, topic: str, what: str, handle: Callable[[Any], None], qos: Any) -> None:
+        """Subscribe ``handle`` (guarded) to ``topic``."""
+        self.subscriptions.append(self.node.create_subscription(kind, topic, self.guarded(what, handle), qos))
+
+    def reset(self) -> None:
+        """Forget the inputs of an earlier activation."""
+
+
+class OdometryInputs(Inputs):
+    """Multirotor: odometry and the hover point (see the module docstring)."""
+
+    def __init__(self, node: Any, policy: OnnxPolicy, accept: Accept, reject: Reject) -> None:
+        super().__init__(node, policy, accept, reject)
+        c = self.contract
+        sources = {t.source for t in c.observation}
+        if not sources <= ODOMETRY_SIGNALS:
+            raise ContractError(f"no topic provides the contract's signal(s) {sorted(sources - ODOMETRY_SIGNALS)}")
+        self.child_frame_id = str(node.p("child_frame_id"))
+        given = node.p("target_position_m")
+        default = c.extra.get("target_position_m", [0.0, 0.0, 0.0])
+        self.target = np.asarray(default if given is None else given, dtype=np.float64)
+        if self.target.shape != (3,):
+            raise ValueError(f"parameter target_position_m has {self.target.size} values; expected x, y, z in m")
+        envelope = c.extra.get("training_envelope", {})
+        self.radius = float(envelope.get("init_pos_radius_m", 0.0)) if isinstance(envelope, dict) else 0.0
+        self.position: np.ndarray | None = None  # the robot's newest position in the odometry frame
+        self.targets_refused = 0
+        self.subscribe(Odometry, node.p("odom_topic"), "odometry", self._on_odom, qos_profile_sensor_data)
+        if node.p("target_topic"):
+            if not self.radius > 0:
+                raise ContractError(
+                    "parameter target_topic is set, but the contract states no training envelope "
+                    "(extra.training_envelope.init_pos_radius_m) to bound a new target by"
+                )
+            self.subscribe(PointStamped, node.p("target_topic"), "target", self._on_target, LATCHED)
+
+    def _on_odom(self, msg: Odometry) -> None:
+        check_header(msg.header, self.now_ns(), self.max_age_s, "odometry", self.frame_id)
+        check_odometry_frames(msg, self.child_frame_id)
+        signals = self.checked(odometry_signals(msg, self.target))
+        self.position = signals["pos_w"][0].astype(np.float64) + self.target
+        self._accept(signals, "odom", msg)
+
+    def _on_target(self, msg: PointStamped) -> None:
+        """A new hover point (odometry frame), bounded by the training envelope around the robot's position."""
+        check_header(msg.header, self.now_ns(), 0.0, "target", self.frame_id)
+        p = msg.point
+        new = as_float32([p.x, p.y, p.z], "target").astype(np.float64)
+        origin = self.position if self.position is not None else self.target
+        step = float(np.linalg.norm(new - origin))
+        if step > self.radius:
+            self.targets_refused += 1
+            where = "the robot" if self.position is not None else "the current target (no odometry yet)"
+            raise MessageError(
+                f"target {new.round(3).tolist()} is {step:.3f} m from {where}, beyond the training envelope's "
+                f"{self.radius:g} m; send intermediate targets"
+            )
+        self.target = new
+        self.node.get_logger().info(f"target {new.round(3).tolist()} m")
+        self.node.record("target", msg)
+
+
+class ArmInputs(Inputs):
+    """Manipulator: joint states, tool / goal / object poses and camera images (see the module docstring)."""
+
+    def __init__(self, node: Any, policy: OnnxPolicy, accept: Accept, reject: Reject) -> None:
+        super().__init__(node, policy, accept, reject)
+        c = self.contract
+        self.sources = sources = {t.source for t in c.observation}
+        unknown = sorted(sources - set(ARM_SIGNALS))
+        if unknown:
+            raise ContractError(f"no topic provides the contract's signal(s) {unknown} to this node")
+        self.arm_joints = _joint_count(c)
+        self.finger = _finger_joint(c, self.arm_joints)
+        self.needed = {ARM_SIGNALS[s] for s in sources} - {""}
+        self.cameras = _camera_topics(c, node.p("image_topics"))
+        self.image_timeout_s = float(node.p("image_timeout_s"))
+        if self.cameras and not (math.isfinite(self.image_timeout_s) and self.image_timeout_s > 0):
+            raise ValueError(f"parameter image_timeout_s is {self.image_timeout_s}; expected seconds > 0")
+        self.pose_timeout_s = float(node.p("watchdog_s"))
+        self.parts: dict[str, dict[str, np.ndarray]] = {}
+        self.part_at: dict[str, float] = {}
+        self.images: dict[str, np.ndarray] = {}  # camera -> newest uint8 [1, H, W, 3]
+        self.image_at: dict[str, float] = {}
+        sensor = qos_profile_sensor_data
+        self.subscribe(JointState, node.p("joint_states_topic"), "joint_states", self._on_joints, sensor)
+        if "tcp" in self.needed:
+            self.subscribe(PoseStamped, node.p("tcp_pose_topic"), "tcp pose", lambda m: self._on_pose(m, "tcp"), sensor)
+        if "goal" in self.needed:  # an operator input: reliable, the last one latched
+            self.subscribe(PoseStamped, node.p("goal_topic"), "goal pose", lambda m: self._on_pose(m, "goal"), LATCHED)
+        if "object" in self.needed:
+            topic = node.p("object_pose_topic")
+            self.subscribe(PoseStamped, topic, "object pose", lambda m: self._on_pose(m, "object"), sensor)
+        for camera, (_, _, topic) in self.cameras.items():
+            self.subscribe(Image, topic, f"camera '{camera}' image", self._image_handler(camera), sensor)
+
+    @property
+    def joints(self) -> list[str]:
+        """The arm joints the contract measures, in its order."""
+        return list(self.contract.joint_names[: self.arm_joints])
+
+    def reset(self) -> None:
+        """Forget every input: after activation the policy waits for fresh ones."""
+        self.parts, self.part_at, self.images, self.image_at = {}, {}, {}, {}
+
+    def _on_joints(self, msg: JointState) -> None:
+        check_header(msg.header, self.now_ns(), self.max_age_s, "joint_states")
+        self.parts["joints"] = joint_state_signals(msg, self.joints, self.finger)
+        self.node.record("joint_states", msg)
+        self._merge("joint_states", msg)
+
+    def _on_pose(self, msg: PoseStamped, which: str) -> None:
+        """``which``: ``tcp`` (the tool pose), ``goal`` (a pose, or its x and y for ``goal_xy``) or ``object``."""
+        age = 0.0 if which == "goal" else self.max_age_s  # a latched goal may have been sent long ago
+        check_header(msg.header, self.now_ns(), age, f"{which} pose", self.frame_id)
+        if which == "goal" and "goal_xy" in self.sources:
+            self.parts[which] = position_signal(msg, "goal_xy", axes=2)
+        elif which == "object":
+            self.parts[which] = position_signal(msg, "object_pos")
+        else:
+            self.parts[which] = pose_signals(msg, "tcp" if which == "tcp" else "target")
+        self.part_at[which] = self.node.now()
+        self.node.record(which, msg)
+
+    def _image_handler(self, camera: str) -> Callable[[Image], None]:
+        return lambda msg: self._on_image(msg, camera)
+
+    def _on_image(self, msg: Image, camera: str) -> None:
+        h, w, _ = self.cameras[camera]
+        check_header(msg.header, self.now_ns(), self.max_age_s, f"camera '{camera}' image")
+        self.images[camera] = image_signals(msg, h, w)
+        self.image_at[camera] = self.node.now()
+
+    def _merge(self, kind: str, msg: Any) -> None:
+        """A joint state arrived: merge it with the newest of every other required input and accept them; while one
+        has not arrived yet, wait; when one is stale, refuse (it does not feed the watchdog)."""
+        now = self.node.now()
+        if not self.needed <= set(self.parts):
+            return  # the other inputs have not arrived yet (discovery): wait, nothing is refused
+        poses: list[str] = [w for w in ("tcp", "object") if w in self.needed]
+        old = [w for w in poses if now - self.part_at[w] > self.pose_timeout_s]
+        if old:
+            raise MessageError(f"the {' and '.join(old)} pose is older than watchdog_s {self.pose_timeout_s:g} s")
+        if self.cameras:
+            stale = [c for c in self.cameras if now - self.image_at.get(c, -math.inf) > self.image_timeout_s]
+            if stale:
+                raise MessageError(
+                    f"camera image(s) of {stale} missing or older than image_timeout_s {self.image_timeout_s:g} s"
+                )
+        merged: dict[str, np.ndarray] = {}
+        for part in self.parts.values():
+            merged.update(part)
+        self._accept(self.checked(merged), "", msg)
+
+
+def make_inputs(node: Any, policy: OnnxPolicy, accept: Accept, reject: Reject) -> Inputs:
+    """The input set for ``policy``'s contract (see the module docstring).
+
+    Raises:
+        ContractError: The contract's action kind or signals are not ones this node reads (named).
+        ValueError: A parameter of the inputs is malformed (named).
+    """
+    kind = policy.contract.action.kind
+    if kind == "rpm":
+        return OdometryInputs(node, policy, accept, reject)
+    if kind in ("position", "torque"):
+        return ArmInputs(node, policy, accept, reject)
+    raise ContractError(f"action kind '{kind}': this node drives multirotors (rpm) and manipulators (position, torque)")
+
+
+def _joint_count(c: Any) -> int:
+    """Joints the manipulator contract measures (``joint_pos`` and ``joint_vel``, the first commands)."""
+    sizes = {t.source: t.size for t in c.observation}
+    missing = [s for s in ("joint_pos", "joint_vel") if s not in sizes]
+    if missing:
+        raise ContractError(f"a manipulator policy must read {missing}: the safety layer and the tank need them")
+    n = sizes["joint_pos"]
+    if sizes["joint_vel"] != n or n > c.action.size or n > len(c.joint_names):
+        raise ContractError(
+            f"joint_pos ({n}) and joint_vel ({sizes['joint_vel']}) must name the same joints, at most "
+            f"action.size ({c.action.size}) and the contract's {len(c.joint_names)} joint_names"
+        )
+    return int(n)
+
+
+def _finger_joint(c: Any, arm_joints: int) -> str:
+    """The gripper joint whose position is ``finger_pos`` (the first joint after the arm's), or ``""``."""
+    if "finger_pos" not in {t.source for t in c.observation}:
+        return ""
+    if len(c.joint_names) <= arm_joints:
+        raise ContractError(
+            f"the contract reads finger_pos but names no gripper joint after the {arm_joints} arm joints "
+            f"(joint_names: {list(c.joint_names)})"
+        )
+    return str(c.joint_names[arm_joints])
+
+
+def _camera_topics(c: Any, entries: list[str]) -> dict[str, tuple[int, int, str]]:
+    """Camera -> (height, width, topic) for the contract's cameras; ``image_topics`` entries ``camera=topic``
+    override the default ``<camera>/image_raw``."""
+    cameras = dict(c.chunk.cameras) if c.chunk is not None else {}
+    overrides: dict[str, str] = {}
+    for entry in (e for e in entries if e):
+        camera, sep, topic = entry.partition("=")
+        if not sep or not camera or not topic:
+            raise ValueError(f"parameter image_topics entry '{entry}' is not 'camera=topic'")
+        if camera in overrides:
+            raise ValueError(f"parameter image_topics names camera '{camera}' twice")
+        if camera not in cameras:
+            raise ValueError(
+                f"parameter image_topics names camera '{camera}'; the model sees {sorted(cameras) or 'none'}"
+            )
+        overrides[camera] = topic
+    return {
+        name: (int(cam["height"]), int(cam["width"]), overrides.get(name, f"{name}/image_raw"))
+        for name, cam in cameras.items()
+    }
