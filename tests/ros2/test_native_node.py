@@ -36,7 +36,8 @@ def native(trained_hover: Any, tmp_path_factory: pytest.TempPathFactory) -> Path
     """The trained hover policy as a native node, built once for this module by the CLI."""
     out = tmp_path_factory.mktemp("native") / "node"
     assert main(["export", "ros2-node", str(trained_hover.onnx), "--out", str(out), "--vectors", "100"]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["CMakeLists.txt", "package.xml", "policy", "rr_policy_node", "src"]
+    names = sorted(p.name for p in out.iterdir())
+    assert names == [".robot-rl-export", "CMakeLists.txt", "package.xml", "policy", "rr_policy_node", "src"]
     return out
 
 
@@ -45,12 +46,18 @@ class Peer:
 
     def __init__(self, namespace: str) -> None:
         self.node = rclpy.create_node("robot", namespace=namespace)
-        self.odom = self.node.create_publisher(Odometry, "odom", qos_profile_sensor_data)
+        self._odom = self.node.create_publisher(Odometry, "odom", qos_profile_sensor_data)
         self.estop = self.node.create_publisher(Bool, "estop", ESTOP_QOS)
         self.commands: list[np.ndarray] = []
         self.node.create_subscription(
             Float64MultiArray, "command", lambda m: self.commands.append(np.array(m.data)), qos_profile_sensor_data
         )
+
+    def publish(self, msg: Odometry, age_s: float = 0.0) -> None:
+        """Send ``msg`` stamped now (minus ``age_s``), as a state estimator stamps its measurement."""
+        stamp = self.node.get_clock().now().nanoseconds - round(age_s * 1e9)
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp, 1_000_000_000)
+        self._odom.publish(msg)
 
     def spin(self, seconds: float) -> None:
         end = time.monotonic() + seconds
@@ -91,10 +98,11 @@ def stop(proc: subprocess.Popen[str], tmp_path: Path) -> tuple[dict[str, Any], s
 
 
 def odometry(k: int) -> Odometry:
-    """A drone drifting around its hover point (k-th sample): every signal moves, the quaternion is unnormalised."""
+    """A drone drifting around its hover point (k-th sample): every signal moves; world frame, body twist."""
     msg = Odometry()
+    msg.header.frame_id, msg.child_frame_id = "world", "base_link"
     angle = 0.2 * math.sin(0.3 * k)
-    quat = 1.3 * np.array([math.cos(angle / 2), math.sin(angle / 2) * 0.6, math.sin(angle / 2) * 0.8, 0.0])
+    quat = np.array([math.cos(angle / 2), math.sin(angle / 2) * 0.6, math.sin(angle / 2) * 0.8, 0.0])
     fill_odometry(
         msg,
         np.array([0.1 * math.sin(0.2 * k), -0.05, 0.02 * k % 0.3]),
@@ -109,7 +117,7 @@ def connect(peer: Peer, first: Odometry) -> int:
     """Send ``first`` every 100 ms until a command comes back; returns how many copies the node stepped on."""
     end = time.monotonic() + 30.0
     while not peer.commands and time.monotonic() < end:
-        peer.odom.publish(first)
+        peer.publish(first)
         peer.spin(0.1)
     assert peer.commands, "the native node never answered"
     peer.spin(0.3)  # commands of copies still in flight
@@ -127,17 +135,17 @@ def test_the_native_node_commands_what_the_runtime_computes_and_rejects_bad_odom
         for k in range(1, 40):  # lock-step: one message, its command, the next (no decimation, nothing in flight)
             msg = odometry(k)
             before = len(peer.commands)
-            peer.odom.publish(msg)
+            peer.publish(msg)
             assert peer.wait_for(before + 1, 5.0), f"no command for odometry {k}"
             sent.append(msg)
             peer.spin(0.025)  # the next message comes after the 20 ms control period
         bad = odometry(40)
         bad.pose.pose.position.x = float("nan")
         before = len(peer.commands)
-        peer.odom.publish(bad)
+        peer.publish(bad)
         peer.spin(0.2)
         assert len(peer.commands) == before  # rejected: no command, no fault (the watchdog is 1 s)
-        peer.odom.publish(odometry(41))
+        peer.publish(odometry(41))
         assert peer.wait_for(before + 1, 5.0), "the node stopped answering after a bad message"
         sent.append(odometry(41))
         peer.spin(1.5)  # silence: the watchdog trips and the motor-stop command follows every period
@@ -181,7 +189,7 @@ def test_the_native_node_latches_an_estop(native: Path, ros: Callable[[], Peer],
         peer.estop.publish(Bool(data=False))  # releasing the button does not restart the motors
         peer.commands.clear()
         for k in range(10):
-            peer.odom.publish(odometry(k))
+            peer.publish(odometry(k))
             peer.spin(0.03)
     finally:
         stats, _ = stop(proc, tmp_path)
@@ -193,3 +201,63 @@ def test_policies_the_native_node_cannot_feed_are_refused_by_name(trained_reach:
     with pytest.raises(UnsupportedModelError, match=r"action kind 'rpm'.*commands 'position' and reads"):
         build_ros2_node(trained_reach.onnx, tmp_path / "node", vectors=10)
     assert not (tmp_path / "node").exists()
+
+
+def _hostile(kind: str) -> tuple[Odometry, float]:
+    """Odometry the node must refuse, and the age to stamp it with."""
+    msg, age = odometry(1), 0.0
+    if kind == "float32-overflow":  # finite in the message's double, infinite as the float the policy reads
+        msg.twist.twist.linear.x = 1e39
+    elif kind == "stale-stamp":
+        age = 1.0
+    elif kind == "world-frame-twist":  # REP 105 puts the twist in the body frame
+        msg.child_frame_id = "world"
+    elif kind == "not-unit-quaternion":
+        msg.pose.pose.orientation.w *= 50.0
+    return msg, age
+
+
+HOSTILE = ["float32-overflow", "stale-stamp", "world-frame-twist", "not-unit-quaternion"]
+
+
+def test_the_native_node_refuses_hostile_odometry_and_it_never_feeds_the_watchdog(
+    native: Path, ros: Callable[[], Peer], tmp_path: Path
+) -> None:
+    """Each kind is rejected and counted; a stream of only such messages trips the watchdog (they are not input),
+    and the motor-stop command follows every period."""
+    peer = ros()
+    proc = start(native, peer, tmp_path, "--watchdog", "0.3")
+    try:
+        connect(peer, odometry(0))
+        before = len(peer.commands)
+        end = time.monotonic() + 1.0
+        while time.monotonic() < end:  # 1 s of hostile odometry at 50 Hz, every kind in turn
+            for kind in HOSTILE:
+                msg, age = _hostile(kind)
+                peer.publish(msg, age)
+                peer.spin(0.005)
+        peer.spin(0.2)
+    finally:
+        stats, err = stop(proc, tmp_path)
+    after = peer.commands[before:]
+    assert stats["fault"] == "watchdog" and stats["rejected"] >= 4 * 20, stats
+    assert len(after) >= 20 and all((c == 0.0).all() for c in after[-10:])  # the safe command, every period
+    assert "odometry rejected" in err and "no odometry for 0.300 s" in err
+
+
+def test_the_native_node_publishes_reliably_for_a_default_qos_driver(
+    native: Path, ros: Callable[[], Peer], tmp_path: Path
+) -> None:
+    """With --reliable, a driver subscribing with ROS 2's default (reliable) QoS receives the commands."""
+    peer = ros()
+    received: list[np.ndarray] = []
+    peer.node.create_subscription(Float64MultiArray, "command", lambda m: received.append(np.array(m.data)), 10)
+    proc = start(native, peer, tmp_path, "--watchdog", "5", "--reliable")
+    try:
+        connect(peer, odometry(0))
+        for k in range(10):
+            peer.publish(odometry(k))
+            peer.spin(0.03)
+    finally:
+        stop(proc, tmp_path)
+    assert len(received) >= 5 and all(np.isfinite(c).all() for c in received)

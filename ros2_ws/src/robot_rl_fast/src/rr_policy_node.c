@@ -10,12 +10,21 @@
  *     -> rr_obs_build -> rr_policy_step -> rr_limit_command (contract limits, optional rate limit)
  *     -> std_msgs/Float64MultiArray on `command` (rotor speeds, the contract's unit and motor order)
  *
- * Safety, as policy_node's safety layer: a non-finite or non-rotation odometry message is rejected and counted (the
- * node keeps running); a non-finite command is never published; odometry older than --watchdog seconds, or an
- * e-stop (std_msgs/Bool true on `estop`, reliable + transient-local) latches a fault and the safe command (motors
- * stop: zeros) goes out every period until the node is restarted. The first odometry message arms the watchdog.
+ * Safety, as policy_node's safety layer: an odometry message is rejected and counted (the node keeps running, the
+ * message never feeds the watchdog) when a value is not finite *as the float the policy uses* (1e39 is finite in the
+ * message's double, infinite in float), its quaternion is not of unit norm (|n - 1| > 0.01), a scaled signal would
+ * not be finite (rr_obs_check), its stamp is older or further in the future than --max-age, or its twist is not in a
+ * body frame (child_frame_id empty or equal to header.frame_id, REP 105; or not --child-frame when given). A non-finite
+ * command is never published; odometry older than --watchdog seconds, or an e-stop (std_msgs/Bool true on `estop`,
+ * reliable + transient-local) latches a fault and the safe command (motors stop: zeros) goes out every period until
+ * the node is restarted. The first accepted odometry message arms the watchdog.
  *
- * Usage: rr_policy_node [--watchdog S] [--max-rate UNITS_PER_S] [--duration S] [--stats FILE] [--ros-args ...]
+ * Usage: rr_policy_node [--watchdog S] [--max-rate UNITS_PER_S] [--max-age S] [--frame ID] [--child-frame ID]
+ *                       [--reliable] [--cpu N] [--rt-priority P] [--duration S] [--stats FILE] [--ros-args ...]
+ *   --max-age S: refuse odometry stamped more than S seconds from this machine's clock (default 0.25; 0: off).
+ *   --reliable: publish commands reliably (for drivers subscribing with ROS 2's default QoS; default best effort).
+ *   --cpu N, --rt-priority P: pin the process to CPU N and run it SCHED_FIFO at priority P with its memory locked,
+ *   set before rcl starts (DDS threads inherit them); where the system refuses, the node says so and runs on.
  *   --stats FILE writes, at exit, counts and the latency from each odometry message's header stamp (wall clock) to
  *   the publication of its command (p50 / p99 / max), and the control periods, as YAML.
  *
@@ -23,12 +32,16 @@
  * (rr_policy.c/.h, rr_safety.c/.h) comes from `robot-rl export firmware --target host`, compiled with
  * -DRR_OBS_DT=<period> when the node runs at another rate than the contract's.
  */
+#define _GNU_SOURCE /* sched_setaffinity, CPU_SET */
+#include <errno.h>
 #include <math.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include <nav_msgs/msg/odometry.h>
@@ -45,6 +58,7 @@
 #define RR_TARGET {0.0, 0.0, 0.0}
 #endif
 #define MAX_SAMPLES (1 << 21) /* latency and period samples kept for --stats (35 min at 1 kHz) */
+#define QUAT_NORM_TOLERANCE 0.01 /* as robot_rl_ros.messages.QUAT_NORM_TOLERANCE */
 
 static volatile sig_atomic_t g_stop = 0;
 static void done(rcl_ret_t rc) { (void)rc; } /* shutting down: a failure to release changes nothing */
@@ -76,7 +90,32 @@ static void write_samples(FILE *f, const char *name, int64_t *v, size_t n) {
             n ? (double)v[n - 1] * 1e-6 : 0.0);
 }
 
-/* Odometry -> the contract's signals. Returns 0, or -1 for a non-finite value or a quaternion that is no rotation. */
+static int finite_float(double v, float *out) {
+    float f = (float)v;
+    *out = f;
+    return isfinite(f);
+}
+
+static int same_text(const rosidl_runtime_c__String *a, const char *b) {
+    return a->data != NULL && strcmp(a->data, b) == 0;
+}
+
+/* The odometry's header against --max-age, --frame and --child-frame (see the file comment). 0, or -1 refused. */
+static int odometry_header_ok(const nav_msgs__msg__Odometry *m, double max_age_s, const char *frame,
+                              const char *child) {
+    const rosidl_runtime_c__String *c = &m->child_frame_id, *p = &m->header.frame_id;
+    if (c->size == 0 || (p->data != NULL && c->data != NULL && strcmp(c->data, p->data) == 0)) return -1;
+    if (frame != NULL && !same_text(p, frame)) return -1;
+    if (child != NULL && !same_text(c, child)) return -1;
+    if (max_age_s > 0.0) {
+        int64_t stamp = (int64_t)m->header.stamp.sec * 1000000000LL + m->header.stamp.nanosec;
+        double age = (double)(now_ns(CLOCK_REALTIME) - stamp) * 1e-9;
+        if (stamp == 0 || age > max_age_s || age < -max_age_s) return -1;
+    }
+    return 0;
+}
+
+/* Odometry -> the contract's signals, checked as floats (see the file comment): 0, or -1 with `s` untouched. */
 static int odometry_signals(const nav_msgs__msg__Odometry *m, rr_signals *s) {
     static const double target[3] = RR_TARGET;
     const double p[3] = {m->pose.pose.position.x, m->pose.pose.position.y, m->pose.pose.position.z};
@@ -85,11 +124,13 @@ static int odometry_signals(const nav_msgs__msg__Odometry *m, rr_signals *s) {
     const double v[3] = {m->twist.twist.linear.x, m->twist.twist.linear.y, m->twist.twist.linear.z};
     const double g[3] = {m->twist.twist.angular.x, m->twist.twist.angular.y, m->twist.twist.angular.z};
     double r[9], n;
+    float f;
+    rr_signals out = *s;
     int i, j;
     for (i = 0; i < 3; ++i)
-        if (!isfinite(p[i]) || !isfinite(v[i]) || !isfinite(g[i])) return -1;
+        if (!finite_float(p[i], &f) || !finite_float(v[i], &f) || !finite_float(g[i], &f)) return -1;
     n = sqrt(w * w + x * x + y * y + z * z);
-    if (!isfinite(n) || n < 1e-6) return -1;
+    if (!isfinite(n) || fabs(n - 1.0) > QUAT_NORM_TOLERANCE) return -1;
     w /= n, x /= n, y /= n, z /= n;
     r[0] = 1 - 2 * (y * y + z * z), r[1] = 2 * (x * y - w * z), r[2] = 2 * (x * z + w * y);
     r[3] = 2 * (x * y + w * z), r[4] = 1 - 2 * (x * x + z * z), r[5] = 2 * (y * z - w * x);
@@ -97,11 +138,42 @@ static int odometry_signals(const nav_msgs__msg__Odometry *m, rr_signals *s) {
     for (i = 0; i < 3; ++i) {
         double vw = 0.0;
         for (j = 0; j < 3; ++j) vw += r[3 * i + j] * v[j]; /* body twist -> world velocity */
-        s->pos_w[i] = (float)(p[i] - target[i]);
-        s->lin_vel_w[i] = (float)vw;
-        s->ang_vel_b[i] = (float)g[i];
+        if (!finite_float(p[i] - target[i], &out.pos_w[i]) || !finite_float(vw, &out.lin_vel_w[i])) return -1;
+        out.ang_vel_b[i] = (float)g[i];
     }
-    for (i = 0; i < 9; ++i) s->rot_mat[i] = (float)r[i];
+    for (i = 0; i < 9; ++i) out.rot_mat[i] = (float)r[i];
+    if (rr_obs_check(&out) != RR_OK) return -1; /* a scaled signal would overflow: the policy could not use it */
+    *s = out;
+    return 0;
+}
+
+/* --cpu and --rt-priority, before rcl starts (its threads inherit them). Refusals are reported, not fatal. */
+static void realtime(int cpu, int priority) {
+    if (cpu >= 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(cpu, &set);
+        if (sched_setaffinity(0, sizeof set, &set) != 0)
+            fprintf(stderr, "rr_policy_node: --cpu %d refused (%s); running unpinned\n", cpu, strerror(errno));
+    }
+    if (priority > 0) {
+        struct sched_param sp;
+        memset(&sp, 0, sizeof sp);
+        sp.sched_priority = priority;
+        if (sched_setscheduler(0, SCHED_FIFO, &sp) != 0)
+            fprintf(stderr, "rr_policy_node: --rt-priority %d refused (%s; needs CAP_SYS_NICE or an rtprio limit); "
+                            "running at normal priority\n", priority, strerror(errno));
+        if (mlockall(MCL_CURRENT | MCL_FUTURE) != 0)
+            fprintf(stderr, "rr_policy_node: memory not locked (%s)\n", strerror(errno));
+    }
+}
+
+static int arg_flag(int argc, char **argv, const char *name) {
+    int i;
+    for (i = 1; i < argc; ++i) {
+        if (strcmp(argv[i], "--ros-args") == 0) break;
+        if (strcmp(argv[i], name) == 0) return 1;
+    }
     return 0;
 }
 
@@ -139,6 +211,12 @@ int main(int argc, char **argv) {
     const double watchdog_s = arg_number(argc, argv, "--watchdog", 0.1);
     const double max_rate = arg_number(argc, argv, "--max-rate", -1.0);
     const double duration_s = arg_number(argc, argv, "--duration", 0.0);
+    const double max_age_s = arg_number(argc, argv, "--max-age", 0.25);
+    const double cpu = arg_number(argc, argv, "--cpu", -1.0);
+    const double rt_priority = arg_number(argc, argv, "--rt-priority", 0.0);
+    const char *frame = arg_value(argc, argv, "--frame");
+    const char *child = arg_value(argc, argv, "--child-frame");
+    const int reliable = arg_flag(argc, argv, "--reliable");
     const char *stats_path = arg_value(argc, argv, "--stats");
     const int64_t period_ns = (int64_t)llround((double)RR_OBS_DT * 1e9);
     rcl_context_t context = rcl_get_zero_initialized_context();
@@ -173,6 +251,15 @@ int main(int argc, char **argv) {
         fprintf(stderr, "rr_policy_node: --watchdog must be > 0 (and memory for the statistics available)\n");
         return 2;
     }
+    if (cpu != floor(cpu) || cpu < -1.0 || cpu > 1023.0 || rt_priority != floor(rt_priority) || rt_priority < 0.0 ||
+        rt_priority > 99.0) {
+        fprintf(stderr, "rr_policy_node: --cpu must be a CPU number and --rt-priority an integer in [1, 99]\n");
+        return 2;
+    }
+    memset(&sig, 0, sizeof sig);
+    memset(latency, 0, MAX_SAMPLES * sizeof(int64_t)); /* touch the buffers now: no page faults in the loop */
+    memset(periods, 0, MAX_SAMPLES * sizeof(int64_t));
+    realtime((int)cpu, (int)rt_priority);
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     CHECK(rcl_init_options_init(&init_options, allocator), "rcl_init_options_init");
@@ -180,6 +267,7 @@ int main(int argc, char **argv) {
     CHECK(rcl_node_init(&node, "rr_policy_node", "", &context, &node_options), "rcl_node_init");
     odom_options.qos = rmw_qos_profile_sensor_data;
     pub_options.qos = rmw_qos_profile_sensor_data;
+    if (reliable) pub_options.qos.reliability = RMW_QOS_POLICY_RELIABILITY_RELIABLE;
     estop_options.qos = rmw_qos_profile_default;
     estop_options.qos.depth = 1;
     estop_options.qos.durability = RMW_QOS_POLICY_DURABILITY_TRANSIENT_LOCAL;
@@ -199,6 +287,9 @@ int main(int argc, char **argv) {
         previous[i] = rr_action_offset[i];
         max_delta[i] = max_rate >= 0.0 ? (float)(max_rate * RR_OBS_DT) : -1.0f;
     }
+#ifdef RR_HAS_LAST_ACTION
+    rr_normalized_action(previous, sig.last_action); /* rr_obs_check reads every signal, this one too */
+#endif
     fprintf(stderr, "rr_policy_node: %d inputs, %d commands, period %.6f s, watchdog %.3f s\n", RR_OBS_DIM,
             RR_ACTION_DIM, (double)RR_OBS_DT, watchdog_s);
     start = now_ns(CLOCK_MONOTONIC);
@@ -228,11 +319,11 @@ int main(int argc, char **argv) {
         if (wait_set.subscriptions[0]) {
             while (rcl_take(&odom_sub, &odom, &info, NULL) == RCL_RET_OK) { /* drain: the newest counts */
                 ++received;
-                if (odometry_signals(&odom, &sig) != 0) {
-                    ++rejected;
+                if (odometry_header_ok(&odom, max_age_s, frame, child) != 0 || odometry_signals(&odom, &sig) != 0) {
+                    ++rejected; /* never feeds the watchdog */
                     if (rejected < 10 || rejected % 1000 == 0)
-                        fprintf(stderr, "rr_policy_node: odometry rejected (non-finite or no rotation), %ld so far\n",
-                                rejected);
+                        fprintf(stderr, "rr_policy_node: odometry rejected (stamp, frame, a value not finite as float "
+                                        "or no unit quaternion), %ld so far\n", rejected);
                     continue;
                 }
                 last_odom = now;
