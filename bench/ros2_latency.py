@@ -291,7 +291,8 @@ def run_native(
 
     from firmware_export.ros2_node import build_ros2_node
 
-    node_dir, namespace = work / f"node{int(rate)}", f"native{int(rate)}{len(node_args)}{load[:4]}"
+    node_dir = work / f"node{int(rate)}"
+    namespace = f"native{int(rate)}_{len(node_args)}_{'idle' if load == 'none' else 'load'}"
     stats = work / f"stats{namespace}.yaml"
     if not (node_dir / "rr_policy_node").exists():
         build_ros2_node(model, node_dir, rate_hz=rate, vectors=100)

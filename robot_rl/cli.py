@@ -785,7 +785,10 @@ def cmd_export_firmware(args: argparse.Namespace) -> int:
     print("\n".join(report.lines()))
     if node:
         print(f"wrote {out} (rr_policy_node, policy/, src/, CMakeLists.txt, package.xml); run it as")
-        print(f"  {out / 'rr_policy_node'} [--watchdog S] [--stats FILE] --ros-args -r __ns:=/<robot>")
+        print(
+            f"  {out / 'rr_policy_node'} [--watchdog S] [--target X,Y,Z] [--reliable] [--cpu N --rt-priority P] "
+            "[--stats FILE] --ros-args -r __ns:=/<robot>"
+        )
         return 0
     print(f"wrote {out} (rr_policy.h/.c, rr_safety.h/.c, rr_example_task.c, rr_policy.mk, firmware_report.yaml)")
     return 0

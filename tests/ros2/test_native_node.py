@@ -128,7 +128,8 @@ def test_the_native_node_commands_what_the_runtime_computes_and_rejects_bad_odom
     native: Path, trained_hover: Any, ros: Callable[[], Peer], tmp_path: Path
 ) -> None:
     peer = ros()
-    proc = start(native, peer, tmp_path, "--watchdog", "1.0")
+    target = [0.1, -0.2, 0.05]  # a hover point other than the contract's: --target
+    proc = start(native, peer, tmp_path, "--watchdog", "1.0", "--target", ",".join(map(str, target)))
     try:
         copies = connect(peer, odometry(0))
         sent = [odometry(0)] * copies
@@ -160,7 +161,6 @@ def test_the_native_node_commands_what_the_runtime_computes_and_rejects_bad_odom
     sent = [odometry(0)] * stepped + sent[copies:]
     received = [None] * lost + list(peer.commands)
     policy = OnnxPolicy(trained_hover.onnx)
-    target = policy.contract.extra.get("target_position_m", [0.0, 0.0, 0.0])
     previous = np.asarray(policy.contract.action.offset, dtype=np.float32)[None]
     scale = np.asarray(policy.contract.action.scale)
     for k, msg in enumerate(sent):

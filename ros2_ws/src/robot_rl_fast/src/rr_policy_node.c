@@ -19,8 +19,10 @@
  * reliable + transient-local) latches a fault and the safe command (motors stop: zeros) goes out every period until
  * the node is restarted. The first accepted odometry message arms the watchdog.
  *
- * Usage: rr_policy_node [--watchdog S] [--max-rate UNITS_PER_S] [--max-age S] [--frame ID] [--child-frame ID]
- *                       [--reliable] [--cpu N] [--rt-priority P] [--duration S] [--stats FILE] [--ros-args ...]
+ * Usage: rr_policy_node [--watchdog S] [--max-rate UNITS_PER_S] [--target X,Y,Z] [--max-age S] [--frame ID]
+ *                       [--child-frame ID] [--reliable] [--cpu N] [--rt-priority P] [--duration S] [--stats FILE]
+ *                       [--ros-args ...]
+ *   --target X,Y,Z: the hover point in the odometry frame, m (default: the contract's target_position_m).
  *   --max-age S: refuse odometry stamped more than S seconds from this machine's clock (default 0.25; 0: off).
  *   --reliable: publish commands reliably (for drivers subscribing with ROS 2's default QoS; default best effort).
  *   --cpu N, --rt-priority P: pin the process to CPU N and run it SCHED_FIFO at priority P with its memory locked,
@@ -61,6 +63,7 @@
 #define QUAT_NORM_TOLERANCE 0.01 /* as robot_rl_ros.messages.QUAT_NORM_TOLERANCE */
 
 static volatile sig_atomic_t g_stop = 0;
+static double g_target[3] = RR_TARGET; /* the hover point, odometry frame, m: the contract's, or --target x,y,z */
 static void done(rcl_ret_t rc) { (void)rc; } /* shutting down: a failure to release changes nothing */
 static void on_signal(int sig) { (void)sig; g_stop = 1; }
 
@@ -117,7 +120,7 @@ static int odometry_header_ok(const nav_msgs__msg__Odometry *m, double max_age_s
 
 /* Odometry -> the contract's signals, checked as floats (see the file comment): 0, or -1 with `s` untouched. */
 static int odometry_signals(const nav_msgs__msg__Odometry *m, rr_signals *s) {
-    static const double target[3] = RR_TARGET;
+    const double *target = g_target;
     const double p[3] = {m->pose.pose.position.x, m->pose.pose.position.y, m->pose.pose.position.z};
     double w = m->pose.pose.orientation.w, x = m->pose.pose.orientation.x;
     double y = m->pose.pose.orientation.y, z = m->pose.pose.orientation.z;
@@ -199,6 +202,22 @@ static double arg_number(int argc, char **argv, const char *name, double fallbac
     return v;
 }
 
+/* --target x,y,z: three finite numbers, else exit 2 naming the flag. */
+static void parse_target(const char *text) {
+    const char *p = text;
+    char *end = NULL;
+    int i;
+    for (i = 0; i < 3; ++i) {
+        double v = strtod(p, &end);
+        if (end == p || !isfinite(v) || (i < 2 && *end != ',') || (i == 2 && *end != '\0')) {
+            fprintf(stderr, "rr_policy_node: --target must be x,y,z in m, got '%s'\n", text);
+            exit(2);
+        }
+        g_target[i] = v;
+        p = end + 1;
+    }
+}
+
 #define CHECK(call, what)                                                                     \
     do {                                                                                      \
         if ((call) != RCL_RET_OK) {                                                           \
@@ -215,6 +234,7 @@ int main(int argc, char **argv) {
     const double cpu = arg_number(argc, argv, "--cpu", -1.0);
     const double rt_priority = arg_number(argc, argv, "--rt-priority", 0.0);
     const char *frame = arg_value(argc, argv, "--frame");
+    const char *target_text = arg_value(argc, argv, "--target");
     const char *child = arg_value(argc, argv, "--child-frame");
     const int reliable = arg_flag(argc, argv, "--reliable");
     const char *stats_path = arg_value(argc, argv, "--stats");
@@ -256,6 +276,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "rr_policy_node: --cpu must be a CPU number and --rt-priority an integer in [1, 99]\n");
         return 2;
     }
+    if (target_text != NULL) parse_target(target_text);
     memset(&sig, 0, sizeof sig);
     memset(latency, 0, MAX_SAMPLES * sizeof(int64_t)); /* touch the buffers now: no page faults in the loop */
     memset(periods, 0, MAX_SAMPLES * sizeof(int64_t));
@@ -290,8 +311,8 @@ int main(int argc, char **argv) {
 #ifdef RR_HAS_LAST_ACTION
     rr_normalized_action(previous, sig.last_action); /* rr_obs_check reads every signal, this one too */
 #endif
-    fprintf(stderr, "rr_policy_node: %d inputs, %d commands, period %.6f s, watchdog %.3f s\n", RR_OBS_DIM,
-            RR_ACTION_DIM, (double)RR_OBS_DT, watchdog_s);
+    fprintf(stderr, "rr_policy_node: %d inputs, %d commands, period %.6f s, watchdog %.3f s, target [%g, %g, %g] m\n",
+            RR_OBS_DIM, RR_ACTION_DIM, (double)RR_OBS_DT, watchdog_s, g_target[0], g_target[1], g_target[2]);
     start = now_ns(CLOCK_MONOTONIC);
     end_ns = duration_s > 0.0 ? start + (int64_t)(duration_s * 1e9) : INT64_MAX;
 
