@@ -432,6 +432,9 @@ def test_launch_files_name_only_what_exists() -> None:
             assert name in declared, name
     for config in sorted((PKG / "config").glob("*.yaml")):
         assert set(read_params(config)) <= set(declared), config.name  # every key declared, every type right
+    docs = (PKG.parents[2] / "docs" / "ros2.md").read_text()
+    undocumented = [k for k in POLICY_PARAMS if f"| `{k}` |" not in docs]
+    assert not undocumented, f"docs/ros2.md's parameter table lacks {undocumented}"
     assert (PKG / "resource" / "robot_rl_ros").exists() and "ament_python" in (PKG / "package.xml").read_text()
 
 
