@@ -23,9 +23,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-from robot_rl_ros import policy_node
+from robot_rl_ros import commands, policy_node
 from robot_rl_ros.graph import read_params, run_graph
 
 from robot_rl.bench import format_table
@@ -40,31 +41,53 @@ while True:
 """
 
 
-def closed_loop(model: Path, trigger: str, seconds: float, namespace: str, rate_hz: float = 0.0) -> dict[str, float]:
+def closed_loop(
+    model: Path,
+    trigger: str,
+    seconds: float,
+    namespace: str,
+    rate_hz: float = 0.0,
+    settings: dict[str, Any] | None = None,
+    seed: int = 0,
+) -> dict[str, float]:
     """One run: crashes, the median odometry age at command time (ms), the share of stale robot periods, commands
-    per second and the mean position error over the last 2 s (m); ``rate_hz`` 0: the contract's rate."""
+    per second, the mean position error over the last 2 s (m) and the p99 / largest change per second of the
+    commands sent (command units / s); ``rate_hz`` 0: the contract's rate; ``settings``: more ``policy_node``
+    parameters; ``seed``: the simulated robot's (its starts)."""
     ages: list[float] = []
-    original = policy_node.PolicyNode.trigger_deactivate
+    sent: list[np.ndarray] = []
+    original, publish = policy_node.PolicyNode.trigger_deactivate, commands.CommandPublisher.publish
 
     def keep_ages(node: policy_node.PolicyNode) -> object:
         ages.extend(node.input_age_s)
         return original(node)
 
+    def keep_command(self: commands.CommandPublisher, command: np.ndarray) -> Any:
+        sent.append(np.array(command))
+        return publish(self, command)
+
     params = read_params(PARAMS)
     params["policy_node"].update(model_path=str(model), trigger=trigger, watchdog_s=0.5, control_rate_hz=rate_hz)
-    params["sim_robot_node"]["rate_hz"] = rate_hz
+    params["policy_node"].update(settings or {})
+    params["sim_robot_node"].update(rate_hz=rate_hz, seed=seed)
     policy_node.PolicyNode.trigger_deactivate = keep_ages  # type: ignore[method-assign]
+    commands.CommandPublisher.publish = keep_command  # type: ignore[method-assign]
     try:
         r = run_graph(params, sim=True, duration_s=seconds, namespace=namespace)
     finally:
         policy_node.PolicyNode.trigger_deactivate = original  # type: ignore[method-assign]
+        commands.CommandPublisher.publish = publish  # type: ignore[method-assign]
     errors = np.asarray(r.sim["position_errors_m"])
+    period = r.sim["control_period_s"]
+    change = np.abs(np.diff(np.asarray(sent), axis=0)).max(axis=1) / period if len(sent) > 1 else np.zeros(1)
     return {
         "crashes": r.sim["crashes"],
-        "age_ms": 1e3 * float(np.median(ages)),
+        "age_ms": 1e3 * float(np.median(ages)) if ages else float("nan"),
         "stale": r.sim["stale_ticks"] / max(1, r.sim["steps"]),
         "commands_per_s": r.commands / seconds,
-        "tail_m": float(errors[-round(2.0 / r.sim["control_period_s"]) :].mean()),
+        "tail_m": float(errors[-round(2.0 / period) :].mean()),
+        "change_p99": float(np.percentile(change, 99)),
+        "change_max": float(change.max()),
     }
 
 

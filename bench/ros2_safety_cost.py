@@ -23,12 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from robot_rl_ros import commands
-from robot_rl_ros.graph import read_params, run_graph
+from ros2_closed_loop import closed_loop
 
 from robot_rl.bench import format_table
 
-CONFIG = Path(__file__).resolve().parents[1] / "ros2_ws" / "src" / "robot_rl_ros" / "config"
 ROWS: list[tuple[str, dict[str, Any]]] = [
     ("simulation file: no limit, no fade-in", {}),
     ("robot file before: 200,000 rpm/s, fade-in 1 s", {"max_rate": 200000.0, "fade_in_s": 1.0}),
@@ -42,34 +40,6 @@ ROWS: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
-def run(model: Path, settings: dict[str, Any], seconds: float, seed: int, ns: str) -> dict[str, float]:
-    """One closed-loop run: crashes, tail error (m), the largest change per second of the commands sent (rpm/s)."""
-    params = read_params(CONFIG / "quadrotor_sim.yaml")
-    params["policy_node"].update(model_path=str(model), watchdog_s=0.5, **settings)
-    params["sim_robot_node"]["seed"] = seed
-    sent: list[np.ndarray] = []
-    original = commands.CommandPublisher.publish
-
-    def spy(self: commands.CommandPublisher, command: np.ndarray) -> Any:
-        sent.append(np.array(command))
-        return original(self, command)
-
-    commands.CommandPublisher.publish = spy  # type: ignore[method-assign]
-    try:
-        r = run_graph(params, sim=True, duration_s=seconds, namespace=ns)
-    finally:
-        commands.CommandPublisher.publish = original  # type: ignore[method-assign]
-    errors = np.asarray(r.sim["position_errors_m"])
-    period = r.sim["control_period_s"]
-    steps = np.abs(np.diff(np.asarray(sent), axis=0)).max(axis=1) / period if len(sent) > 1 else np.zeros(1)
-    return {
-        "crashes": float(r.sim["crashes"]),
-        "tail_m": float(errors[-round(2.0 / period) :].mean()),
-        "rate_p99": float(np.percentile(steps, 99)),
-        "rate_max": float(steps.max()),
-    }
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -79,7 +49,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     rows, base = [], None
     for k, (name, settings) in enumerate(ROWS):
-        runs = [run(args.model, settings, args.seconds, s, f"cost{k}_{s}") for s in range(args.runs)]
+        runs = [
+            closed_loop(args.model, "input", args.seconds, f"cost{k}_{s}", settings=settings, seed=s)
+            for s in range(args.runs)
+        ]
         tails = np.array([r["tail_m"] for r in runs])
         base = tails if base is None else base
         rows.append(
@@ -89,8 +62,8 @@ def main(argv: list[str] | None = None) -> int:
                 "tail error cm, mean": round(100 * float(tails.mean()), 2),
                 "worst run cm": round(100 * float(tails.max()), 2),
                 "cost cm (mean, vs simulation file)": round(100 * float((tails - base).mean()), 2),
-                "command change rpm/s, p99 / max": f"{max(r['rate_p99'] for r in runs):,.0f} / "
-                f"{max(r['rate_max'] for r in runs):,.0f}",
+                "command change rpm/s, p99 / max": f"{max(r['change_p99'] for r in runs):,.0f} / "
+                f"{max(r['change_max'] for r in runs):,.0f}",
             }
         )
         print(rows[-1], flush=True)

@@ -8,9 +8,7 @@ ones fly in test_policy_node.py), so nothing waits for the training fixtures."""
 from __future__ import annotations
 
 import math
-import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +22,11 @@ from rclpy.lifecycle import TransitionCallbackReturn
 from rclpy.parameter import Parameter
 from rclpy.qos import qos_profile_sensor_data
 from robot_rl_ros.graph import read_params
-from robot_rl_ros.inputs import LATCHED
+from robot_rl_ros.inputs import LATCHED, OdometryInputs
 from robot_rl_ros.messages import MessageError, fill_joint_state, fill_odometry, fill_pose, odometry_signals
 from robot_rl_ros.params import ParamError
 from robot_rl_ros.policy_node import PolicyNode
+from robot_rl_ros.spin import spin_for
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
@@ -42,15 +41,6 @@ def hover_model(untrained_hover: Path) -> Path:
 @pytest.fixture
 def reach_model(untrained_reach: Path) -> Path:
     return untrained_reach
-
-
-@pytest.fixture
-def ros() -> Iterator[str]:
-    rclpy.init()
-    try:
-        yield f"h{uuid.uuid4().hex[:8]}"
-    finally:
-        rclpy.try_shutdown()
 
 
 def stamp(msg: Any, node: Any, age_s: float = 0.0) -> Any:
@@ -80,12 +70,7 @@ class Rig:
         assert self.node.trigger_activate() == TransitionCallbackReturn.SUCCESS
 
     def spin(self, seconds: float, publish: Callable[[], None] | None = None, every: float = 0.02) -> None:
-        end, next_pub = time.monotonic() + seconds, 0.0
-        while time.monotonic() < end:
-            if publish is not None and time.monotonic() >= next_pub:
-                publish()
-                next_pub = time.monotonic() + every
-            self.executor.spin_once(timeout_sec=0.002)
+        spin_for(self.executor, seconds, publish, every)
 
     def state(self) -> str:
         return str(self.node._state_machine.current_state[1])
@@ -215,13 +200,14 @@ def test_the_hover_point_parameter_and_topic_move_the_target_within_the_training
     rig.start()
     rig.spin(0.3, drone.send)
     assert rig.node._signals is not None and np.abs(rig.node._signals["pos_w"]).max() < 1e-6  # at the hover point
+    assert isinstance(rig.node.inputs, OdometryInputs)
     far = stamp(PointStamped(), rig.peer)
-    far.point.z = 3.0
+    far.header.frame_id, far.point.z = "world", 3.0  # the odometry's frame (quadrotor_sim.yaml: frame_id world)
     targets.publish(far)
     rig.spin(0.3, drone.send)
-    assert rig.node.rejected == 1 and rig.node.inputs.target.tolist() == [0.0, 0.0, 1.0]  # type: ignore[union-attr]
+    assert rig.node.inputs.targets_refused == 1 and rig.node.inputs.target.tolist() == [0.0, 0.0, 1.0]
     near = stamp(PointStamped(), rig.peer)
-    near.point.x, near.point.z = 0.2, 1.1
+    near.header.frame_id, near.point.x, near.point.z = "world", 0.2, 1.1
     targets.publish(near)
     rig.spin(0.3, drone.send)
     np.testing.assert_allclose(rig.node._signals["pos_w"][0], [-0.2, 0.0, -0.1], atol=1e-6)
@@ -262,12 +248,14 @@ class Arm:
         self.js = rig.peer.create_publisher(JointState, "joint_states", qos_profile_sensor_data)
         self.tcp = rig.peer.create_publisher(PoseStamped, "tcp_pose", qos_profile_sensor_data)
         goal = PoseStamped()
+        goal.header.frame_id = "panda_link0"  # the robot's base frame (panda_reach_sim.yaml: frame_id)
         fill_pose(goal, np.array([0.35, 0.05, 0.45]), np.diag([1.0, -1.0, -1.0]))
         rig.peer.create_publisher(PoseStamped, "goal_pose", LATCHED).publish(stamp(goal, rig.peer))
 
     def send(self, kind: str = "good") -> None:
         if kind != "no-tool-pose":
             tcp = PoseStamped()
+            tcp.header.frame_id = "panda_link0"
             fill_pose(tcp, np.array([0.3, 0.0, 0.5]), np.diag([1.0, -1.0, -1.0]))
             self.tcp.publish(stamp(tcp, self.rig.peer))
         msg = JointState()

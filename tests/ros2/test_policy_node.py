@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,20 +28,10 @@ from rclpy.qos import qos_profile_sensor_data
 from robot_rl_ros.graph import DeployError, read_params, run_graph
 from robot_rl_ros.messages import fill_odometry, odometry_signals
 from robot_rl_ros.policy_node import ESTOP_QOS, PolicyNode
-from robot_rl_ros.spin import EXECUTORS
+from robot_rl_ros.spin import EXECUTORS, spin_for
 from std_msgs.msg import Bool, Float64MultiArray
 
 PKG = Path(__file__).resolve().parents[2] / "ros2_ws" / "src" / "robot_rl_ros"
-
-
-@pytest.fixture
-def ros() -> Iterator[str]:
-    """An rclpy context and a namespace of its own (parallel test workers share the DDS domain)."""
-    rclpy.init()
-    try:
-        yield f"t{uuid.uuid4().hex[:8]}"
-    finally:
-        rclpy.try_shutdown()
 
 
 def params(model: Path, **policy: Any) -> dict[str, dict[str, Any]]:
@@ -189,12 +179,7 @@ class Rig:
         self.executor.add_node(self.peer)
 
     def spin(self, seconds: float, publish: Callable[[], None] | None = None, every: float = 0.01) -> None:
-        end, next_pub = time.monotonic() + seconds, 0.0
-        while time.monotonic() < end:
-            if publish is not None and time.monotonic() >= next_pub:
-                publish()
-                next_pub = time.monotonic() + every
-            self.executor.spin_once(timeout_sec=0.002)
+        spin_for(self.executor, seconds, publish, every)
 
     def hover_odom(self, nan: bool = False) -> None:
         self.odom.publish(self.odom_msg(nan=nan))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -77,3 +78,16 @@ def spin_node(make: Callable[[], Any], args: list[str] | None = None) -> None:
         executor.shutdown()
         node.destroy_node()
         rclpy.try_shutdown()
+
+
+def spin_for(
+    executor: Executor, seconds: float, publish: Callable[[], None] | None = None, every: float = 0.01
+) -> None:
+    """Spin ``executor`` for ``seconds``, calling ``publish`` every ``every`` seconds (a robot's side in tests and
+    benchmarks)."""
+    end, next_pub = time.monotonic() + seconds, 0.0
+    while time.monotonic() < end:
+        if publish is not None and time.monotonic() >= next_pub:
+            publish()
+            next_pub = time.monotonic() + every
+        executor.spin_once(timeout_sec=0.002)
