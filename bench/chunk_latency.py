@@ -90,14 +90,14 @@ def _students(steps: int, camera: int) -> dict[str, ChunkPolicy]:
     s = SamplerSettings(100, steps)
     seeing = {"cameras": {"wrist": (camera, camera)}} if camera else {}
     extra = {f"unet (32/64/128) + {camera}x{camera} camera": DiffusionPolicy(
-        OBS, ACT, H, lo, hi, alo, ahi, "unet", (32, 64, 128), sampler=s, **seeing
+        OBS, ACT, H, lo, hi, alo, ahi, down_dims=(32, 64, 128), sampler=s, **seeing
     )} if camera else {}  # fmt: skip
     return {
         **extra,
-        "unet (32/64/128)": DiffusionPolicy(OBS, ACT, H, lo, hi, alo, ahi, "unet", (32, 64, 128), sampler=s),
-        "unet (64/128/256)": DiffusionPolicy(OBS, ACT, H, lo, hi, alo, ahi, "unet", (64, 128, 256), sampler=s),
+        "unet (32/64/128)": DiffusionPolicy(OBS, ACT, H, lo, hi, alo, ahi, down_dims=(32, 64, 128), sampler=s),
+        "unet (64/128/256)": DiffusionPolicy(OBS, ACT, H, lo, hi, alo, ahi, down_dims=(64, 128, 256), sampler=s),
         "transformer (64x3)": DiffusionPolicy(
-            OBS, ACT, H, lo, hi, alo, ahi, "transformer", d_model=64, layers=3, sampler=s
+            OBS, ACT, H, lo, hi, alo, ahi, denoiser="transformer", d_model=64, layers=3, sampler=s
         ),
     }
 
@@ -163,16 +163,16 @@ def main(argv: list[str] | None = None) -> None:
     print("\nper chunk, batch 1, one CPU thread (median and 99th percentile, ms)")
     print(format_table(rows))
     if args.run is not None:
-        from robot_rl.imitation.train_bc import EVAL_SEEDS, evaluate_bc_run, load_bc_run
+        from robot_rl.runs.bc import EVAL_SEEDS, BCRun
 
         torch.set_num_threads(2)
-        run = load_bc_run(args.run)
+        run = BCRun.load(args.run)
         assert isinstance(run.policy, DiffusionPolicy)
         success = []
         for steps in args.steps:
             run.policy.sampler = dataclasses.replace(run.policy.sampler, inference_steps=steps)
             run.cfg.policy = dataclasses.replace(run.cfg.policy, inference_steps=steps)
-            res = evaluate_bc_run(run, args.episodes, EVAL_SEEDS)
+            res = run.evaluate(args.episodes, EVAL_SEEDS)
             lo, hi = res.ci95
             success.append({"ddim_steps": steps, "success": res.success_rate, "ci95": f"{lo:.0%}-{hi:.0%}"})
             print(format_table(success[-1:]), flush=True)

@@ -43,14 +43,16 @@ from pathlib import Path
 
 import torch
 
+import sim
 from robot_rl.bench import format_table
 from robot_rl.config import load_config
 from robot_rl.evaluate import EVAL_SEED_OFFSET, evaluate_env, make_eval_env
 from robot_rl.imitation.collect import collect
 from robot_rl.imitation.config import load_bc_config
 from robot_rl.imitation.evaluate import ChunkEvalResult
-from robot_rl.imitation.experts import CUBE_SOURCES, EXPERTS
-from robot_rl.imitation.train_bc import EVAL_SEEDS, evaluate_bc_run, load_bc_run, train_bc
+from robot_rl.imitation.train_bc import train_bc
+from robot_rl.runs.bc import EVAL_SEEDS, BCRun
+from sim.tasks.panda.experts import CUBE_SOURCES
 
 DART_NOISE = {"panda-lift": 0.2, "panda-push": 0.05}
 """Default DART noise per task (standard deviation in normalised action units)."""
@@ -63,7 +65,7 @@ def evaluate_expert(task: str, episodes: int, cube: str) -> ChunkEvalResult:
     results = []
     for seed in EVAL_SEEDS:
         env = make_eval_env(task, cfg.env, episodes, torch.device("cpu"), True)
-        expert = EXPERTS[task](env, cube=cube)
+        expert = sim.get_task(task).expert_cls()(env, cube=cube)
         results.append(evaluate_env(env, lambda obs, e=expert: e.act(), seed=seed + EVAL_SEED_OFFSET))
         env.close()
     return ChunkEvalResult(results, list(EVAL_SEEDS))
@@ -146,9 +148,9 @@ def main(argv: list[str] | None = None) -> None:
             assert result.evaluation is not None
             evaluations = {f"Ta {cfg.policy.action_horizon}": result.evaluation}
             if args.ensemble_decay is not None:
-                run = load_bc_run(result.run_dir)
+                run = BCRun.load(result.run_dir)
                 run.cfg.policy = dataclasses.replace(run.cfg.policy, ensemble_decay=args.ensemble_decay)
-                evaluations[f"ensemble {args.ensemble_decay:g}"] = evaluate_bc_run(run, args.episodes, EVAL_SEEDS)
+                evaluations[f"ensemble {args.ensemble_decay:g}"] = run.evaluate(args.episodes, EVAL_SEEDS)
             for execution, evaluation in evaluations.items():
                 lo, hi = evaluation.ci95
                 rows.append(

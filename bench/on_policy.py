@@ -33,8 +33,8 @@ import torch
 from robot_rl.algorithms.ppo import PPO, UpdateStats
 from robot_rl.bench import format_table
 from robot_rl.config import load_config
-from robot_rl.run import new_run_dir
 from robot_rl.runner import OnPolicyRunner
+from robot_rl.runs import new_run_dir
 
 CLIP_SHARE: list[float] = []
 

@@ -33,7 +33,7 @@ import torch
 import sim
 from sim.backends.mujoco_batch import MujocoBatch
 from sim.robots import panda
-from sim.tasks.panda_reach import PandaReachConfig
+from sim.tasks.panda.reach import PandaReachConfig
 
 FRAME_SKIP = 10
 

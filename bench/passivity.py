@@ -24,18 +24,14 @@ import torch
 from policies.runtime import open_policy
 from policies.runtime.passivity import EnergyTank, TankParams
 from robot_rl.bench import format_table
-from robot_rl.checkpoint import BC_FORMAT, read_any_checkpoint
 from robot_rl.evaluate import evaluate_env, make_eval_env
-from robot_rl.run import load_run
+from robot_rl.runs import BCRun, open_run
 
 
 def env_config(run_dir: Path) -> object:
     """The task config a run was trained (PPO) or its demonstrations collected (train-bc) under."""
-    if read_any_checkpoint(run_dir / "checkpoint.pt").get("format") == BC_FORMAT:
-        from robot_rl.imitation.train_bc import load_bc_run
-
-        return load_bc_run(run_dir).env_cfg
-    return load_run(run_dir).cfg.env
+    run = open_run(run_dir)
+    return run.env_cfg if isinstance(run, BCRun) else run.cfg.env
 
 
 def run(run_dir: Path, episodes: int, t_max: float | None, seed: int) -> dict[str, float]:

@@ -266,11 +266,11 @@ def _run_in_torch(node: PolicyNode, model: Path) -> None:
     import torch
 
     from policies.nets.export import DeployedActor
-    from robot_rl.run import load_run
+    from robot_rl.runs import PPORun
 
     assert node.policy is not None
     torch.set_num_threads(1)
-    actor = DeployedActor(load_run(model.parent).model, node.policy.contract).eval()
+    actor = DeployedActor(PPORun.load(model.parent).model, node.policy.contract).eval()
 
     def run_obs(obs: np.ndarray) -> np.ndarray:
         with torch.inference_mode():
@@ -372,10 +372,10 @@ def inference_side_by_side(model: Path, run_dir: Path | None, repeats: int = 200
         import torch
 
         from policies.nets.export import DeployedActor
-        from robot_rl.run import load_run
+        from robot_rl.runs import PPORun
 
         torch.set_num_threads(1)
-        run = load_run(run_dir)
+        run = PPORun.load(run_dir)
         actor = DeployedActor(run.model, policy.contract).eval()
         xt = torch.zeros(1, policy.obs_dim)
         times = []

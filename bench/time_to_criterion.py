@@ -45,8 +45,8 @@ from sb3_baseline import SB3Result, eval_figures, run_sb3_baseline
 
 from robot_rl.bench import format_table
 from robot_rl.config import load_config
-from robot_rl.run import new_run_dir
 from robot_rl.runner import OnPolicyRunner
+from robot_rl.runs import new_run_dir
 
 FIGURES = ("crash_free_rate", "tail_position_error_m", "success_rate", "return_mean")
 

@@ -8,16 +8,15 @@ validated before any work starts; the resolved config is written into the run fo
 from __future__ import annotations
 
 import copy
-import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from robot_rl.typed_config import ConfigError, apply_override, from_dict, load_yaml, to_dict
-from sim.registry import get_task
+from robot_rl.algorithms.ppo import PPOConfig
+from sim.registry import UnknownTaskError, get_task
+from sim.typed_config import ConfigError, apply_override, from_dict, load_yaml, positive, to_dict
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 MAX_NUM_ENVS = 1 << 24
 """Most worlds (and evaluation episodes) one process may ask for: 16.8 M, far beyond one GPU's memory."""
 MAX_SEED = 2**32 - 1
@@ -45,71 +44,10 @@ class PolicyConfig:
     init_noise_std: float = 0.5
 
     def __post_init__(self) -> None:
-        _positive("policy.init_noise_std", self.init_noise_std)
+        positive("policy.init_noise_std", self.init_noise_std)
         for name in ("actor_hidden", "critic_hidden"):
             if any(h < 1 for h in getattr(self, name)):
                 raise ValueError(f"policy.{name} sizes must be >= 1, got {getattr(self, name)}")
-
-
-@dataclass
-class PPOConfig:
-    """Proximal policy optimisation.
-
-    Attributes:
-        num_steps: Rollout length per world per iteration ``T``.
-        num_epochs: Passes over each rollout.
-        num_minibatches: Minibatches per epoch.
-        gamma: Discount factor.
-        lam: GAE lambda.
-        clip_param: PPO ratio clip.
-        value_loss_coef: Weight of the value loss.
-        value_clip: Clip of the value update (``null``: unclipped).
-        entropy_coef: Weight of the entropy bonus.
-        learning_rate: Initial Adam learning rate.
-        schedule: ``adaptive`` (learning rate follows the KL divergence) or ``fixed``.
-        desired_kl: Target KL divergence per update for the adaptive schedule.
-        max_learning_rate: Ceiling of the adaptive learning rate (rsl_rl's is 1e-2).
-        max_grad_norm: Gradient norm clip.
-        min_std: Floor of the policy standard deviation.
-        max_std: Ceiling of the policy standard deviation (``null``: none). With actions clipped to ``[-1, 1]`` and
-            an entropy bonus, nothing else stops the deviation from growing once the policy is good (hover: from
-            0.19 to 4.0 over 600 s of training, docs/benchmarks.md).
-    """
-
-    num_steps: int = 16
-    num_epochs: int = 5
-    num_minibatches: int = 4
-    gamma: float = 0.99
-    lam: float = 0.95
-    clip_param: float = 0.2
-    value_loss_coef: float = 1.0
-    value_clip: float | None = 0.2
-    entropy_coef: float = 0.0
-    learning_rate: float = 1e-3
-    schedule: Literal["adaptive", "fixed"] = "adaptive"
-    desired_kl: float = 0.01
-    max_learning_rate: float = 1e-2
-    max_grad_norm: float = 1.0
-    min_std: float = 0.01
-    max_std: float | None = None
-
-    def __post_init__(self) -> None:
-        for name in ("num_steps", "num_epochs", "num_minibatches"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"ppo.{name} must be >= 1, got {getattr(self, name)}")
-        if not 0.0 < self.gamma <= 1.0 or not 0.0 <= self.lam <= 1.0:
-            raise ValueError(f"ppo.gamma must be in (0, 1] and ppo.lam in [0, 1], got {self.gamma}, {self.lam}")
-        for name in ("learning_rate", "clip_param", "desired_kl", "max_learning_rate", "max_grad_norm", "min_std"):
-            _positive(f"ppo.{name}", getattr(self, name))
-        for name in ("value_loss_coef", "entropy_coef"):
-            if not (math.isfinite(getattr(self, name)) and getattr(self, name) >= 0):
-                raise ValueError(f"ppo.{name} must be finite and >= 0, got {getattr(self, name)}")
-        if self.value_clip is not None:
-            _positive("ppo.value_clip", self.value_clip)
-        if self.max_std is not None:
-            _positive("ppo.max_std", self.max_std)
-            if self.max_std < self.min_std:
-                raise ValueError(f"ppo.max_std ({self.max_std}) must be >= ppo.min_std ({self.min_std})")
 
 
 @dataclass
@@ -151,7 +89,7 @@ class RunnerConfig:
         if not 0.0 <= self.eval_gate <= 1.0:
             raise ValueError(f"runner.eval_gate must be in [0, 1] (a success rate; 0: no gate), got {self.eval_gate}")
         if self.max_time_s is not None:
-            _positive("runner.max_time_s", self.max_time_s)
+            positive("runner.max_time_s", self.max_time_s)
 
 
 @dataclass
@@ -186,14 +124,16 @@ class TrainConfig:
     compile: bool = False
 
 
-def _positive(name: str, value: float) -> None:
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be finite and > 0, got {value}")
-
-
 def default_config_path(task: str) -> Path:
-    """``configs/<task>.yaml`` of the source tree."""
-    return CONFIG_DIR / f"{task}.yaml"
+    """The task's training config (``TaskSpec.train_config``: ``configs/<task>.yaml`` unless it names another).
+
+    Raises:
+        ConfigError: No such task (the message lists the registered ones).
+    """
+    try:
+        return get_task(task).config_path
+    except UnknownTaskError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def load_config(

@@ -32,8 +32,8 @@ from robot_rl.evaluate import (
 )
 from robot_rl.interrupt import StopRequest
 from robot_rl.logger import NullLogger, TrainingLogger
-from robot_rl.typed_config import ConfigError, to_dict
 from sim.tasks.base import BatchedTask
+from sim.typed_config import ConfigError, to_dict
 from sim.vec_env import Obs, VecEnv
 
 
@@ -77,7 +77,7 @@ class OnPolicyRunner:
 
     Args:
         cfg: Resolved training config.
-        run_dir: Existing run folder (see :func:`robot_rl.run.new_run_dir`).
+        run_dir: Existing run folder (see :func:`robot_rl.runs.new_run_dir`).
         resume: Checkpoint to continue from. With the same task, ``num_envs``, seed, device and ``env`` config it
             is an exact continuation (model, optimiser, counters, random streams and every world's state); if any of
             those changed, the weights, optimiser and counters carry over and episodes restart

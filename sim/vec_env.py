@@ -127,6 +127,15 @@ class VecEnv(abc.ABC):
         """
         raise NotImplementedError(f"{type(self).__name__} does not define a deployment contract")
 
+    def measurements(self, world: int = 0) -> list[Any]:
+        """What the robot's drivers would publish for ``world`` (:mod:`sim.measurements` records, in publishing
+        order), for a simulated robot on ROS 2.
+
+        Raises:
+            NotImplementedError: The env does not stand in for a robot.
+        """
+        raise NotImplementedError(f"{type(self).__name__} reports no measurements for a simulated robot")
+
     def compile(self) -> None:  # noqa: B027 - optional hook
         """Run the env's hot path (its physics step) through ``torch.compile`` from the next step on.
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import torch
 
-from policies.nets.chunk import ChunkPolicy, Horizons, Images
+from policies.nets.chunk import ChunkPolicy, Images
 from policies.nets.mlp import mlp
 
 
@@ -19,6 +18,8 @@ class MLPChunkPolicy(ChunkPolicy):
     ``To * D_c -> Tp * D_a`` in normalised units.
 
     Args:
+        shape: ``obs_dim, action_dim, horizons, obs_low, obs_high, action_low, action_high`` of
+            :class:`~policies.nets.chunk.ChunkPolicy`.
         hidden: Hidden layer sizes.
         activation: See :data:`policies.nets.mlp.ACTIVATIONS`.
         vision: ``cameras``, ``image_features``, ``image_shift`` (see :class:`~policies.nets.chunk.ChunkPolicy`).
@@ -28,20 +29,11 @@ class MLPChunkPolicy(ChunkPolicy):
     kind = "mlp"
 
     def __init__(
-        self,
-        obs_dim: int,
-        action_dim: int,
-        horizons: Horizons,
-        obs_low: np.ndarray,
-        obs_high: np.ndarray,
-        action_low: np.ndarray,
-        action_high: np.ndarray,
-        hidden: Sequence[int] = (256, 256, 256),
-        activation: str = "relu",
-        **vision: Any,
+        self, *shape: Any, hidden: Sequence[int] = (256, 256, 256), activation: str = "relu", **vision: Any
     ) -> None:
-        super().__init__(obs_dim, action_dim, horizons, obs_low, obs_high, action_low, action_high, **vision)
-        self.net = mlp(horizons.obs * self.cond_dim, hidden, horizons.pred * action_dim, activation)
+        super().__init__(*shape, **vision)
+        h = self.horizons
+        self.net = mlp(h.obs * self.cond_dim, hidden, h.pred * self.action_dim, activation)
 
     def _normalized_chunk(self, obs: torch.Tensor, images: Images | None) -> torch.Tensor:
         y = self.net(self.condition(obs, images).flatten(1))

@@ -109,6 +109,7 @@ class ChunkPolicy(nn.Module, abc.ABC):
         obs_high: np.ndarray,
         action_low: np.ndarray,
         action_high: np.ndarray,
+        *,
         cameras: Mapping[str, tuple[int, int]] | None = None,
         image_features: int = 64,
         image_shift: int = 4,

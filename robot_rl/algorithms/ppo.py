@@ -8,18 +8,80 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 from torch import nn
 
 from policies.nets import ActorCritic
 from robot_rl.algorithms.losses import gae, gaussian_kl, surrogate_loss, value_loss
-from robot_rl.config import PPOConfig
 from robot_rl.distributed import SingleProcess
 from robot_rl.storage import Batch, RolloutStorage
+from sim.typed_config import positive
 
 RANK_SEED_STRIDE = 7919
 """Rank ``r`` draws its action noise (and its env its episodes) from ``seed + RANK_SEED_STRIDE * r``."""
+
+
+@dataclass
+class PPOConfig:
+    """Proximal policy optimisation.
+
+    Attributes:
+        num_steps: Rollout length per world per iteration ``T``.
+        num_epochs: Passes over each rollout.
+        num_minibatches: Minibatches per epoch.
+        gamma: Discount factor.
+        lam: GAE lambda.
+        clip_param: PPO ratio clip.
+        value_loss_coef: Weight of the value loss.
+        value_clip: Clip of the value update (``null``: unclipped).
+        entropy_coef: Weight of the entropy bonus.
+        learning_rate: Initial Adam learning rate.
+        schedule: ``adaptive`` (learning rate follows the KL divergence) or ``fixed``.
+        desired_kl: Target KL divergence per update for the adaptive schedule.
+        max_learning_rate: Ceiling of the adaptive learning rate (rsl_rl's is 1e-2).
+        max_grad_norm: Gradient norm clip.
+        min_std: Floor of the policy standard deviation.
+        max_std: Ceiling of the policy standard deviation (``null``: none). With actions clipped to ``[-1, 1]`` and
+            an entropy bonus, nothing else stops the deviation from growing once the policy is good (hover: from
+            0.19 to 4.0 over 600 s of training, docs/benchmarks.md).
+    """
+
+    num_steps: int = 16
+    num_epochs: int = 5
+    num_minibatches: int = 4
+    gamma: float = 0.99
+    lam: float = 0.95
+    clip_param: float = 0.2
+    value_loss_coef: float = 1.0
+    value_clip: float | None = 0.2
+    entropy_coef: float = 0.0
+    learning_rate: float = 1e-3
+    schedule: Literal["adaptive", "fixed"] = "adaptive"
+    desired_kl: float = 0.01
+    max_learning_rate: float = 1e-2
+    max_grad_norm: float = 1.0
+    min_std: float = 0.01
+    max_std: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("num_steps", "num_epochs", "num_minibatches"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"ppo.{name} must be >= 1, got {getattr(self, name)}")
+        if not 0.0 < self.gamma <= 1.0 or not 0.0 <= self.lam <= 1.0:
+            raise ValueError(f"ppo.gamma must be in (0, 1] and ppo.lam in [0, 1], got {self.gamma}, {self.lam}")
+        for name in ("learning_rate", "clip_param", "desired_kl", "max_learning_rate", "max_grad_norm", "min_std"):
+            positive(f"ppo.{name}", getattr(self, name))
+        for name in ("value_loss_coef", "entropy_coef"):
+            if not (math.isfinite(getattr(self, name)) and getattr(self, name) >= 0):
+                raise ValueError(f"ppo.{name} must be finite and >= 0, got {getattr(self, name)}")
+        if self.value_clip is not None:
+            positive("ppo.value_clip", self.value_clip)
+        if self.max_std is not None:
+            positive("ppo.max_std", self.max_std)
+            if self.max_std < self.min_std:
+                raise ValueError(f"ppo.max_std ({self.max_std}) must be >= ppo.min_std ({self.min_std})")
 
 
 class TrainingDivergedError(RuntimeError):

@@ -1,6 +1,6 @@
 """Demonstrations from a trained PPO teacher: roll it out in the batched simulator and write a dataset.
 
-A scripted expert (``robot_rl.imitation.experts``) can stand in for the PPO teacher where one exists. The teacher
+A scripted expert (``sim.tasks.panda.experts``) can stand in for the PPO teacher where one exists. The teacher
 acts on its own observation groups (its actor reads only onboard ``policy`` observations, its
 critic's privileged state is not needed to act); what is *recorded* is what the student will have on the robot:
 the ``policy`` observation group as the deployment contract lays it out, and the teacher's action in normalised
@@ -23,9 +23,9 @@ from tqdm import tqdm
 import sim
 from robot_rl.evaluate import pick
 from robot_rl.imitation.dataset import DatasetError, DatasetWriter, Episode, encode_image
-from robot_rl.run import LoadedRun
-from robot_rl.typed_config import to_dict
+from robot_rl.runs.ppo import PPORun
 from sim.rendering import CameraRenderer, RenderError, VisualRandomization
+from sim.typed_config import to_dict
 
 MAX_ATTEMPT_FACTOR = 20
 """Collection gives up after ``MAX_ATTEMPT_FACTOR * episodes`` attempted episodes (a teacher that rarely succeeds)."""
@@ -69,7 +69,7 @@ class CollectSummary:
 
 
 def collect(
-    teacher: LoadedRun | str,
+    teacher: PPORun | str,
     episodes: int,
     out: Path,
     num_envs: int = 256,
@@ -86,7 +86,7 @@ def collect(
 
     Args:
         teacher: Trained PPO run (its task, env config and deterministic actor), or the name of a task with a
-            scripted expert (:data:`~robot_rl.imitation.experts.EXPERTS`; the task's default config).
+            scripted expert (the task's ``TaskSpec.expert``; the task's default config).
         episodes: Episodes to keep.
         out: New dataset folder (must not exist).
         num_envs: Parallel worlds.
@@ -105,17 +105,18 @@ def collect(
             (nothing is written then).
     """
     from robot_rl.config import load_config
-    from robot_rl.imitation.experts import EXPERTS
 
+    expert_cls = None
     if isinstance(teacher, str):
         cfg = load_config(teacher, None, [f"device={device}"])
-        teacher_name = f"scripted expert ({EXPERTS[teacher].__name__})"
+        expert_cls = sim.get_task(teacher).expert_cls()
+        teacher_name = f"scripted expert ({expert_cls.__name__})"
     else:
         cfg = teacher.cfg
         teacher_name = str(teacher.run_dir)
     device_ = torch.device(cfg.device)
     env = sim.make(cfg.task, num_envs, device_, cfg.env)
-    expert = EXPERTS[teacher](env) if isinstance(teacher, str) else None
+    expert = expert_cls(env) if expert_cls is not None else None
     contract = env.contract(cfg.policy.actor_obs)
     state_names = [
         f"{t.name}[{i}]" if t.size > 1 else t.name

@@ -7,75 +7,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from robot_rl.config import CONFIG_DIR, MAX_SEED, check_device
-from robot_rl.typed_config import ConfigError, apply_override, from_dict, load_yaml
-
-
-@dataclass
-class ChunkPolicyConfig:
-    """The student network.
-
-    Attributes:
-        kind: ``diffusion`` (DDPM-trained, DDIM-sampled) or ``mlp`` (plain behaviour cloning of the chunk).
-        obs_horizon: Observations per query ``To`` (Chi et al.: 2).
-        pred_horizon: Actions per query ``Tp`` (Chi et al.: 16).
-        action_horizon: Actions executed before re-planning ``Ta`` (Chi et al.: 8).
-        ensemble_decay: Temporal ensembling at run time: plan every step and average the plans, each older plan
-            weighted ``exp(m)`` times the next newer (``m > 0``: older plans count more, ACT; ``m < 0``: newer
-            ones; ``null``: receding horizon only).
-        denoiser: ``unet`` (1D U-Net with FiLM) or ``transformer``.
-        down_dims: U-Net channels per level.
-        d_model: Transformer token width.
-        heads: Transformer attention heads.
-        layers: Transformer blocks.
-        mlp_hidden: Hidden sizes of the ``mlp`` policy.
-        train_steps: DDPM diffusion steps.
-        inference_steps: DDIM steps per chunk (evaluation and export).
-        beta_schedule: Noise schedule (``diffusers`` name).
-        clip_sample: Clip the predicted clean sample to ``[-1, 1]`` in every denoising step.
-        cameras: Dataset cameras (``observation.images.<camera>``) the student also sees, e.g. ``[wrist]``; each
-            gets an image encoder (:class:`~policies.nets.vision.ImageEncoder`). Empty: observations only.
-        image_features: Features per camera.
-        image_shift: Random-shift augmentation of training images, pixels (0: none).
-    """
-
-    kind: Literal["diffusion", "mlp"] = "diffusion"
-    obs_horizon: int = 2
-    pred_horizon: int = 16
-    action_horizon: int = 8
-    ensemble_decay: float | None = None
-    denoiser: Literal["unet", "transformer"] = "unet"
-    down_dims: list[int] = field(default_factory=lambda: [32, 64, 128])
-    d_model: int = 64
-    heads: int = 4
-    layers: int = 3
-    mlp_hidden: list[int] = field(default_factory=lambda: [256, 256, 256])
-    train_steps: int = 100
-    inference_steps: int = 10
-    beta_schedule: Literal["squaredcos_cap_v2", "linear", "scaled_linear"] = "squaredcos_cap_v2"
-    clip_sample: bool = True
-    cameras: list[str] = field(default_factory=list)
-    image_features: int = 64
-    image_shift: int = 4
-
-    def __post_init__(self) -> None:
-        if min(self.obs_horizon, self.pred_horizon, self.action_horizon) < 1:
-            raise ValueError("policy horizons must be >= 1")
-        if self.action_horizon > self.pred_horizon:
-            raise ValueError(f"policy.action_horizon {self.action_horizon} exceeds pred_horizon {self.pred_horizon}")
-        if not 1 <= self.inference_steps <= self.train_steps:
-            raise ValueError("policy.inference_steps must be in [1, train_steps]")
-        if self.ensemble_decay is not None and not math.isfinite(self.ensemble_decay):
-            raise ValueError(f"policy.ensemble_decay must be a finite number, got {self.ensemble_decay}")
-        if len(set(self.cameras)) != len(self.cameras):
-            raise ValueError(f"policy.cameras names a camera twice: {self.cameras}")
-        if self.image_features < 1 or self.image_shift < 0:
-            raise ValueError("policy.image_features must be >= 1 and policy.image_shift >= 0")
-        for name in ("down_dims", "mlp_hidden"):
-            if not getattr(self, name) or min(getattr(self, name)) < 1:
-                raise ValueError(f"policy.{name} must be a non-empty list of sizes >= 1")
+from robot_rl.config import MAX_SEED, check_device
+from robot_rl.imitation.students import DiffusionStudentConfig, StudentConfig
+from sim.registry import CONFIG_DIR
+from sim.typed_config import ConfigError, apply_override, from_dict, load_yaml
 
 
 @dataclass
@@ -137,7 +74,8 @@ class BCConfig:
         seed: Seed of the networks, batches and evaluation.
         device: Torch device.
         run_root: Parent of run folders.
-        policy: The student network.
+        policy: The student network: a config class per kind (:mod:`robot_rl.imitation.students`), picked by
+            ``policy.kind``.
         train: Optimisation.
     """
 
@@ -147,7 +85,7 @@ class BCConfig:
     seed: int = 0
     device: str = "cpu"
     run_root: str = "runs"
-    policy: ChunkPolicyConfig = field(default_factory=ChunkPolicyConfig)
+    policy: StudentConfig = field(default_factory=DiffusionStudentConfig)
     train: BCTrainingConfig = field(default_factory=BCTrainingConfig)
 
 

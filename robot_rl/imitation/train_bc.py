@@ -22,109 +22,29 @@ Checkpoint layout (``torch.save`` dict, ``weights_only``)::
 from __future__ import annotations
 
 import copy
-import dataclasses
 import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
 
 import numpy as np
 import torch
 import yaml
 
-from policies.nets.bc_mlp import MLPChunkPolicy
-from policies.nets.chunk import ChunkPolicy, Horizons
-from policies.runtime.contract import ChunkSpec, Contract, ContractError
+from policies.nets.chunk import ChunkPolicy
+from policies.runtime.contract import Contract
 from policies.runtime.files import atomic_path, atomic_write_text
-from robot_rl.checkpoint import BC_FORMAT, CheckpointError, first_non_finite, read_any_checkpoint
-from robot_rl.imitation.config import BCConfig, ChunkPolicyConfig
+from robot_rl.checkpoint import BC_FORMAT, CheckpointError, first_non_finite
+from robot_rl.imitation.config import BCConfig
 from robot_rl.imitation.dataset import DatasetError, episode_statistics, load_dataset
 from robot_rl.imitation.evaluate import ChunkEvalResult, evaluate_chunk_policy
+from robot_rl.imitation.students import build_student
 from robot_rl.imitation.windows import Windows
 from robot_rl.logger import TrainingLogger, save_png
-from robot_rl.typed_config import ConfigError, from_dict, to_dict
-from sim.rendering import VisualRandomization
+from robot_rl.runs.bc import EVAL_SEEDS, BCRun, read_bc_checkpoint, typed_env, visual_randomization, write_evaluation
+from sim.typed_config import ConfigError, to_dict
 
 FORMAT = BC_FORMAT
-EVAL_SEEDS = (0, 1, 2)
-"""Seeds of the final evaluation (pooled, with a 95 % interval)."""
-
-
-def build_policy(
-    p: ChunkPolicyConfig,
-    obs_dim: int,
-    action_dim: int,
-    stats: dict[str, Any],
-    cameras: dict[str, tuple[int, int]] | None = None,
-) -> ChunkPolicy:
-    """The student network for ``p`` with min-max statistics ``stats`` (``{feature: {min, max}}``), seeing the
-    images of ``cameras`` (name -> ``(height, width)``; must cover ``p.cameras``)."""
-    sizes = cameras or {}
-    missing = [c for c in p.cameras if c not in sizes]
-    if missing:
-        raise ConfigError(
-            f"policy.cameras names {missing}, but the dataset has images of {sorted(sizes) or 'no camera'} "
-            "(robot-rl collect --images CAMERA records them)"
-        )
-    small = [f"'{c}' ({sizes[c][0]}x{sizes[c][1]})" for c in p.cameras if min(sizes[c]) < 8]
-    if small:
-        raise ConfigError(f"camera images {', '.join(small)} are too small for the image encoder (at least 8x8)")
-    vision: dict[str, Any] = {
-        "cameras": {c: sizes[c] for c in p.cameras},
-        "image_features": p.image_features,
-        "image_shift": p.image_shift,
-    }
-    horizons = Horizons(p.obs_horizon, p.pred_horizon, p.action_horizon)
-    ranges = (
-        stats["observation.state"]["min"],
-        stats["observation.state"]["max"],
-        stats["action"]["min"],
-        stats["action"]["max"],
-    )
-    if p.kind == "mlp":
-        return MLPChunkPolicy(obs_dim, action_dim, horizons, *ranges, hidden=p.mlp_hidden, **vision)
-    from policies.nets.diffusion import DiffusionPolicy, SamplerSettings
-
-    sampler = SamplerSettings(p.train_steps, p.inference_steps, p.beta_schedule, p.clip_sample)
-    return DiffusionPolicy(
-        obs_dim,
-        action_dim,
-        horizons,
-        *ranges,
-        denoiser=p.denoiser,
-        down_dims=tuple(p.down_dims),
-        d_model=p.d_model,
-        heads=p.heads,
-        layers=p.layers,
-        sampler=sampler,
-        **vision,
-    )
-
-
-def visual_randomization(plain: dict[str, Any] | None) -> VisualRandomization | None:
-    """The visual randomisation a dataset recorded (``robot_rl.visual_randomization``), typed.
-
-    Raises:
-        ConfigError: The recorded settings are not a valid :class:`~sim.rendering.VisualRandomization`.
-    """
-    if plain is None:
-        return None
-    try:
-        return from_dict(VisualRandomization, plain, "visual_randomization")
-    except (ConfigError, ValueError) as exc:
-        raise ConfigError(f"the dataset's visual_randomization is invalid: {exc}") from None
-
-
-def chunk_spec(policy: ChunkPolicy, p: ChunkPolicyConfig, mounts: dict[str, dict[str, Any]] | None = None) -> ChunkSpec:
-    """The contract's ``chunk`` section of a trained student (``mounts``: the dataset's camera mounts by name)."""
-    h = policy.horizons
-    noise = "noise" if p.kind == "diffusion" else ""
-    cameras = {
-        c: {"input": name, "height": hw[0], "width": hw[1], "mount": dict((mounts or {}).get(c, {}))}
-        for (c, hw), name in zip(policy.cameras.items(), policy.image_inputs(1), strict=True)
-    }
-    return ChunkSpec(h.obs, h.pred, h.action, noise, policy.sampler_settings(), p.ensemble_decay, cameras)
 
 
 class EMA:
@@ -171,59 +91,6 @@ class BCResult:
     elapsed_s: float
     final_loss: float
     evaluation: ChunkEvalResult | None
-
-
-@dataclass
-class BCRun:
-    """A trained student loaded from its run folder (EMA weights where kept).
-
-    Attributes:
-        run_dir: The run folder.
-        cfg: Its config.
-        policy: The student (eval mode).
-        contract: Observation/action contract of the demonstrations (``None`` for foreign datasets).
-        env_cfg: Task config of the demonstrations (typed), ``None`` for foreign datasets.
-        obs_groups: Observation groups the student reads.
-        checkpoint: The raw checkpoint.
-    """
-
-    run_dir: Path
-    cfg: BCConfig
-    policy: ChunkPolicy
-    contract: Contract | None
-    env_cfg: Any
-    obs_groups: list[str]
-    checkpoint: dict[str, Any]
-
-    def spec(self) -> ChunkSpec:
-        """Contract chunk section of this student."""
-        return chunk_spec(self.policy, self.cfg.policy, self.checkpoint.get("camera_mounts"))
-
-    def deployment_contract(self) -> Contract:
-        """The demonstrations' contract with this student's chunk section (what export writes).
-
-        Raises:
-            ContractError: The run's dataset carried no contract (a foreign dataset).
-        """
-        if self.contract is None:
-            raise ContractError(
-                f"'{self.run_dir}' was trained on a dataset without a robot_rl contract (meta/info.json "
-                "robot_rl.contract); nothing says how a robot feeds and applies it"
-            )
-        return dataclasses.replace(self.contract, output_name="action_chunk", chunk=self.spec())
-
-
-def is_bc_checkpoint(state: dict[str, Any]) -> bool:
-    """Whether a loaded checkpoint dict is a behaviour-cloning one."""
-    return state.get("format") == FORMAT
-
-
-def _typed_env(task: str, env: Any) -> Any:
-    if not task or env is None:
-        return None
-    from sim.registry import get_task
-
-    return from_dict(get_task(task).config_cls, env, "env")
 
 
 def _new_run_dir(cfg: BCConfig, task: str) -> Path:
@@ -295,7 +162,7 @@ def train_bc(cfg: BCConfig, resume: Path | None = None, quiet: bool = False, exp
             f"dataset '{dataset.root}': its contract describes {contract.obs_dim} observations and "
             f"{contract.action.size} actions, its features {dataset.state_dim} and {dataset.action_dim}"
         )
-    env_cfg = _typed_env(task, meta.get("env")) if task else None
+    env_cfg = typed_env(task, meta.get("env")) if task else None
     groups = meta.get("obs_groups", ["policy"])
     if not (isinstance(groups, list) and groups and all(isinstance(g, str) for g in groups)):
         raise DatasetError(
@@ -309,7 +176,7 @@ def train_bc(cfg: BCConfig, resume: Path | None = None, quiet: bool = False, exp
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
     stats = episode_statistics(dataset.episodes)
-    policy = build_policy(cfg.policy, dataset.state_dim, dataset.action_dim, stats, dataset.cameras)
+    policy = build_student(cfg.policy, dataset.state_dim, dataset.action_dim, stats, dataset.cameras)
     policy.to(device)
     t = cfg.train
     opt = torch.optim.AdamW(policy.parameters(), lr=t.learning_rate, weight_decay=t.weight_decay)
@@ -369,7 +236,7 @@ def train_bc(cfg: BCConfig, resume: Path | None = None, quiet: bool = False, exp
             return None
         deployed: ChunkPolicy = ema.model if ema is not None else policy
         deployed.eval()
-        spec = chunk_spec(deployed, cfg.policy, mounts)
+        spec = cfg.policy.chunk_spec(deployed, mounts)
         out = evaluate_chunk_policy(deployed, spec, task, env_cfg, groups, episodes, seeds, visual=visual)
         policy.train()
         return out
@@ -416,129 +283,10 @@ def train_bc(cfg: BCConfig, resume: Path | None = None, quiet: bool = False, exp
         evaluation = evaluate(t.eval_episodes, EVAL_SEEDS)
         if evaluation is not None:
             logger.log({"eval/success_rate": evaluation.success_rate}, step)
-            spec = chunk_spec(ema.model if ema is not None else policy, cfg.policy, mounts)
+            spec = cfg.policy.chunk_spec(ema.model if ema is not None else policy, mounts)
             write_evaluation(run_dir, evaluation, f"{task}: {cfg.policy.kind} student", spec)
     finally:
         logger.close()
     if export and contract is not None:
-        export_bc_run(load_bc_run(run_dir, cfg.device))
+        BCRun.load(run_dir, cfg.device).export()
     return BCResult(run_dir, step, elapsed + time.monotonic() - start, final_loss, evaluation)
-
-
-def write_evaluation(run_dir: Path, result: ChunkEvalResult, title: str, spec: ChunkSpec | None = None) -> None:
-    """``eval.yaml`` (pooled success, 95 % interval, per seed, how chunks were executed) and ``eval.png``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    summary = result.summary()
-    if spec is not None:
-        summary["execution"] = {
-            "action_horizon": spec.action_horizon,
-            "ensemble_decay": spec.ensemble_decay,
-            "inference_steps": spec.sampler.get("inference_steps"),
-        }
-    atomic_write_text(run_dir / "eval.yaml", yaml.safe_dump(summary, sort_keys=False))
-    fig, ax = plt.subplots(figsize=(5, 3.5))
-    rates = [float(r.episodes["success"].mean()) for r in result.per_seed]
-    ax.bar([str(s) for s in result.seeds], rates, color="tab:blue", alpha=0.7, label="per seed")
-    lo, hi = result.ci95
-    ax.axhspan(lo, hi, color="tab:orange", alpha=0.25, label=f"pooled 95% CI {lo:.0%}-{hi:.0%}")
-    ax.axhline(result.success_rate, color="tab:orange", label=f"pooled {result.success_rate:.0%}")
-    ax.set_ylim(0, 1.02)
-    ax.set_xlabel("evaluation seed")
-    ax.set_ylabel("success rate")
-    ax.legend(fontsize=8)
-    ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    save_png(fig, run_dir / "eval.png")
-    plt.close(fig)
-
-
-def read_bc_checkpoint(path: Path, device: torch.device | str = "cpu") -> dict[str, Any]:
-    """Load a behaviour-cloning checkpoint, naming what is wrong.
-
-    Raises:
-        CheckpointError: Missing, unreadable, or not a behaviour-cloning checkpoint.
-    """
-    if not path.parent.is_dir():
-        raise CheckpointError(f"run folder '{path.parent}' does not exist")
-    state = read_any_checkpoint(path, device)
-    if not is_bc_checkpoint(state):
-        raise CheckpointError(f"'{path}' is a PPO checkpoint, not a behaviour-cloning one")
-    for key in ("config", "dims", "model", "step"):
-        if key not in state:
-            raise CheckpointError(f"checkpoint '{path}' is damaged: '{key}' is missing")
-    return state
-
-
-def load_bc_run(run_dir: Path, device: str = "cpu") -> BCRun:
-    """Load a behaviour-cloning run folder (the EMA weights when the run kept them).
-
-    Raises:
-        CheckpointError: Not a run folder or not a behaviour-cloning checkpoint.
-        ConfigError: Its saved config is invalid.
-    """
-    state = read_bc_checkpoint(run_dir / "checkpoint.pt", device)
-    cfg = from_dict(BCConfig, state["config"])
-    cfg.device = device
-    d = state["dims"]
-    zeros = {"min": np.zeros(d["obs_dim"]), "max": np.ones(d["obs_dim"])}
-    azeros = {"min": np.zeros(d["action_dim"]), "max": np.ones(d["action_dim"])}
-    cams = {c: (int(hw[0]), int(hw[1])) for c, hw in dict(d.get("cameras") or {}).items()}
-    policy = build_policy(
-        cfg.policy, d["obs_dim"], d["action_dim"], {"observation.state": zeros, "action": azeros}, cams
-    )
-    weights = state["ema"] if state.get("ema") is not None else state["model"]
-    if (bad := first_non_finite(weights)) is not None:
-        raise CheckpointError(f"checkpoint in '{run_dir}' holds non-finite values in '{bad}'")
-    try:
-        policy.load_state_dict(weights)
-    except RuntimeError as exc:
-        raise CheckpointError(
-            f"checkpoint in '{run_dir}' does not fit its config: {str(exc).splitlines()[0]}"
-        ) from None
-    contract = Contract.from_dict(state["contract"]) if state.get("contract") else None
-    task = str(state.get("task") or "")
-    env_cfg = _typed_env(task, state.get("env"))
-    if task and not cfg.task:
-        cfg.task = task
-    groups = list(state.get("obs_groups") or ["policy"])
-    return BCRun(run_dir, cfg, policy.to(device).eval(), contract, env_cfg, groups, state)
-
-
-def export_bc_run(run: BCRun, out_dir: Path | None = None) -> Path:
-    """Export the student's whole sampler to ``policy.onnx`` + ``contract.yaml`` (default: in the run folder).
-
-    Raises:
-        ContractError: The run's dataset carried no contract (a foreign dataset), or it does not fit.
-    """
-    from policies.nets.export import chunk_to_onnx_model, write_onnx
-
-    contract = run.deployment_contract()
-    return write_onnx(chunk_to_onnx_model(run.policy, contract), contract, out_dir or run.run_dir)
-
-
-def evaluate_bc_run(
-    run: BCRun,
-    episodes: int,
-    seeds: tuple[int, ...],
-    randomize: bool = True,
-    visual: VisualRandomization | Literal["dataset"] | None = "dataset",
-) -> ChunkEvalResult:
-    """Evaluate a loaded student (``episodes`` per seed) and write ``eval.yaml`` / ``eval.png``; a student that
-    sees cameras renders them with ``visual`` randomisation (``"dataset"``: as its demonstrations were).
-
-    Raises:
-        ConfigError: The run's dataset names no task to evaluate in.
-    """
-    if run.env_cfg is None:
-        raise ConfigError(f"'{run.run_dir}' was trained on a dataset that names no task; nothing to evaluate in")
-    if visual == "dataset":
-        visual = visual_randomization(run.checkpoint.get("visual_randomization"))
-    result = evaluate_chunk_policy(
-        run.policy, run.spec(), run.cfg.task, run.env_cfg, run.obs_groups, episodes, seeds, randomize, visual
-    )
-    write_evaluation(run.run_dir, result, f"{run.cfg.task}: {run.cfg.policy.kind} student", run.spec())
-    return result

@@ -7,7 +7,9 @@ commands it returns (in robot units, exactly what a robot driver would receive) 
 task's success criterion — a pure function of per-episode figures — is shared with training, so the verdict means
 the same thing in both engines.
 
-A new engine or task plugs in by implementing :class:`TransferSim` and adding it to :data:`PLUGS`.
+A task names its model in each independent simulator in its :class:`~sim.registry.TaskSpec` (``transfer``:
+engine -> ``"module:attr"`` of a :class:`TransferSim` factory); a new engine or task plugs in by implementing
+:class:`TransferSim` and naming it there.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from tqdm import tqdm
 
 from policies.runtime.contract import Contract
 from policies.runtime.onnx_policy import LAST_ACTION_SIGNAL, OnnxPolicy
-from robot_rl.typed_config import ConfigError
+from sim.typed_config import ConfigError
 
 
 class TransferSim(Protocol):
@@ -55,13 +57,6 @@ class TransferSim(Protocol):
 SimFactory = Callable[[Contract], TransferSim]
 
 
-def _plugs() -> dict[str, dict[str, SimFactory]]:
-    from robot_rl.transfer.pybullet_panda import PandaReachBullet
-    from robot_rl.transfer.pybullet_quadrotor import QuadrotorHoverBullet
-
-    return {"pybullet": {"panda-reach": PandaReachBullet, "quadrotor-hover": QuadrotorHoverBullet}}
-
-
 SIMULATORS = ("pybullet",)
 """Independent simulators ``robot-rl eval --sim`` knows."""
 
@@ -71,14 +66,18 @@ class TransferError(ConfigError):
 
 
 def plug(simulator: str, task: str) -> SimFactory:
-    """The :class:`TransferSim` factory of ``task`` in ``simulator``; the error lists what exists."""
-    plugs = _plugs()
-    if simulator not in plugs:
-        raise TransferError(f"unknown simulator '{simulator}'; choose one of: {', '.join(sorted(plugs))}")
-    if task not in plugs[simulator]:
-        have = ", ".join(sorted(plugs[simulator]))
-        raise TransferError(f"no {simulator} model of task '{task}' (sim-to-sim exists for: {have})")
-    return plugs[simulator][task]
+    """The :class:`TransferSim` factory of ``task`` in ``simulator`` (the task's ``TaskSpec.transfer``); the error
+    lists what exists."""
+    from sim.registry import EntryPointError, get_task, task_names
+
+    if simulator not in SIMULATORS:
+        raise TransferError(f"unknown simulator '{simulator}'; choose one of: {', '.join(SIMULATORS)}")
+    try:
+        factory: SimFactory = get_task(task).transfer_factory(simulator)
+    except EntryPointError:
+        have = ", ".join(n for n in task_names() if simulator in get_task(n).transfer)
+        raise TransferError(f"no {simulator} model of task '{task}' (sim-to-sim exists for: {have})") from None
+    return factory
 
 
 @dataclass

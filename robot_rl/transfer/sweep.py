@@ -32,9 +32,9 @@ import torch
 from policies.runtime.files import atomic_write_text
 from robot_rl.evaluate import EVAL_SEED_OFFSET, EvalResult, deterministic_policy, evaluate_env, make_eval_env
 from robot_rl.logger import save_png
-from robot_rl.run import LoadedRun
-from robot_rl.typed_config import ConfigError
+from robot_rl.runs.ppo import PPORun
 from sim.randomization import RandomizationTerm, sample_bounds
+from sim.typed_config import ConfigError
 
 OTHERS = ("randomised", "nominal")
 """What the parameters a sweep does not scale do (see the module docstring)."""
@@ -147,7 +147,7 @@ def describe_factors(factors: list[tuple[str, float, float]]) -> str:
     return "; ".join(f"{name} {fail:.4g} (all {everyone:.4g})" for name, fail, everyone in factors)
 
 
-def run_sweep(run: LoadedRun, sweep: Sweep, episodes: int) -> list[dict[str, float | str]]:
+def run_sweep(run: PPORun, sweep: Sweep, episodes: int) -> list[dict[str, float | str]]:
     """Evaluate the run's policy at every point of ``sweep``; writes the CSV and the plot into the run folder."""
     cfg, device = run.cfg, torch.device(run.cfg.device)
     specs = run.env.randomizer.specs  # type: ignore[attr-defined]

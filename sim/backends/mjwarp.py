@@ -24,7 +24,7 @@ import mujoco_warp as mjw
 import torch
 import warp as wp
 
-from sim.backends.physics import RANDOMIZABLE_FIELDS, check_field
+from sim.backends.physics import RANDOMIZABLE_FIELDS, JointStateViews, check_field
 
 wp.config.quiet = True  # type: ignore[attr-defined]  # one summary line of compile time (below) instead of one line per Warp module
 
@@ -43,7 +43,7 @@ def warp_device(device: torch.device) -> str:
     return "cpu"
 
 
-class MjwarpPhysics:
+class MjwarpPhysics(JointStateViews):
     """:class:`~sim.backends.physics.Physics` on MuJoCo Warp (see the module docstring)."""
 
     name = "mjwarp"
@@ -124,16 +124,6 @@ class MjwarpPhysics:
             self._qpos[rows] = qpos.to(self.device, torch.float32)
             self._qvel[rows] = qvel.to(self.device, torch.float32)
             mjw.kinematics(self.m, self.d)  # site poses of the reset worlds (all worlds: one cheap launch)
-
-    @property
-    def qpos(self) -> torch.Tensor:
-        """Joint positions ``[N, nq]`` (live ``float32`` view)."""
-        return self._qpos
-
-    @property
-    def qvel(self) -> torch.Tensor:
-        """Joint velocities ``[N, nv]`` (live view)."""
-        return self._qvel
 
     @property
     def site_xpos(self) -> torch.Tensor:

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from mujoco import batch as mjbatch
 
-from sim.backends.physics import RANDOMIZABLE_FIELDS, check_field
+from sim.backends.physics import RANDOMIZABLE_FIELDS, JointStateViews, check_field
 
 ASSETS_DIR = Path(__file__).resolve().parents[1] / "robots" / "assets"
 """Directory of the MJCF files shipped with the package (``sim/robots/assets``)."""
@@ -190,7 +190,7 @@ class MujocoBatch:
             self.__dict__.pop(name, None)
 
 
-class MujocoPhysics:
+class MujocoPhysics(JointStateViews):
     """:class:`~sim.backends.physics.Physics` on :class:`MujocoBatch`: torch views of the batch's numpy rows.
 
     ``qpos`` / ``qvel`` are zero-copy ``float64`` views of the integration state; site poses are copied out of the
@@ -224,16 +224,6 @@ class MujocoPhysics:
         self.batch.reset(rows, qpos.to("cpu", torch.float64).numpy(), qvel.to("cpu", torch.float64).numpy())
         self.batch._refresh_constants()
         self.batch._batch.forward(rows, stage=mujoco.mjtStage.mjSTAGE_POS)
-
-    @property
-    def qpos(self) -> torch.Tensor:
-        """Joint positions ``[N, nq]`` (live view)."""
-        return self._qpos
-
-    @property
-    def qvel(self) -> torch.Tensor:
-        """Joint velocities ``[N, nv]`` (live view)."""
-        return self._qvel
 
     @property
     def site_xpos(self) -> torch.Tensor:

@@ -21,9 +21,6 @@ from typing import Protocol
 import mujoco
 import torch
 
-BACKENDS = ("mujoco", "mjwarp")
-"""Engines a MuJoCo task can run on (``--backend``)."""
-
 RANDOMIZABLE_FIELDS = frozenset(
     {
         "body_mass",
@@ -118,6 +115,24 @@ class Physics(Protocol):
         ...
 
 
+class JointStateViews:
+    """``qpos`` and ``qvel`` as the engine's own buffers ``_qpos [N, nq]`` and ``_qvel [N, nv]`` (live views, no
+    copy); both engines keep their joint state that way."""
+
+    _qpos: torch.Tensor
+    _qvel: torch.Tensor
+
+    @property
+    def qpos(self) -> torch.Tensor:
+        """Joint positions ``[N, nq]`` (live view)."""
+        return self._qpos
+
+    @property
+    def qvel(self) -> torch.Tensor:
+        """Joint velocities ``[N, nv]`` (live view)."""
+        return self._qvel
+
+
 def check_field(physics: Physics, name: str) -> None:
     """Refuse a per-world model field the backend does not support, naming the backend and what it does support."""
     if name not in physics.supported_fields:
@@ -125,26 +140,3 @@ def check_field(physics: Physics, name: str) -> None:
             f"backend '{physics.name}' cannot randomise model field '{name}'; "
             f"supported: {', '.join(sorted(physics.supported_fields))}"
         )
-
-
-def make_physics(
-    backend: str, model: mujoco.MjModel, num_worlds: int, frame_skip: int, device: torch.device
-) -> Physics:
-    """Build backend ``backend`` (``mujoco`` or ``mjwarp``) for ``num_worlds`` worlds of ``model``.
-
-    Raises:
-        BackendError: Unknown backend, or ``mjwarp`` without ``mujoco-warp`` installed.
-    """
-    if backend == "mujoco":
-        from sim.backends.mujoco_batch import MujocoPhysics
-
-        return MujocoPhysics(model, num_worlds, frame_skip, device)
-    if backend == "mjwarp":
-        try:
-            from sim.backends.mjwarp import MjwarpPhysics
-        except ImportError as err:
-            raise BackendError(
-                f"backend 'mjwarp' needs the mujoco-warp package ({err}); install it with pip install -e '.[mjwarp]'"
-            ) from None
-        return MjwarpPhysics(model, num_worlds, frame_skip, device)
-    raise BackendError(f"unknown backend '{backend}'; choose one of: {', '.join(BACKENDS)}")

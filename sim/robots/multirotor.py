@@ -14,7 +14,7 @@ zero, and each rotor adds a reaction torque ``±k_m f_i`` about ``z_B``. Rotor s
 the command with separate time constants for spinning up and spinning down, integrated exactly; the rigid body is
 integrated with classical RK4 (thrust held over a substep) and the quaternion renormalised after every substep.
 Every nominal value and its source is in :class:`CrazyflieParams`; the ranges that cover the published
-identifications are in ``sim/tasks/quadrotor_hover.py`` (table: ``docs/quadrotor.md``).
+identifications are in ``sim/tasks/quadrotor/hover.py`` (table: ``docs/quadrotor.md``).
 """
 
 from __future__ import annotations
@@ -271,3 +271,49 @@ def random_quat_within(n: int, max_angle: float, gen: torch.Generator, device: t
     axis = axis / axis.norm(dim=-1, keepdim=True).clamp_min(1e-9)
     angle = max_angle * torch.rand(n, 1, generator=gen, device=device)
     return torch.cat((torch.cos(angle / 2), axis * torch.sin(angle / 2)), dim=-1)
+
+
+CRAZYFLIE_MOTOR_COMMAND: dict[str, object] = {
+    "real_command": "PWM duty ratio 0..65535 per motor (crazyflie-firmware motorsSetRatio, battery-compensated)",
+    "rpm_to_pwm_percent": [
+        [0, 0.0],
+        [4485, 6.25],
+        [7570, 12.5],
+        [9374, 18.75],
+        [10885, 25.0],
+        [12277, 31.25],
+        [13522, 37.5],
+        [14691, 43.25],
+        [15924, 50.0],
+        [17174, 56.25],
+        [18179, 62.5],
+    ],
+    "linear_fit": "pwm_percent = (rpm - 3100) / 262 above ~4500 rpm",
+    "source": "Bitcraze 2015 thrust measurements (bitcraze.io, 'PWM to thrust'), 3.65-4.0 V; above 18179 rpm "
+    "the table ends: extrapolate with the fit and check on your motors",
+}
+"""How a rotor-speed command becomes the Crazyflie's motor command (measured, Crazyflie 2.0 with stock motors)."""
+
+
+def airframe_facts(r: CrazyflieParams) -> dict[str, object]:
+    """The airframe a policy was trained around, as the deployment contract carries it (``extra.airframe``): motor
+    order, rotor positions and spin (the firmware mixer's convention), the thrust and motor model, the hover speed
+    and how a rotor-speed command becomes the real motor command. ``robot-rl inspect`` prints it and
+    ``policies.runtime.robot_check`` checks a real robot's description against it."""
+    d = r.arm_length / math.sqrt(2.0)
+    return {
+        "motor_order": list(ROTOR_NAMES),
+        "rotor_positions_m": [[x * d, y * d, 0.0] for x, y in ROTOR_XY],
+        "reaction_torque_sign_z": list(ROTOR_YAW_SIGN),
+        "spin_seen_from_above": ["ccw" if s < 0 else "cw" for s in ROTOR_YAW_SIGN],
+        "thrust_model": "f = max_thrust_n * ((1 - c) u^2 + c u), u = rpm / max_rpm, c = thrust_curve_linear",
+        "max_thrust_per_rotor_n": r.thrust_to_weight * r.mass * GRAVITY / 4.0,
+        "thrust_curve_linear": r.thrust_curve_linear,
+        "max_rpm": r.max_rpm,
+        "hover_rpm": r.hover_rotor * r.max_rpm,
+        "reaction_torque_per_thrust_m": r.torque_ratio,
+        "motor_time_constant_up_s": r.motor_time_constant_up,
+        "motor_time_constant_down_s": r.motor_time_constant_down,
+        "inertia_kg_m2": list(r.inertia),
+        "motor_command": CRAZYFLIE_MOTOR_COMMAND,
+    }

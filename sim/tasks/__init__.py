@@ -1,3 +1,14 @@
-"""Built-in tasks; importing this package registers them (see :mod:`sim.registry`)."""
+"""Built-in tasks, one folder per robot family (``cartpole/``, ``quadrotor/``, ``panda/``), one module per task.
 
-from sim.tasks import cartpole_balance, panda_lift, panda_push, panda_reach, quadrotor_hover  # noqa: F401
+:data:`BUILTIN` is the one list of them: task name -> ``"module:SPEC"`` (the module's :class:`~sim.registry.TaskSpec`),
+read lazily by :mod:`sim.registry`, so looking a task up imports only its module. Adding a task is a module with a
+``SPEC`` in its family's folder, a training config in ``configs/``, and one line here.
+"""
+
+BUILTIN: dict[str, str] = {
+    "cartpole-balance": "sim.tasks.cartpole.balance:SPEC",
+    "quadrotor-hover": "sim.tasks.quadrotor.hover:SPEC",
+    "panda-reach": "sim.tasks.panda.reach:SPEC",
+    "panda-push": "sim.tasks.panda.push:SPEC",
+    "panda-lift": "sim.tasks.panda.lift:SPEC",
+}

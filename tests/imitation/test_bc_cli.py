@@ -18,18 +18,18 @@ from policies.runtime.chunking import ChunkedOnnxPolicy
 from robot_rl.config import load_config
 from robot_rl.runner import OnPolicyRunner
 
-TINY_STUDENT = [
+TINY_TRAINING = [
     "policy.pred_horizon=8",
     "policy.action_horizon=4",
-    "policy.down_dims=[8,16]",
-    "policy.inference_steps=3",
-    "policy.train_steps=20",
     "train.batch_size=16",
     "train.warmup_steps=2",
     "train.log_interval=5",
     "train.save_interval=5",
     "train.eval_episodes=4",
 ]
+"""Settings every student kind has (a key of another kind is refused: an MLP has no ``down_dims``)."""
+TINY_STUDENT = [*TINY_TRAINING, "policy.down_dims=[8,16]", "policy.inference_steps=3", "policy.train_steps=20"]
+"""A tiny diffusion student."""
 
 
 def robot_rl(*args: str | Path) -> subprocess.CompletedProcess[str]:
@@ -227,11 +227,15 @@ def test_a_student_that_sees_the_wrist_camera_trains_exports_and_tells_where_the
                      "--out", tmp_path / "blind")  # fmt: skip
     assert blind.returncode == 2 and "name the cameras with --images" in blind.stderr
     runs = tmp_path / "runs"
-    sets = [a for s in ["policy.cameras=[wrist]", "policy.image_features=8", *TINY_STUDENT] for a in ("--set", s)]
+    sets = [a for s in ["policy.cameras=[wrist]", "policy.image_features=8", *TINY_TRAINING] for a in ("--set", s)]
     wrong = robot_rl("train-bc", "--policy", "mlp", "--dataset", data, "--set", "policy.cameras=[front]",
                      "--max-steps", "5", "--run-root", runs, "--quiet")  # fmt: skip
     assert wrong.returncode == 2
     assert "policy.cameras names ['front'], but the dataset has images of ['wrist']" in wrong.stderr
+    other_kind = robot_rl("train-bc", "--policy", "mlp", "--dataset", data, "--set", "policy.down_dims=[8]",
+                          "--max-steps", "5", "--run-root", runs, "--quiet")  # fmt: skip
+    assert other_kind.returncode == 2
+    assert "unknown config key 'policy.down_dims'; valid keys here: action_horizon" in other_kind.stderr
     assert not runs.exists()
     trained = robot_rl("train-bc", "--policy", "mlp", "--dataset", data, *sets, "--max-steps", "5",
                        "--run-root", runs, "--quiet")  # fmt: skip

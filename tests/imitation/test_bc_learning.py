@@ -18,7 +18,7 @@ from robot_rl.evaluate import EVAL_SEED_OFFSET, evaluate_env, make_eval_env
 from robot_rl.imitation.collect import collect
 from robot_rl.imitation.config import load_bc_config
 from robot_rl.imitation.train_bc import train_bc
-from robot_rl.run import load_run
+from robot_rl.runs import PPORun
 from sim.rendering import CameraRenderer
 
 CI_STUDENT = [
@@ -43,7 +43,7 @@ def test_diffusion_student_learns_panda_reach_and_its_onnx_export_runs_the_loop(
     previous = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        teacher = load_run(trained_reach.run_dir)
+        teacher = PPORun.load(trained_reach.run_dir)
         summary = collect(teacher, 100, tmp_path / "demos", num_envs=100, quiet=True)
         assert summary.kept == 100 and summary.success_rate >= 0.8
         cfg = load_bc_config(

@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+import sim
 from robot_rl.config import load_config
 from robot_rl.evaluate import EVAL_SEED_OFFSET, evaluate_env, make_eval_env
-from robot_rl.imitation.experts import EXPERTS, LiftExpert
+from sim.tasks.panda.experts import LiftExpert
 
 # success over 300 evaluation episodes (docs/benchmarks.md): lift 100 % exact, 78 % onboard (1 cm bias, 5 mm noise);
 # push 90 % exact, 63 % onboard. Bars for 12 worlds leave room for a different start draw (today: 12 and 9 of 12).
@@ -24,7 +25,7 @@ CASES = [
 def test_expert_succeeds_on_exact_and_onboard_cube(task: str, cube: str, bar: int) -> None:
     cfg = load_config(task)
     env = make_eval_env(task, cfg.env, 12, torch.device("cpu"), True)
-    expert = EXPERTS[task](env, cube=cube)
+    expert = sim.get_task(task).expert_cls()(env, cube=cube)
     seen: list[float] = []
     names = [t.name for t in env.policy_terms]
     start = sum(t.dim for t in env.policy_terms[: names.index("object_position")])

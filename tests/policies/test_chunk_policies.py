@@ -23,7 +23,7 @@ from policies.nets.export import chunk_to_onnx_model, write_onnx
 from policies.runtime.chunking import ChunkedOnnxPolicy, ChunkExecutor
 from policies.runtime.contract import ChunkSpec, Contract, ContractError
 from policies.runtime.onnx_policy import OnnxPolicy
-from robot_rl.imitation.config import ChunkPolicyConfig
+from robot_rl.imitation.students import DiffusionStudentConfig
 from tests.policies.conftest import NUM_ACTIONS, make_contract
 
 REPO = Path(__file__).resolve().parents[2]
@@ -245,7 +245,7 @@ def test_ensemble_decay_must_be_a_finite_number() -> None:
             dataclasses.replace(contract, chunk=dataclasses.replace(contract.chunk, ensemble_decay=bad))
         if isinstance(bad, float):
             with pytest.raises(ValueError, match=r"policy\.ensemble_decay must be a finite number"):
-                ChunkPolicyConfig(ensemble_decay=bad)
+                DiffusionStudentConfig(ensemble_decay=bad)
 
 
 def test_inspect_says_how_a_chunk_is_executed() -> None:

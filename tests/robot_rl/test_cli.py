@@ -18,7 +18,7 @@ from robot_rl.algorithms.ppo import PPO
 from robot_rl.checkpoint import read_checkpoint
 from robot_rl.cli import main
 from robot_rl.config import config_to_yaml, load_config
-from robot_rl.run import load_run
+from robot_rl.runs import PPORun
 from sim.tasks.base import BatchedTask
 
 TASK = "quadrotor-hover"
@@ -105,7 +105,7 @@ def test_train_export_eval_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixt
 
 def check_onnx_matches_torch(run_dir: Path, onnx_path: Path) -> None:
     """The ONNX policy equals ``clip(offset + scale * clip(action_mean, -1, 1), low, high)`` on sim observations."""
-    run = load_run(run_dir)
+    run = PPORun.load(run_dir)
     n = 16
     policy = OnnxPolicy(onnx_path, num_envs=n)
     policy.self_test()

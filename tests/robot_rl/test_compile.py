@@ -12,7 +12,7 @@ import torch._dynamo
 import sim
 from robot_rl.config import load_config
 from robot_rl.runner import OnPolicyRunner
-from robot_rl.typed_config import ConfigError
+from sim.typed_config import ConfigError
 
 
 @pytest.fixture(autouse=True)

@@ -11,13 +11,14 @@ import torch
 import yaml
 
 import sim
+from robot_rl.algorithms.ppo import PPOConfig
 from robot_rl.cli import main
-from robot_rl.config import PolicyConfig, PPOConfig, RunnerConfig, TrainConfig, config_to_yaml, from_plain, load_config
+from robot_rl.config import PolicyConfig, RunnerConfig, TrainConfig, config_to_yaml, from_plain, load_config
 from robot_rl.runner import build_model
-from robot_rl.typed_config import ConfigError
 from sim.randomization import RandomizationError, RandomizationTerm
 from sim.registry import get_task
 from sim.tasks.base import BatchedTask
+from sim.typed_config import ConfigError
 from sim.vec_env import TaskConfigError
 
 TASK = "quadrotor-hover"

@@ -19,7 +19,7 @@ from robot_rl.algorithms.ppo import PPO, TrainingDivergedError
 from robot_rl.checkpoint import read_checkpoint
 from robot_rl.config import TrainConfig, load_config
 from robot_rl.runner import OnPolicyRunner
-from robot_rl.typed_config import to_dict
+from sim.typed_config import to_dict
 
 MakeCfg = Callable[..., TrainConfig]
 REPO = Path(__file__).resolve().parents[2]
@@ -187,19 +187,19 @@ def test_cli_nan_training_stops_with_one_line(tmp_path: Path, capsys: pytest.Cap
 # ------------------------------------------------------------------------------------- export reads the ckpt
 def test_export_and_eval_read_the_config_saved_in_the_checkpoint(make_cfg: MakeCfg, tmp_path: Path) -> None:
     from robot_rl.checkpoint import CheckpointError
-    from robot_rl.run import export_run, load_run
+    from robot_rl.runs import PPORun
 
     runner = OnPolicyRunner(make_cfg("runner.max_iterations=1"), tmp_path, quiet=True)
     runner.train()
     (tmp_path / "config.yaml").write_text("task: quadrotor-hover\nenv:\n  dt: 0.005\n")  # edited mirror
-    run = load_run(tmp_path)
+    run = PPORun.load(tmp_path)
     assert to_dict(run.cfg.env) == to_dict(runner.cfg.env)
     from policies.runtime import load_contract
 
-    assert load_contract(export_run(run, tmp_path / "out")).control_period_s == runner.cfg.env.dt
+    assert load_contract(run.export(tmp_path / "out")).control_period_s == runner.cfg.env.dt
     (tmp_path / "config.yaml").write_text("task: cartpole-balance\n")
     with pytest.raises(CheckpointError, match=r"holds a 'quadrotor-hover' policy, but .*config.yaml is for task 'cart"):
-        load_run(tmp_path)
+        PPORun.load(tmp_path)
 
 
 # --------------------------------------------------------------------------------------- real double Ctrl-C

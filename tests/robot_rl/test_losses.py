@@ -10,8 +10,7 @@ from torch.distributions import Normal, kl_divergence
 
 from policies.nets import ActorCritic
 from robot_rl.algorithms.losses import gae, gaussian_kl, surrogate_loss, value_loss
-from robot_rl.algorithms.ppo import PPO
-from robot_rl.config import PPOConfig
+from robot_rl.algorithms.ppo import PPO, PPOConfig
 
 # ------------------------------------------------------------------------------------------------------ GAE
 # T = 3 steps, N = 2 worlds, gamma = 0.5, lam = 0.5 (so gamma * lam = 0.25). Tensors are [T, N].

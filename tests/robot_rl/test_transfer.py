@@ -17,7 +17,7 @@ from robot_rl.evaluate import EvalResult
 from robot_rl.transfer.harness import TransferError, plug, run_episodes
 from robot_rl.transfer.sweep import Sweep, SweepError, failure_factors, sweep_terms, training_range
 from sim.randomization import RandomizationTerm
-from sim.tasks.panda_reach import PandaReach
+from sim.tasks.panda.reach import PandaReach
 
 
 def robot_rl(*args: str | Path) -> subprocess.CompletedProcess[str]:
@@ -105,7 +105,7 @@ def test_exported_hover_policy_meets_the_criterion_in_pybullet(trained_hover: An
     """The exported hover policy flies a Crazyflie rebuilt in PyBullet from the contract's airframe alone (Bullet's
     integrator, rotor forces at the rotor positions, rotor drag the training model lacks), with parameters drawn
     across the contract's training ranges, sensor noise and latency, and meets the hover criterion."""
-    from sim.tasks.quadrotor_hover import QuadrotorHover
+    from sim.tasks.quadrotor.hover import QuadrotorHover
 
     result = run_episodes(trained_hover.onnx, "pybullet", 24, 1, True, QuadrotorHover.criterion, progress=False)
     assert result.met, result.figures

@@ -392,29 +392,33 @@ def _kw(call: ast.Call, name: str) -> Any:
 
 
 def test_launch_files_name_only_what_exists() -> None:
+    """Both launch files return robot_rl_ros.launching.description with a parameter file that exists; that
+    description uses only the arguments it declares and starts only declared nodes through installed executables."""
     setup = (PKG / "setup.py").read_text()
     from robot_rl_ros.policy_node import PARAMETERS as POLICY_PARAMS
     from robot_rl_ros.sim_robot_node import PARAMETERS as SIM_PARAMS
 
     declared = {"policy_node": POLICY_PARAMS, "sim_robot_node": SIM_PARAMS}
     for launch in sorted((PKG / "launch").glob("*.launch.py")):
-        calls = _launch_calls(launch)
-        args = {ast.literal_eval(c.args[0]) for c in calls if getattr(c.func, "id", "") == "DeclareLaunchArgument"}
-        used = {ast.literal_eval(c.args[0]) for c in calls if getattr(c.func, "id", "") == "LaunchConfiguration"}
-        assert used <= args, (launch.name, used - args)
-        defaults = {
-            ast.literal_eval(c.args[0]): _kw(c, "default_value")
-            for c in calls
-            if getattr(c.func, "id", "") == "DeclareLaunchArgument"
-        }
-        assert defaults.get("executor", "single") in EXECUTORS, launch.name
-        nodes = [c for c in calls if getattr(c.func, "id", "") in ("Node", "LifecycleNode")]
-        assert nodes, launch.name
-        for node in nodes:
-            assert _kw(node, "package") == "robot_rl_ros"
-            exe, name = _kw(node, "executable"), _kw(node, "name")
-            assert f"{exe} = robot_rl_ros.entry:{exe}" in setup, exe
-            assert name in declared, name
+        (call,) = [c for c in _launch_calls(launch) if getattr(c.func, "id", "") == "description"]
+        assert (PKG / "config" / ast.literal_eval(call.args[0])).is_file(), launch.name
+    calls = _launch_calls(PKG / "robot_rl_ros" / "launching.py")
+    args = {ast.literal_eval(c.args[0]) for c in calls if getattr(c.func, "id", "") == "DeclareLaunchArgument"}
+    used = {ast.literal_eval(c.args[0]) for c in calls if getattr(c.func, "id", "") == "LaunchConfiguration"}
+    assert used <= args, used - args
+    defaults = {
+        ast.literal_eval(c.args[0]): _kw(c, "default_value")
+        for c in calls
+        if getattr(c.func, "id", "") == "DeclareLaunchArgument"
+    }
+    assert defaults.get("executor", "single") in EXECUTORS
+    nodes = [c for c in calls if getattr(c.func, "id", "") in ("Node", "LifecycleNode")]
+    assert len(nodes) == 2
+    for node in nodes:
+        assert _kw(node, "package") == "robot_rl_ros"
+        exe, name = _kw(node, "executable"), _kw(node, "name")
+        assert f"{exe} = robot_rl_ros.entry:{exe}" in setup, exe
+        assert name in declared, name
     for config in sorted((PKG / "config").glob("*.yaml")):
         assert set(read_params(config)) <= set(declared), config.name  # every key declared, every type right
     docs = (PKG.parents[2] / "docs" / "ros2.md").read_text()
@@ -614,8 +618,8 @@ def test_a_diffusion_chunk_policy_drives_the_simulated_panda_over_dds(
     contract = env.contract(["policy"])  # type: ignore[attr-defined]
     d, a = contract.obs_dim, contract.action.size
     student = DiffusionPolicy(
-        d, a, Horizons(2, 8, 4), -np.ones(d), np.ones(d), -0.1 * np.ones(a), 0.1 * np.ones(a), "unet", (16, 32),
-        sampler=SamplerSettings(20, 3),
+        d, a, Horizons(2, 8, 4), -np.ones(d), np.ones(d), -0.1 * np.ones(a), 0.1 * np.ones(a),
+        down_dims=(16, 32), sampler=SamplerSettings(20, 3),
     ).eval()  # fmt: skip
     spec = ChunkSpec(2, 8, 4, "noise", student.sampler_settings(), ensemble_decay)
     contract = dataclasses.replace(contract, output_name="action_chunk", chunk=spec)

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 import torch
 
-import sim.tasks.cartpole_balance  # noqa: F401  (registers the task)
-from robot_rl.typed_config import from_dict
+import sim.tasks.cartpole.balance  # noqa: F401  (registers the task)
 from sim.backends.mujoco_batch import STATE_SPEC, MujocoBatch, load_model
 from sim.randomization import RandomizationError, RandomizationTerm
 from sim.registry import make
 from sim.tasks.base import SensorNoise
-from sim.tasks.cartpole_balance import CartpoleBalance, CartpoleBalanceConfig
+from sim.tasks.cartpole.balance import CartpoleBalance, CartpoleBalanceConfig
+from sim.typed_config import from_dict
 from sim.vec_env import TaskConfigError
 
 CPU = torch.device("cpu")

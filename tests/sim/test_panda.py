@@ -15,11 +15,12 @@ import pytest
 import torch
 
 import sim
-from sim.backends.physics import BackendError, make_physics
+from sim.backends import make_physics
+from sim.backends.physics import BackendError
 from sim.randomization import RandomizationError, RandomizationTerm
 from sim.robots import panda
-from sim.tasks.panda_push import PandaPushConfig
-from sim.tasks.panda_reach import PandaReachConfig
+from sim.tasks.panda.push import PandaPushConfig
+from sim.tasks.panda.reach import PandaReachConfig
 from sim.vec_env import TaskConfigError
 
 mjwarp = pytest.mark.xdist_group("mjwarp")

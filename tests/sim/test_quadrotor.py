@@ -19,7 +19,7 @@ from sim.robots.multirotor import (
     quat_to_matrix,
 )
 from sim.tasks.base import SensorNoise
-from sim.tasks.quadrotor_hover import QuadrotorHover, QuadrotorHoverConfig
+from sim.tasks.quadrotor.hover import QuadrotorHover, QuadrotorHoverConfig
 
 CPU = torch.device("cpu")
 
@@ -166,7 +166,7 @@ def test_thrust_curve_and_hover_speed(linear: float) -> None:
 
 def test_rotor_thrust_does_not_grow_with_the_airframe_mass() -> None:
     """thrust_to_weight is relative to the *nominal* weight: a heavier world keeps the same rotors."""
-    from sim.tasks.quadrotor_hover import QuadrotorHover
+    from sim.tasks.quadrotor.hover import QuadrotorHover
 
     env = sim.make("quadrotor-hover", 256)
     assert isinstance(env, QuadrotorHover)
@@ -260,7 +260,7 @@ QUAD_PARAMS = {
 
 
 def test_every_randomisable_parameter_is_listed_here() -> None:
-    from sim.tasks.quadrotor_hover import param_specs
+    from sim.tasks.quadrotor.hover import param_specs
 
     assert set(param_specs(CrazyflieParams())) | {"action_latency"} == set(QUAD_PARAMS)
 

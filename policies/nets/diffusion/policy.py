@@ -17,11 +17,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-import numpy as np
 import torch
 from torch import nn
 
-from policies.nets.chunk import ChunkPolicy, Horizons, Images
+from policies.nets.chunk import ChunkPolicy, Images
 from policies.nets.diffusion.fixed_step import FixedStepUnet
 from policies.nets.diffusion.transformer import TransformerDenoiser
 from policies.nets.diffusion.unet import ConditionalUnet1D
@@ -56,6 +55,8 @@ class DiffusionPolicy(ChunkPolicy):
     """Denoising diffusion over action chunks, conditioned on the observation window (and camera images).
 
     Args:
+        shape: ``obs_dim, action_dim, horizons, obs_low, obs_high, action_low, action_high`` of
+            :class:`~policies.nets.chunk.ChunkPolicy`.
         denoiser: ``unet`` (:class:`ConditionalUnet1D`) or ``transformer`` (:class:`TransformerDenoiser`).
         down_dims: U-Net channels per level.
         d_model, heads, layers: Transformer size.
@@ -71,13 +72,7 @@ class DiffusionPolicy(ChunkPolicy):
 
     def __init__(
         self,
-        obs_dim: int,
-        action_dim: int,
-        horizons: Horizons,
-        obs_low: np.ndarray,
-        obs_high: np.ndarray,
-        action_low: np.ndarray,
-        action_high: np.ndarray,
+        *shape: Any,
         denoiser: Literal["unet", "transformer"] = "unet",
         down_dims: tuple[int, ...] = (64, 128, 256),
         d_model: int = 128,
@@ -86,9 +81,10 @@ class DiffusionPolicy(ChunkPolicy):
         sampler: SamplerSettings | None = None,
         **vision: Any,
     ) -> None:
-        super().__init__(obs_dim, action_dim, horizons, obs_low, obs_high, action_low, action_high, **vision)
+        super().__init__(*shape, **vision)
         from diffusers import DDPMScheduler
 
+        action_dim, horizons = self.action_dim, self.horizons
         self.sampler = sampler or SamplerSettings()
         self.denoiser_kind = denoiser
         if denoiser == "unet":

@@ -4,35 +4,8 @@ Configure and activate the lifecycle node when the robot is ready: ``ros2 lifecy
 then ``activate``.
 """
 
-import os
-
-from ament_index_python.packages import get_package_share_directory
-from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument
-from launch.substitutions import LaunchConfiguration
-from launch_ros.actions import LifecycleNode
+from robot_rl_ros.launching import description
 
 
-def generate_launch_description() -> LaunchDescription:
-    share = get_package_share_directory("robot_rl_ros")
-    params = LaunchConfiguration("params")
-    model = LaunchConfiguration("model")
-    namespace = LaunchConfiguration("namespace")
-    return LaunchDescription(
-        [
-            DeclareLaunchArgument("params", default_value=os.path.join(share, "config", "quadrotor_robot.yaml")),
-            DeclareLaunchArgument("model", description="exported policy.onnx"),
-            DeclareLaunchArgument("namespace", default_value=""),
-            DeclareLaunchArgument(
-                "executor", default_value="single", description="policy_node's executor: single or events"
-            ),
-            LifecycleNode(
-                package="robot_rl_ros",
-                executable="policy_node",
-                name="policy_node",
-                namespace=namespace,
-                parameters=[params, {"model_path": model}],
-                arguments=["--executor", LaunchConfiguration("executor")],
-            ),
-        ]
-    )
+def generate_launch_description() -> object:
+    return description("quadrotor_robot.yaml", sim=False)

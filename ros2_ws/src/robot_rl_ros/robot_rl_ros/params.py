@@ -203,7 +203,7 @@ SIM_ROBOT_NODE: dict[str, Param] = {
     "command_type": Param("float64_multi_array", "the policy node's command_type"),
     "randomize": Param(False, "domain randomisation as in training"),
     "seed": Param(0, "random seed"),
-    "episode_length_s": Param(3600.0, "multirotor episode length, s"),
+    "episode_length_s": Param(0.0, "episode length, s (0: the task's)"),
     "rate_hz": Param(0.0, "physics and sensor rate, Hz (0: the task's control rate)"),
     "joint_states_topic": Param("joint_states", "sensor_msgs/JointState out (manipulators)"),
     "tcp_pose_topic": Param("tcp_pose", "tool pose out"),

@@ -1,27 +1,30 @@
 """``sim_robot_node``: a robot-rl simulation standing in for the robot and its drivers.
 
-**Multirotor** (``quadrotor-hover``): it publishes ``nav_msgs/Odometry`` (world pose, body twist: what a
-motion-capture or state-estimator driver publishes) every control period and applies the newest rotor-speed command
-it received (``std_msgs/Float64MultiArray``, RPM, contract motor order); it counts the steps taken with no new
-command since the previous one (``stale_ticks``: the controller missed the period).
+It knows no robot: every control period it steps the task's simulation (one world) with the newest command and
+publishes what the task reports (``measurements()``, the vocabulary of :mod:`sim.measurements`) as the robot's
+drivers would, in the task's order:
 
-**Manipulator** (``panda-reach``, ``panda-push``, ``panda-lift``): it publishes what ros2_control's
-``joint_state_broadcaster`` and the Franka driver publish — ``sensor_msgs/JointState`` (arm and finger joints) and
-the tool pose (``geometry_msgs/PoseStamped``, base frame) — plus the episode's goal pose (latched, as an operator
-would send it: the reach pose, or the push goal on the table), and applies the newest joint target command
-(``Float64MultiArray``, rad, contract joint order; the gripper opening last where the task commands it) as a forward
-position controller would. Cube tasks also publish the cube's position as the task's tracker reports it (delayed,
-with its noise and per-episode bias while randomisation is on) on ``object_pose_topic``. With ``cameras`` set, each
-named camera's view (``sensor_msgs/Image``, ``rgb8``, ``image_size`` square) is rendered every period and published
-on ``<camera>/image_raw`` (``visual_randomization``: each episode looks different, as in ``robot-rl collect
---visual-randomization``). Each episode (the task's length) draws a new goal; the node counts episodes that met the
-task's success test.
+- ``Odometry`` -> ``nav_msgs/Odometry`` (world pose, *body* twist: REP 105), what motion capture or a state
+  estimator publishes (the quadrotor);
+- ``Pose`` -> ``geometry_msgs/PoseStamped`` in the robot's base frame: the tool pose the Franka driver reports, a
+  cube tracker's estimate (delayed, noisy and biased while randomisation is on, as the policy saw it in training),
+  and the episode's goal (reliable and latched, sent when it changes, as an operator would);
+- camera images (``cameras``, rendered every period: ``sensor_msgs/Image`` on ``<camera>/image_raw``);
+- ``JointStates`` -> ``sensor_msgs/JointState`` (arm and fingers, ``joint_state_broadcaster``) last, so that a
+  node stepping on them (``trigger: input``) has the period's other inputs.
 
-Common to both: Physics: the task's simulation with one world, stepped (and its sensors published) every control
-period of the task's config, or at ``rate_hz`` (e.g. a motion-capture system at 250 Hz; the physics step is kept);
-randomisation as configured; a crash or the end of an episode starts a new episode. Commands outside the rotor
-limits are clamped, malformed ones are rejected and counted, and with no command at all the rotors hold their
-last speed (as real ESCs do; the policy node's watchdog is what must catch silence).
+Each record is published on the topic of its name, or the one its ``<name>_topic`` parameter gives. Commands arrive
+as ``std_msgs/Float64MultiArray`` or ``sensor_msgs/JointState`` (``command_type``), in the contract's units and
+order; relative commands (``action.reference: joint_pos``) are taken relative to the joint positions it published.
+Commands outside the limits are clamped, malformed ones are rejected and counted, and with no command at all the
+actuators hold the last one (as real ESCs and forward controllers do; the policy node's watchdog is what must catch
+silence). The node counts the periods it stepped with no new command (``stale_ticks``: the controller was late),
+crashes (terminations), every finished episode's success, and for odometry the distance of the body from the origin
+(the hover point in the simulation's world).
+
+Physics: the task's simulation with its training config (``configs/<task>.yaml``), stepped (and its sensors
+published) every control period, or at ``rate_hz`` (a motion-capture system at 250 Hz, say; the physics step is
+kept); randomisation as configured; a finished episode starts the next.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Float64MultiArray
 
 import sim
-from sim.robots import panda
+from sim import measurements as m
 from sim.tasks.base import at_control_period
 
 PARAMETERS = SIM_ROBOT_NODE
@@ -57,21 +60,21 @@ class SimRobotNode(Node):
     def __init__(self, name: str = "sim_robot_node", **kwargs: Any) -> None:
         super().__init__(name, **kwargs)
         declare(self, SIM_ROBOT_NODE)
-        task = self.get_parameter("task").value
-        from robot_rl.config import load_config
-
-        self.manipulator = task.startswith("panda-")
-        length = [] if self.manipulator else [f"env.episode_length_s={self.get_parameter('episode_length_s').value}"]
-        cfg = load_config(task, None, length)
-        rate = float(self.get_parameter("rate_hz").value)
+        param = self.get_parameter
+        task, seed = param("task").value, int(param("seed").value)
+        length = float(param("episode_length_s").value)
+        env_cfg = sim.train_env_config(task, [f"episode_length_s={length}"] if length > 0 else [])
+        rate = float(param("rate_hz").value)
         if not (math.isfinite(rate) and rate >= 0):
             raise ValueError(f"parameter rate_hz is {rate}; expected Hz > 0, or 0 for the task's control rate")
-        env_cfg = at_control_period(cfg.env, 1.0 / rate) if rate > 0 else cfg.env
-        self.env = sim.make(task, 1, "cpu", env_cfg, seed=int(self.get_parameter("seed").value))
-        self.env.set_randomization(bool(self.get_parameter("randomize").value))
+        env_cfg = at_control_period(env_cfg, 1.0 / rate) if rate > 0 else env_cfg
+        self.env: Any = sim.make(task, 1, "cpu", env_cfg, seed=seed)
+        self.env.set_randomization(bool(param("randomize").value))
         self.contract = self.env.contract(["policy"])
-        self.env.reset(seed=int(self.get_parameter("seed").value))
+        self.env.reset(seed=seed)
         a = self.contract.action
+        if a.reference not in ("", "joint_pos"):
+            raise ValueError(f"commands relative to '{a.reference}' are not simulated (joint_pos only)")
         self._offset, self._scale = np.asarray(a.offset), np.asarray(a.scale)
         self._low, self._high = np.asarray(a.low), np.asarray(a.high)
         self._action = torch.zeros(1, a.size)
@@ -80,37 +83,19 @@ class SimRobotNode(Node):
         self.crashes = 0
         self.stale_ticks = 0  # steps applied with no new command since the previous step (the controller was late)
         self._fresh = False
-        self.position_errors: list[float] = []
-        self.episodes: list[bool] = []  # manipulator: success of every finished episode
-        self._goal_sent = -1
-        if self.manipulator:
-            param = self.get_parameter
-            self._joints = self.create_publisher(JointState, param("joint_states_topic").value, qos_profile_sensor_data)
-            self._tcp = self.create_publisher(PoseStamped, param("tcp_pose_topic").value, qos_profile_sensor_data)
-            self._goal = self.create_publisher(PoseStamped, param("goal_topic").value, LATCHED)
-            self._model_joints = [
-                self.env._model.joint(j).name  # type: ignore[attr-defined]
-                for j in range(self.env._model.njnt)  # type: ignore[attr-defined]
-                if self.env._model.joint(j).name.startswith("panda_")  # type: ignore[attr-defined]
-            ]
-            joints = [self.env._model.joint(n) for n in self._model_joints]  # type: ignore[attr-defined]
-            self._joint_adr = (
-                np.array([int(j.qposadr[0]) for j in joints]),
-                np.array([int(j.dofadr[0]) for j in joints]),
-            )
-            self._object = self.create_publisher(PoseStamped, param("object_pose_topic").value, qos_profile_sensor_data)
-            self._renderer, self._images = self._make_renderer()
-        self._odom = self.create_publisher(Odometry, self.get_parameter("odom_topic").value, qos_profile_sensor_data)
-        command_type = self.get_parameter("command_type").value
+        self.position_errors: list[float] = []  # odometry: distance of the body from the world's origin, m
+        self.episodes: list[bool] = []  # success of every finished episode
+        self._topic_publishers: dict[str, Any] = {}
+        self._latched: dict[str, np.ndarray] = {}
+        self._joints: dict[str, float] = {}  # joint -> position last published (the reference of relative commands)
+        self._renderer, self._images = self._make_renderer()
+        command_type = param("command_type").value
         if command_type not in COMMAND_TYPES:
-            raise ValueError(
-                f"sim_robot_node: parameter command_type is '{command_type}'; expected one of {COMMAND_TYPES}"
-            )
+            raise ValueError(f"parameter command_type is '{command_type}'; expected one of {', '.join(COMMAND_TYPES)}")
         kind = Float64MultiArray if command_type == "float64_multi_array" else JointState
         # best effort: it receives from a best-effort and from a reliable publisher alike
-        self.create_subscription(
-            kind, self.get_parameter("command_topic").value, self._on_command, qos_profile_sensor_data
-        )
+        self.create_subscription(kind, param("command_topic").value, self._on_command, qos_profile_sensor_data)
+        self._publish(self.env.measurements(0))
         self.create_timer(self.contract.control_period_s, self._tick)
 
     def _make_renderer(self) -> tuple[Any, dict[str, Any]]:
@@ -138,72 +123,78 @@ class SimRobotNode(Node):
             return
         c = np.clip(c, self._low, self._high)
         if self.contract.action.reference:  # relative commands: what the robot measured is added back in the sim
-            ref = self.env._q[0].numpy()  # type: ignore[attr-defined]
+            ref = np.array([self._joints[j] for j in self.contract.joint_names[: self._reference_size()]])
             c = c.copy()
             c[: ref.size] -= ref
         self._action = torch.from_numpy(((c - self._offset) / self._scale)[None].astype(np.float32))
         self._fresh = True
 
+    def _reference_size(self) -> int:
+        return next(t.size for t in self.contract.observation if t.source == self.contract.action.reference)
+
     def _tick(self) -> None:
-        if self.manipulator:
-            self._tick_arm()
-            return
-        _, _, terminated, _, _ = self.env.step(self._action)
+        _, _, terminated, truncated, info = self.env.step(self._action)
         self.steps += 1
         self.stale_ticks += int(not self._fresh)
         self._fresh = False
         self.crashes += int(bool(terminated.any()))
-        s = self.env.state  # type: ignore[attr-defined]
-        self.position_errors.append(float(s.pos[0].norm()))
-        msg = Odometry()
-        msg.header.stamp = self.get_clock().now().to_msg()
-        msg.header.frame_id, msg.child_frame_id = "world", "base_link"
-        fill_odometry(msg, s.pos[0].numpy(), s.quat[0].numpy(), s.vel[0].numpy(), s.omega[0].numpy())
-        self._odom.publish(msg)
-
-    def _tick_arm(self) -> None:
-        env: Any = self.env
-        if self._goal_sent != len(self.episodes):  # a new episode: publish its goal (latched)
-            goal = PoseStamped()
-            goal.header.frame_id = "panda_link0"
-            goal.header.stamp = self.get_clock().now().to_msg()
-            if hasattr(env, "target_pos"):  # reach: a pose
-                fill_pose(goal, env.target_pos[0].numpy(), env.target_rot[0].numpy())
-            elif hasattr(env, "goal"):  # push: a point on the table
-                fill_pose(goal, np.array([*env.goal[0].tolist(), panda.TABLE_HEIGHT]), np.eye(3))
-            self._goal.publish(goal)
-            self._goal_sent = len(self.episodes)
-        _, _, terminated, truncated, info = env.step(self._action)
-        self.steps += 1
         if bool((terminated | truncated).any()):
             self.episodes.append(bool(info.success[0]))
             self._action = torch.zeros_like(self._action)  # the next episode starts from rest
             if self._renderer is not None:
                 self._renderer.redraw(np.array([0]))
-        # the joint state last: a policy node stepping on it (trigger: input) then has this period's other inputs
+        self._publish(self.env.measurements(0))
+
+    def _publish(self, records: list[m.Measurement]) -> None:
+        """Publish ``records`` in order, the camera images just before the last one (the joint states)."""
         stamp = self.get_clock().now().to_msg()
-        tcp = PoseStamped()
-        tcp.header.stamp, tcp.header.frame_id = stamp, "panda_link0"
-        fill_pose(tcp, env._tcp_pos[0].numpy(), env._tcp_rot[0].numpy())
-        self._tcp.publish(tcp)
-        if "object_pos" in env.last_signals:  # the tracker's estimate, as the policy sees it in training
-            obj = PoseStamped()
-            obj.header.stamp, obj.header.frame_id = stamp, "panda_link0"
-            fill_pose(obj, env.last_signals["object_pos"][0].numpy(), np.eye(3))
-            self._object.publish(obj)
-        if self._renderer is not None:
-            for camera, view in self._renderer.render().items():
-                image = Image()
-                image.header.stamp, image.header.frame_id = stamp, camera
-                fill_image(image, view[0])
-                self._images[camera].publish(image)
-        js = JointState()
-        js.header.stamp, js.header.frame_id = stamp, "panda_link0"
-        qpos_adr, dof_adr = self._joint_adr
-        fill_joint_state(
-            js, self._model_joints, env.physics.qpos[0].numpy()[qpos_adr], env.physics.qvel[0].numpy()[dof_adr]
-        )
-        self._joints.publish(js)
+        for k, record in enumerate(records):
+            if k == len(records) - 1 and self._renderer is not None:
+                for camera, view in self._renderer.render().items():
+                    image = Image()
+                    image.header.stamp, image.header.frame_id = stamp, camera
+                    fill_image(image, view[0])
+                    self._images[camera].publish(image)
+            msg = self._message(record)
+            if msg is None:
+                continue
+            msg.header.stamp = stamp
+            self._publisher(record, type(msg)).publish(msg)
+
+    def _message(self, record: m.Measurement) -> Any:
+        """The ROS message of one record (``None``: a latched record that has not changed)."""
+        if isinstance(record, m.Odometry):
+            msg = Odometry()
+            msg.header.frame_id, msg.child_frame_id = record.frame_id, record.child_frame_id
+            fill_odometry(msg, record.position, record.quat, record.velocity, record.angular_velocity)
+            self.position_errors.append(float(np.linalg.norm(record.position)))
+            return msg
+        if isinstance(record, m.JointStates):
+            msg = JointState()
+            msg.header.frame_id = record.frame_id
+            fill_joint_state(msg, record.joints, record.position, record.velocity)
+            self._joints = dict(zip(record.joints, (float(v) for v in record.position), strict=True))
+            return msg
+        if record.latched:
+            value = np.concatenate((record.position.ravel(), record.rotation.ravel()))
+            if record.name in self._latched and np.array_equal(self._latched[record.name], value):
+                return None
+            self._latched[record.name] = value
+        msg = PoseStamped()
+        msg.header.frame_id = record.frame_id
+        fill_pose(msg, record.position, record.rotation)
+        return msg
+
+    def _publisher(self, record: m.Measurement, kind: type) -> Any:
+        """The publisher of a record's topic (``<name>_topic`` parameter, else the name), made on first use."""
+        if record.name not in self._topic_publishers:
+            key = f"{record.name}_topic"
+            topic = self.get_parameter(key).value if self.has_parameter(key) else record.name
+            latched = isinstance(record, m.Pose) and record.latched
+            self._topic_publishers[record.name] = self.create_publisher(
+                kind, topic, LATCHED if latched else qos_profile_sensor_data
+            )
+        return self._topic_publishers[record.name]
 
 
 def main(args: list[str] | None = None) -> None:

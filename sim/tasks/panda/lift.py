@@ -23,12 +23,10 @@ import torch
 
 from policies.runtime.contract import ObservationTerm
 from sim import rewards
-from sim.randomization import RandomizationTerm
-from sim.registry import TaskSpec, register
+from sim.registry import TaskSpec
 from sim.robots import panda
-from sim.tasks.base import SensorNoise, check_fields, check_randomization
-from sim.tasks.manipulation import CubeTask, PandaConfig, arm_param_specs
-from sim.tasks.panda_push import CUBE_MASS, CUBE_SIZE, default_cube_noise, default_cube_randomization
+from sim.tasks.base import check_fields
+from sim.tasks.panda.base import CUBE_MASS, CUBE_SIZE, CubeTask, CubeTaskConfig
 
 
 def _default_rewards() -> dict[str, float]:
@@ -42,29 +40,19 @@ def _default_rewards() -> dict[str, float]:
 
 
 @dataclass
-class PandaLiftConfig(PandaConfig):
-    """Configuration of ``panda-lift`` (see the module docstring and :class:`PandaConfig`).
+class PandaLiftConfig(CubeTaskConfig):
+    """Configuration of ``panda-lift`` (see the module docstring and :class:`CubeTaskConfig`).
 
     Attributes:
-        cube_low: Lower corner of the cube's start area (x, y), m.
-        cube_high: Upper corner of the cube's start area, m.
         lift_height: Success height of the cube's centre above its resting height, m.
     """
 
-    episode_length_s: float = 5.0
-    cube_low: tuple[float, float] = (0.4, -0.15)
-    cube_high: tuple[float, float] = (0.6, 0.15)
     lift_height: float = 0.1
     reward_scales: dict[str, float] = field(default_factory=_default_rewards)
-    randomization: list[RandomizationTerm] = field(default_factory=default_cube_randomization)
-    noise: SensorNoise = field(default_factory=default_cube_noise)
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_fields(self, ("cube_low", "cube_high"), "env.", positive=False)
         check_fields(self, ("lift_height",), "env.")
-        model = panda.build_model("impedance", panda.Scene(table=True, cube_size=CUBE_SIZE, cube_mass=CUBE_MASS))
-        check_randomization(self.randomization, {**arm_param_specs(model), **CubeTask.cube_param_specs(model)})
 
 
 class PandaLift(CubeTask):
@@ -135,14 +123,8 @@ class PandaLift(CubeTask):
         """Arm facts plus the gripper, object and success conventions."""
         c = self.cfg
         return {
-            **self.arm_contract_extra(),
-            "gripper": "last command: finger opening per finger, m (0 closed .. 0.04 open); Franka Hand, 70 N",
             **self.cube_facts(),
-            "training_envelope": {
-                "cube_low_m": list(c.cube_low),
-                "cube_high_m": list(c.cube_high),
-                "episode_length_s": c.episode_length_s,
-            },
+            "gripper": "last command: finger opening per finger, m (0 closed .. 0.04 open); Franka Hand, 70 N",
             "success": {"lift_height_m": c.lift_height, "rate": 0.7},
         }
 
@@ -153,13 +135,14 @@ class PandaLift(CubeTask):
         return rate >= 0.7, {"success_rate": rate, "final_height_m": float(np.median(episodes["final_height"]))}
 
 
-register(
-    TaskSpec(
-        name="panda-lift",
-        config_cls=PandaLiftConfig,
-        factory=PandaLift,
-        backend="mujoco | mjwarp",
-        description="Franka Panda grasps a cube from a table and lifts it 10 cm; camera-like estimate; randomised",
-        success=">= 70% of 5 s episodes end with the cube held >= 10 cm above the table",
-    )
+SPEC = TaskSpec(
+    name="panda-lift",
+    config_cls=PandaLiftConfig,
+    factory=PandaLift,
+    backend="mujoco | mjwarp",
+    description="Franka Panda grasps a cube from a table and lifts it 10 cm; camera-like estimate; randomised",
+    robot="panda",
+    success=">= 70% of 5 s episodes end with the cube held >= 10 cm above the table",
+    expert="sim.tasks.panda.experts:LiftExpert",
 )
+"""The task's registration (sim/tasks/__init__.py lists it)."""

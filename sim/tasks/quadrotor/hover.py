@@ -33,17 +33,17 @@ import torch
 
 from policies.runtime.contract import ActionSpec, ObservationTerm
 from sim import rewards
+from sim.measurements import Measurement, Odometry
 from sim.randomization import ParamSpec, RandomizationTerm, inertia_is_valid
-from sim.registry import TaskSpec, register
+from sim.registry import TaskSpec
 from sim.robots.multirotor import (
     GRAVITY,
     ROTOR_NAMES,
-    ROTOR_XY,
-    ROTOR_YAW_SIGN,
     CrazyflieParams,
     MultirotorModel,
     MultirotorParams,
     MultirotorState,
+    airframe_facts,
     quat_to_matrix,
     random_quat_within,
 )
@@ -181,27 +181,6 @@ class QuadrotorHoverConfig:
         if self.init_pos_radius >= self.crash_distance:
             raise TaskConfigError("env.init_pos_radius must be below env.crash_distance (episodes would start crashed)")
 
-
-CRAZYFLIE_MOTOR_COMMAND: dict[str, object] = {
-    "real_command": "PWM duty ratio 0..65535 per motor (crazyflie-firmware motorsSetRatio, battery-compensated)",
-    "rpm_to_pwm_percent": [
-        [0, 0.0],
-        [4485, 6.25],
-        [7570, 12.5],
-        [9374, 18.75],
-        [10885, 25.0],
-        [12277, 31.25],
-        [13522, 37.5],
-        [14691, 43.25],
-        [15924, 50.0],
-        [17174, 56.25],
-        [18179, 62.5],
-    ],
-    "linear_fit": "pwm_percent = (rpm - 3100) / 262 above ~4500 rpm",
-    "source": "Bitcraze 2015 thrust measurements (bitcraze.io, 'PWM to thrust'), 3.65-4.0 V; above 18179 rpm "
-    "the table ends: extrapolate with the fit and check on your motors",
-}
-"""How a rotor-speed command becomes the Crazyflie's motor command (measured, Crazyflie 2.0 with stock motors)."""
 
 HOVER_MARGIN = 1.25
 """Required ratio of the weakest world's maximum thrust to its weight plus the largest disturbance force.
@@ -428,6 +407,13 @@ class QuadrotorHover(BatchedTask):
         return {"position_error": self.state.pos.norm(dim=-1)}
 
     # ------------------------------------------------------------------------------------------ deployment
+    def measurements(self, world: int = 0) -> list[Measurement]:
+        """Odometry, as motion capture or the onboard estimator reports it (world pose, world velocity)."""
+        s = self.state
+        return [
+            Odometry("odom", _numpy(s.pos[world]), _numpy(s.quat[world]), _numpy(s.vel[world]), _numpy(s.omega[world]))
+        ]
+
     def action_spec(self) -> ActionSpec:
         """Normalised action -> RPM: ``rpm = hover_rpm + (max_rpm - hover_rpm) * a``, limited to ``[0, max_rpm]``."""
         r = self.nominal
@@ -446,28 +432,12 @@ class QuadrotorHover(BatchedTask):
     def contract_extra(self) -> dict[str, object]:
         """Hover target, the airframe the policy was trained around, its training ranges and start-up envelope."""
         r, cfg = self.nominal, self.cfg
-        d = r.arm_length / math.sqrt(2.0)
         return {
             "target_position_m": [0.0, 0.0, 0.0],
             "target_convention": "signal pos_w is the robot's position minus the target, world frame (z up), m",
             "frames": "world z-up; body x forward, y left, z up; rot_mat is body->world, row-major",
             "robot": {"name": "crazyflie-2.x", "mass_kg": r.mass, "arm_length_m": r.arm_length},
-            "airframe": {
-                "motor_order": list(ROTOR_NAMES),
-                "rotor_positions_m": [[x * d, y * d, 0.0] for x, y in ROTOR_XY],
-                "reaction_torque_sign_z": list(ROTOR_YAW_SIGN),
-                "spin_seen_from_above": ["ccw" if s < 0 else "cw" for s in ROTOR_YAW_SIGN],
-                "thrust_model": "f = max_thrust_n * ((1 - c) u^2 + c u), u = rpm / max_rpm, c = thrust_curve_linear",
-                "max_thrust_per_rotor_n": r.thrust_to_weight * r.mass * GRAVITY / 4.0,
-                "thrust_curve_linear": r.thrust_curve_linear,
-                "max_rpm": r.max_rpm,
-                "hover_rpm": self.hover * r.max_rpm,
-                "reaction_torque_per_thrust_m": r.torque_ratio,
-                "motor_time_constant_up_s": r.motor_time_constant_up,
-                "motor_time_constant_down_s": r.motor_time_constant_down,
-                "inertia_kg_m2": list(r.inertia),
-                "motor_command": CRAZYFLIE_MOTOR_COMMAND,
-            },
+            "airframe": airframe_facts(r),
             "training_ranges": self.training_ranges(),
             "start": {
                 "last_action": [0.0] * 4,
@@ -510,13 +480,18 @@ class QuadrotorHover(BatchedTask):
         return met, {"crash_free_rate": crash_free, "tail_position_error_m": tail}
 
 
-register(
-    TaskSpec(
-        name="quadrotor-hover",
-        config_cls=QuadrotorHoverConfig,
-        factory=QuadrotorHover,
-        backend="torch",
-        description="Crazyflie 2.x hover from random poses, per-rotor RPM commands, torch-vectorised rigid body",
-        success=">= 95% of 5 s episodes without crash and mean position error < 0.05 m over the last 2 s",
-    )
+def _numpy(x: torch.Tensor) -> np.ndarray:
+    return x.detach().cpu().numpy().astype(np.float64)
+
+
+SPEC = TaskSpec(
+    name="quadrotor-hover",
+    config_cls=QuadrotorHoverConfig,
+    factory=QuadrotorHover,
+    backend="torch",
+    description="Crazyflie 2.x hover from random poses, per-rotor RPM commands, torch-vectorised rigid body",
+    robot="multirotor",
+    success=">= 95% of 5 s episodes without crash and mean position error < 0.05 m over the last 2 s",
+    transfer={"pybullet": "robot_rl.transfer.pybullet_quadrotor:QuadrotorHoverBullet"},
 )
+"""The task's registration (sim/tasks/__init__.py lists it)."""

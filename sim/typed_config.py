@@ -9,6 +9,7 @@ overrides are validated exactly like the file.
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from collections.abc import Mapping
@@ -25,6 +26,9 @@ class ConfigError(ValueError):
 
 def from_dict(cls: type[T], data: Mapping[str, Any] | None, path: str = "") -> T:
     """Build dataclass ``cls`` from ``data``, filling missing keys with defaults.
+
+    A field whose type has a ``from_plain(data, path)`` classmethod (a family of config classes picked by a
+    ``kind`` key, such as the student kinds) is built by it from its whole section.
 
     Args:
         cls: Dataclass type.
@@ -45,7 +49,8 @@ def from_dict(cls: type[T], data: Mapping[str, Any] | None, path: str = "") -> T
         raise ConfigError(f"unknown config key '{key}'; valid keys here: {', '.join(sorted(flds))}")
     kwargs = {}
     for name, value in data.items():
-        value = _merge_with_default(flds[name], value)
+        if not hasattr(hints[name], "from_plain"):  # a polymorphic section is read whole, by its own kind
+            value = _merge_with_default(flds[name], value)
         kwargs[name] = _convert(hints[name], value, f"{path}.{name}" if path else name)
     try:
         return cls(**kwargs)
@@ -99,6 +104,8 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
         if value not in args:
             raise ConfigError(f"'{path}' must be one of {', '.join(map(repr, args))}; got {value!r}")
         return value
+    if hasattr(tp, "from_plain"):  # a dataclass family that picks its class from the data (``kind``)
+        return tp.from_plain(value, path)
     if dataclasses.is_dataclass(tp):
         return from_dict(tp, value, path)  # type: ignore[arg-type]
     if origin in (list, tuple):
@@ -191,3 +198,13 @@ def load_yaml(path: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"config file '{path}' must hold a mapping at the top level")
     return data
+
+
+def positive(name: str, value: float) -> None:
+    """Refuse ``value`` unless it is finite and > 0 (``name`` is the config key, for the message).
+
+    Raises:
+        ValueError: Naming the key and the value (the config loader turns it into a :class:`ConfigError`).
+    """
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be finite and > 0, got {value}")

@@ -25,35 +25,11 @@ import torch
 
 from policies.runtime.contract import ObservationTerm
 from sim import rewards
-from sim.randomization import RandomizationTerm
-from sim.registry import TaskSpec, register
+from sim.measurements import Measurement, Pose
+from sim.registry import TaskSpec
 from sim.robots import panda
-from sim.tasks.base import SensorNoise, check_fields, check_randomization
-from sim.tasks.manipulation import CubeTask, PandaConfig, arm_param_specs, default_arm_noise, default_arm_randomization
-
-CUBE_SIZE = 0.05
-"""Edge of the cube, m."""
-CUBE_MASS = 0.1
-"""Nominal cube mass, kg."""
-
-
-def default_cube_randomization() -> list[RandomizationTerm]:
-    """Arm randomisation plus the cube: mass 0.05–0.3 kg, edge 4.5–5.5 cm, friction coefficient 0.5–1.2 (wood /
-    plastic on wood)."""
-    return [
-        *default_arm_randomization(),
-        RandomizationTerm("object_mass", "uniform", (0.5, 3.0), "scale"),
-        RandomizationTerm("object_size", "uniform", (0.9, 1.1), "scale"),
-        RandomizationTerm("object_friction", "uniform", (0.6, 1.5), "scale"),
-    ]
-
-
-def default_cube_noise() -> SensorNoise:
-    """Arm encoders plus a camera tracker: 5 mm white noise and a 1 cm per-episode bias on the cube position."""
-    noise = default_arm_noise()
-    noise.std["object_pos"] = 0.005
-    noise.bias_std["object_pos"] = 0.01
-    return noise
+from sim.tasks.base import check_fields
+from sim.tasks.panda.base import CUBE_MASS, CUBE_SIZE, CubeTask, CubeTaskConfig
 
 
 def _default_rewards() -> dict[str, float]:
@@ -68,33 +44,24 @@ def _default_rewards() -> dict[str, float]:
 
 
 @dataclass
-class PandaPushConfig(PandaConfig):
-    """Configuration of ``panda-push`` (see the module docstring and :class:`PandaConfig`).
+class PandaPushConfig(CubeTaskConfig):
+    """Configuration of ``panda-push`` (see the module docstring and :class:`CubeTaskConfig`).
 
     Attributes:
-        cube_low: Lower corner of the cube's start area (x, y), m.
-        cube_high: Upper corner of the cube's start area, m.
         goal_distance: Goal distance from the cube's start, uniform in this range, m.
         success_distance: Success threshold on the final cube-to-goal distance in the table plane, m.
     """
 
-    episode_length_s: float = 5.0
-    cube_low: tuple[float, float] = (0.4, -0.15)
     cube_high: tuple[float, float] = (0.55, 0.15)
     goal_distance: tuple[float, float] = (0.1, 0.2)
     success_distance: float = 0.05
     reward_scales: dict[str, float] = field(default_factory=_default_rewards)
-    randomization: list[RandomizationTerm] = field(default_factory=default_cube_randomization)
-    noise: SensorNoise = field(default_factory=default_cube_noise)
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_fields(self, ("cube_low", "cube_high"), "env.", positive=False)
         check_fields(self, ("goal_distance", "success_distance"), "env.")
         if self.goal_distance[0] > self.goal_distance[1]:
             raise ValueError(f"env.goal_distance must be [low, high], got {list(self.goal_distance)}")
-        model = panda.build_model("impedance", panda.Scene(table=True, cube_size=CUBE_SIZE, cube_mass=CUBE_MASS))
-        check_randomization(self.randomization, {**arm_param_specs(model), **CubeTask.cube_param_specs(model)})
 
 
 class PandaPush(CubeTask):
@@ -170,20 +137,18 @@ class PandaPush(CubeTask):
     def _metrics(self) -> dict[str, torch.Tensor]:
         return {"goal_distance": self._goal_distance()}
 
+    def _task_measurements(self, world: int) -> list[Measurement]:
+        """The cube tracker's estimate and the push goal on the table (latched, as an operator sends it)."""
+        goal = np.array([*self.goal[world].tolist(), panda.TABLE_HEIGHT])
+        return [*super()._task_measurements(world), Pose("goal", goal, np.eye(3), self.BASE_FRAME, latched=True)]
+
     def contract_extra(self) -> dict[str, object]:
         """Arm facts plus the object and goal conventions."""
         c = self.cfg
         return {
-            **self.arm_contract_extra(),
+            **self.cube_facts(goal_distance_m=list(c.goal_distance)),
             "gripper": "held closed (0 m)",
-            **self.cube_facts(),
             "goal": "goal_position: target of the cube's centre on the table (x, y), base frame, m",
-            "training_envelope": {
-                "cube_low_m": list(c.cube_low),
-                "cube_high_m": list(c.cube_high),
-                "goal_distance_m": list(c.goal_distance),
-                "episode_length_s": c.episode_length_s,
-            },
             "success": {"goal_distance_m": c.success_distance, "rate": 0.8},
         }
 
@@ -197,13 +162,14 @@ class PandaPush(CubeTask):
         }
 
 
-register(
-    TaskSpec(
-        name="panda-push",
-        config_cls=PandaPushConfig,
-        factory=PandaPush,
-        backend="mujoco | mjwarp",
-        description="Franka Panda pushes a cube to a goal on a table; camera-like object estimate; randomised",
-        success=">= 80% of 5 s episodes end with the cube within 5 cm of the goal",
-    )
+SPEC = TaskSpec(
+    name="panda-push",
+    config_cls=PandaPushConfig,
+    factory=PandaPush,
+    backend="mujoco | mjwarp",
+    description="Franka Panda pushes a cube to a goal on a table; camera-like object estimate; randomised",
+    robot="panda",
+    success=">= 80% of 5 s episodes end with the cube within 5 cm of the goal",
+    expert="sim.tasks.panda.experts:PushExpert",
 )
+"""The task's registration (sim/tasks/__init__.py lists it)."""

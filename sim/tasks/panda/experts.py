@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from sim.robots import panda
-from sim.tasks.manipulation import GRIPPER_DOWN, CubeTask, yaw_rotation
+from sim.tasks.panda.base import GRIPPER_DOWN, CubeTask, yaw_rotation
 from sim.vec_env import VecEnv
 
 CUBE_SOURCES = ("exact", "onboard")
@@ -55,7 +55,7 @@ class ScriptedExpert(abc.ABC):
     """Base of the cube tasks' experts: Jacobians, the inverse-kinematics step and the phase bookkeeping.
 
     Args:
-        env: The task (a :class:`~sim.tasks.manipulation.CubeTask` with relative joint-impedance targets).
+        env: The task (a :class:`~sim.tasks.panda.base.CubeTask` with relative joint-impedance targets).
         cube: Where the cube position comes from: ``"exact"`` (simulator state) or ``"onboard"`` (the student's
             ``object_position`` observation).
 
@@ -224,7 +224,3 @@ class PushExpert(ScriptedExpert):
         self.phase[:] = torch.where(done, 3, torch.where(pushing, 2, torch.where(over_start, 1, 0)))
         r_des = GRIPPER_DOWN.to(env.device).expand(env.num_envs, 3, 3)
         return self.arm_action(target, r_des)
-
-
-EXPERTS: dict[str, type[ScriptedExpert]] = {"panda-lift": LiftExpert, "panda-push": PushExpert}
-"""Tasks with a scripted expert."""

@@ -28,10 +28,11 @@ import torch
 
 from policies.runtime.contract import ObservationTerm
 from sim import rewards
-from sim.registry import TaskSpec, register
+from sim.measurements import Measurement, Pose
+from sim.registry import TaskSpec
 from sim.robots import panda
 from sim.tasks.base import check_fields, check_randomization
-from sim.tasks.manipulation import (
+from sim.tasks.panda.base import (
     GRIPPER_DOWN,
     PandaConfig,
     PandaTask,
@@ -153,6 +154,11 @@ class PandaReach(PandaTask):
         dist, ang = self._errors()
         return {"position_error": dist, "orientation_error": ang}
 
+    def _task_measurements(self, world: int) -> list[Measurement]:
+        """The reach goal, as an operator sends it (latched)."""
+        pos, rot = (x[world].detach().cpu().numpy() for x in (self.target_pos, self.target_rot))
+        return [Pose("goal", pos, rot, self.BASE_FRAME, latched=True)]
+
     def contract_extra(self) -> dict[str, object]:
         """Arm facts plus the target convention."""
         c = self.cfg
@@ -186,13 +192,14 @@ class PandaReach(PandaTask):
         }
 
 
-register(
-    TaskSpec(
-        name="panda-reach",
-        config_cls=PandaReachConfig,
-        factory=PandaReach,
-        backend="mujoco | mjwarp",
-        description="Franka Panda TCP to a random pose; joint impedance or torque; MuJoCo or MuJoCo Warp",
-        success=">= 90% of 3 s episodes end with the TCP within 5 cm and 0.3 rad of the target",
-    )
+SPEC = TaskSpec(
+    name="panda-reach",
+    config_cls=PandaReachConfig,
+    factory=PandaReach,
+    backend="mujoco | mjwarp",
+    description="Franka Panda TCP to a random pose; joint impedance or torque; MuJoCo or MuJoCo Warp",
+    robot="panda",
+    success=">= 90% of 3 s episodes end with the TCP within 5 cm and 0.3 rad of the target",
+    transfer={"pybullet": "robot_rl.transfer.pybullet_panda:PandaReachBullet"},
 )
+"""The task's registration (sim/tasks/__init__.py lists it)."""

@@ -31,7 +31,7 @@ from policies.runtime.contract import ActionSpec, ObservationTerm
 from sim import rewards
 from sim.backends.mujoco_batch import MujocoBatch, load_model
 from sim.randomization import ParamSpec, RandomizationTerm
-from sim.registry import TaskSpec, register
+from sim.registry import TaskSpec
 from sim.tasks.base import BatchedTask, SensorNoise, check_fields, check_randomization, check_reward_scales
 from sim.vec_env import TaskConfigError
 
@@ -286,13 +286,13 @@ class CartpoleBalance(BatchedTask):
         self.sim.close()
 
 
-register(
-    TaskSpec(
-        name="cartpole-balance",
-        config_cls=CartpoleBalanceConfig,
-        factory=CartpoleBalance,
-        backend="mujoco",
-        description="cart-pole balancing with a continuous force; batched MuJoCo on the CPU; randomised",
-        success=">= 95% of 5 s episodes balanced to the time limit (|x| <= 2.4 m, |theta| <= 0.4 rad)",
-    )
+SPEC = TaskSpec(
+    name="cartpole-balance",
+    config_cls=CartpoleBalanceConfig,
+    factory=CartpoleBalance,
+    backend="mujoco",
+    description="cart-pole balancing with a continuous force; batched MuJoCo on the CPU; randomised",
+    robot="cartpole",
+    success=">= 95% of 5 s episodes balanced to the time limit (|x| <= 2.4 m, |theta| <= 0.4 rad)",
 )
+"""The task's registration (sim/tasks/__init__.py lists it)."""

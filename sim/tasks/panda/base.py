@@ -34,13 +34,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import mujoco
+import numpy as np
 import torch
 
 from policies.runtime.contract import ActionSpec, ObservationTerm
-from sim.backends.physics import BACKENDS, check_field, make_physics
+from sim.backends import BACKENDS, make_physics
+from sim.backends.physics import check_field
+from sim.measurements import JointStates, Measurement, Pose
 from sim.randomization import ParamSpec, RandomizationTerm
 from sim.robots import panda
-from sim.tasks.base import BatchedTask, SensorNoise, check_fields, check_reward_scales
+from sim.tasks.base import BatchedTask, SensorNoise, check_fields, check_randomization, check_reward_scales
 from sim.vec_env import TaskConfigError
 
 ARM_BODIES = ("panda_link1", "panda_link2", "panda_link3", "panda_link4", "panda_link5", "panda_link6",
@@ -366,6 +369,30 @@ class PandaTask(BatchedTask):
             "last_action": self.last_action,
         }
 
+    BASE_FRAME = "panda_link0"
+    """The frame of every pose the robot reports (libfranka's ``O``)."""
+
+    def measurements(self, world: int = 0) -> list[Measurement]:
+        """What the Franka driver, the gripper and a tracker would publish for ``world``: the tool pose
+        (``O_T_EE``), the task's own poses (:meth:`_task_measurements`: an object tracker's estimate, the goal),
+        then the joint states (arm and fingers, ``joint_state_broadcaster``) last, so that a node stepping on them
+        has the period's other inputs."""
+        names = [self._model.joint(j).name for j in range(self._model.njnt)]
+        joints = [n for n in names if n.startswith("panda_")]
+        qadr = [int(self._model.joint(n).qposadr[0]) for n in joints]
+        dadr = [int(self._model.joint(n).dofadr[0]) for n in joints]
+        qpos, qvel = (
+            x[world].detach().cpu().numpy().astype(np.float64) for x in (self.physics.qpos, self.physics.qvel)
+        )
+        pos, rot = (x[world].detach().cpu().numpy() for x in (self._tcp_pos, self._tcp_rot))
+        tcp = Pose("tcp_pose", pos, rot, self.BASE_FRAME)
+        states = JointStates("joint_states", tuple(joints), qpos[qadr], qvel[dadr], self.BASE_FRAME)
+        return [tcp, *self._task_measurements(world), states]
+
+    def _task_measurements(self, world: int) -> list[Measurement]:
+        """The task's own measurements for ``world`` (poses of objects and goals)."""
+        return []
+
     def _arm_privileged(self) -> torch.Tensor:
         """Noise-free joints, last action, randomised parameters relative to nominal (offsets as is), latency."""
         parts = []
@@ -462,6 +489,53 @@ class PandaTask(BatchedTask):
         self.physics.close()
 
 
+CUBE_SIZE = 0.05
+"""Edge of the cube, m."""
+CUBE_MASS = 0.1
+"""Nominal cube mass, kg."""
+
+
+def default_cube_randomization() -> list[RandomizationTerm]:
+    """Arm randomisation plus the cube: mass 0.05–0.3 kg, edge 4.5–5.5 cm, friction coefficient 0.5–1.2 (wood /
+    plastic on wood)."""
+    return [
+        *default_arm_randomization(),
+        RandomizationTerm("object_mass", "uniform", (0.5, 3.0), "scale"),
+        RandomizationTerm("object_size", "uniform", (0.9, 1.1), "scale"),
+        RandomizationTerm("object_friction", "uniform", (0.6, 1.5), "scale"),
+    ]
+
+
+def default_cube_noise() -> SensorNoise:
+    """Arm encoders plus a camera tracker: 5 mm white noise and a 1 cm per-episode bias on the cube position."""
+    noise = default_arm_noise()
+    noise.std["object_pos"] = 0.005
+    noise.bias_std["object_pos"] = 0.01
+    return noise
+
+
+@dataclass
+class CubeTaskConfig(PandaConfig):
+    """What the cube tasks' configurations share (see :class:`PandaConfig`).
+
+    Attributes:
+        cube_low: Lower corner of the cube's start area (x, y), m.
+        cube_high: Upper corner of the cube's start area, m.
+    """
+
+    episode_length_s: float = 5.0
+    cube_low: tuple[float, float] = (0.4, -0.15)
+    cube_high: tuple[float, float] = (0.6, 0.15)
+    randomization: list[RandomizationTerm] = field(default_factory=default_cube_randomization)
+    noise: SensorNoise = field(default_factory=default_cube_noise)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_fields(self, ("cube_low", "cube_high"), "env.", positive=False)
+        model = panda.build_model("impedance", panda.Scene(table=True, cube_size=CUBE_SIZE, cube_mass=CUBE_MASS))
+        check_randomization(self.randomization, {**arm_param_specs(model), **CubeTask.cube_param_specs(model)})
+
+
 class CubeTask(PandaTask):
     """A Panda task with a cube on the table (push, lift): cube state, its randomised mass and friction, and the
     cube position as the robot would see it — a camera tracker's estimate, ``object_delay`` control periods old, with
@@ -472,6 +546,7 @@ class CubeTask(PandaTask):
     Privileged extras: exact cube pose and velocity, and the normal force each finger pad feels (touch sensors, N).
     """
 
+    cfg: CubeTaskConfig
     object_delay = 1
     """Age of the cube position estimate, control periods (camera exposure + tracking + transport at 25 Hz)."""
 
@@ -540,6 +615,12 @@ class CubeTask(PandaTask):
     def _after_step(self) -> None:
         self._cube_seen = torch.cat((self.cube_pos.unsqueeze(1), self._cube_seen[:, :-1]), 1)
 
+    def _task_measurements(self, world: int) -> list[Measurement]:
+        """The cube tracker's estimate, as the policy sees it in training (delayed, noisy, biased while the
+        randomisation is on); position only."""
+        seen = self.last_signals["object_pos"][world].detach().cpu().numpy()
+        return [Pose("object_pose", seen, np.eye(3), self.BASE_FRAME)]
+
     def _cube_signals(self) -> dict[str, torch.Tensor]:
         return {"object_pos": self._cube_seen[:, -1]}
 
@@ -551,12 +632,24 @@ class CubeTask(PandaTask):
     def _terminated(self) -> torch.Tensor:
         return self._cube_lost() | ~self._state_finite()
 
-    def cube_facts(self) -> dict[str, object]:
-        """Contract facts about the cube every cube task shares."""
+    def cube_facts(self, **envelope: object) -> dict[str, object]:
+        """Contract facts every cube task shares: the arm, the cube, and the training envelope.
+
+        Args:
+            envelope: The task's own envelope entries (added to cube placement and episode length).
+        """
+        c = self.cfg
         size = self.randomizer.specs["object_size"].nominal[0]
         return {
+            **self.arm_contract_extra(),
             "object": f"{size:g} m cube; object_position: its centre in the base frame from a camera tracker, "
             f"{self.object_delay} control period(s) old",
+            "training_envelope": {
+                "cube_low_m": list(c.cube_low),
+                "cube_high_m": list(c.cube_high),
+                **envelope,
+                "episode_length_s": c.episode_length_s,
+            },
         }
 
     def _cube_lost(self) -> torch.Tensor:

@@ -1,0 +1,82 @@
+"""What every verb of the command line shares: the one-line argument parser, the exceptions that are the user's
+errors (exit status 2, one line), and the checks of numbers and folders made before any work."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from pathlib import Path
+from typing import NoReturn
+
+from firmware_export.graph import UnsupportedModelError
+from firmware_export.targets import ToolchainError
+from policies.runtime.contract import ContractError
+from policies.runtime.files import OutputFolderError
+from policies.runtime.onnx_policy import PolicyFileError
+from robot_rl.checkpoint import CheckpointError
+from robot_rl.distributed import DistributedConfigError
+from robot_rl.imitation.dataset import DatasetError
+from sim.registry import EntryPointError, UnknownTaskError
+from sim.typed_config import ConfigError
+from sim.vec_env import TaskConfigError
+
+USER_ERRORS = (
+    DatasetError,
+    ConfigError,
+    PolicyFileError,
+    TaskConfigError,
+    ContractError,
+    CheckpointError,
+    UnknownTaskError,
+    EntryPointError,
+    UnsupportedModelError,
+    ToolchainError,
+    DistributedConfigError,
+    OutputFolderError,
+    OSError,
+)
+"""Exceptions that are the user's errors: exit status 2 and one line naming what is wrong."""
+MAX_EPISODES = 1 << 16
+"""Most evaluation episodes one ``eval`` may run (one world each)."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line (and exit status 2), like every other user error."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``robot-rl <command>: error: <message> (see --help)`` and exit with status 2."""
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def check_folder_writable(path: Path, what: str) -> None:
+    """Refuse, before any work, a folder that cannot be created or written (``what`` names it in the message).
+
+    The nearest existing ancestor must be a folder the user may write; an existing ``path`` must be a folder.
+
+    Raises:
+        ConfigError: Naming the folder and the problem.
+    """
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{what} '{path}' is a file, not a folder")
+    existing = path
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigError(f"{what} '{path}' cannot be created: '{existing}' is a file")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"{what} '{path}' cannot be written: '{existing}' is read-only")
+
+
+def in_range(name: str, value: float, low: float, high: float) -> None:
+    """Refuse ``value`` outside ``[low, high]`` (or not finite), naming the flag ``name``.
+
+    Raises:
+        ConfigError: One line.
+    """
+    if not (math.isfinite(value) and low <= value <= high):
+        raise ConfigError(f"{name} must be in [{low:.12g}, {high:.12g}], got {value}")
+
+
+def silent(*args: object, **kwargs: object) -> None:
+    """``print`` for ranks other than 0."""

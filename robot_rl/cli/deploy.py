@@ -1,0 +1,115 @@
+"""``robot-rl deploy`` (the ROS 2 node graph of a launch file in one process, over real DDS) and ``robot-rl replay``
+(a recording's policy re-run offline). The one module of ``robot_rl`` that imports the ROS 2 package."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from policies.runtime.contract import Contract
+from robot_rl.cli.common import check_folder_writable, in_range
+from sim.typed_config import ConfigError
+
+
+def add_parser(sub: Any) -> None:
+    """The ``deploy`` and ``replay`` verbs' arguments."""
+    dep = sub.add_parser(
+        "deploy", help="run the ROS 2 node graph of a launch file in one process (policy node, optional sim robot)"
+    )
+    dep.add_argument("--params", type=Path, required=True, help="YAML with ros__parameters per node (see config/)")
+    dep.add_argument("--sim", action="store_true", help="also start sim_robot_node (the simulated robot)")
+    dep.add_argument("--model", type=Path, help="policy.onnx (overrides policy_node's model_path)")
+    dep.add_argument("--duration", type=float, default=10.0, metavar="SEC", help="run time, s (default: 10)")
+    dep.add_argument("--namespace", default="", help="ROS namespace of the nodes")
+    dep.add_argument(
+        "--record",
+        type=Path,
+        metavar="RUN.mcap",
+        help="record inputs, commands and faults to a new MCAP file (flushed twice a second, finished on Ctrl-C and "
+        "SIGTERM; after a kill readable up to its last flush)",
+    )
+    dep.add_argument(
+        "--executor",
+        choices=["single", "events"],
+        default="single",
+        help="rclpy executor: single (SingleThreadedExecutor, default) or events (the experimental EventsExecutor: "
+        "lower latency at high rates, see docs/ros2.md)",
+    )
+    rep = sub.add_parser("replay", help="re-run the policy on a recording's inputs and report divergence")
+    rep.add_argument("recording", type=Path, help="MCAP file written by robot-rl deploy --record")
+    rep.add_argument("--model", type=Path, help="policy.onnx to replay (default: the recorded one)")
+
+
+def run_deploy(args: argparse.Namespace) -> int:
+    """``robot-rl deploy``: the launch file's node graph in one process, over real DDS; prints a summary."""
+    in_range("--duration", args.duration, 0.1, 86400)
+    try:
+        from robot_rl_ros.graph import DeployError, check_namespace, read_params, run_graph
+    except ImportError as exc:
+        raise ConfigError(f"ROS 2 Python packages are missing ({exc.name}); pip install -e '.[ros2]'") from None
+    try:
+        params = read_params(args.params)
+        check_namespace(args.namespace)
+        if args.model is not None:
+            if not args.model.is_file():
+                raise DeployError(f"model '{args.model}' does not exist")
+            params["policy_node"]["model_path"] = str(args.model)
+        if args.record is not None:
+            check_folder_writable(args.record.parent, "recording folder")
+            if args.record.is_dir():
+                raise DeployError(f"--record '{args.record}' is a folder; give a file name such as run.mcap")
+            if args.record.exists() or args.record.is_symlink():
+                raise DeployError(f"--record '{args.record}' already exists; recordings are never overwritten")
+        result = run_graph(
+            params, args.sim, args.duration, args.namespace, record=args.record, executor_kind=args.executor
+        )
+    except DeployError as exc:
+        raise ConfigError(str(exc)) from None
+    print(
+        f"policy_node: {result.commands} commands, {result.rejected} rejected messages, fault: {result.fault or 'none'}"
+    )
+    if result.sim:
+        steps, rejected = result.sim["steps"], result.sim["rejected"]
+        print(f"sim_robot_node: {steps} steps, {rejected} rejected commands, {_sim_summary(result.sim)}")
+    if args.record is not None:
+        print(f"recorded {result.recorded} messages to {args.record}")
+    return 0 if not result.fault else 1
+
+
+def _sim_summary(sim: dict[str, Any]) -> str:
+    """The simulated robot's figures: crashes and the position error (multirotors), or episodes and successes
+    (manipulators, whose episodes end on the task's clock)."""
+    errors = sim["position_errors_m"]
+    if errors:
+        tail = errors[-max(1, round(1.0 / sim["control_period_s"])) :]
+        return f"{sim['crashes']} crashes, mean position error over the last second {sum(tail) / len(tail):.4f} m"
+    episodes = sim["episodes_succeeded"]
+    tank = f", energy tank {sim['tank_j']:.2f} J" if "tank_j" in sim else ""
+    return f"{len(episodes)} episodes finished, {sum(episodes)} succeeded{tank}"
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    """``robot-rl replay``: the recorded policy re-run offline on the recorded inputs; exit 1 if it diverges."""
+    try:
+        from robot_rl_ros.recording import RecordingError, replay
+    except ImportError as exc:
+        raise ConfigError(f"ROS 2 / MCAP Python packages are missing ({exc.name}); pip install -e '.[ros2]'") from None
+    try:
+        r = replay(args.recording, args.model)
+    except RecordingError as exc:
+        raise ConfigError(str(exc)) from None
+    print(r.line(args.recording))
+    return 0 if r.max_divergence <= 1e-5 else 1
+
+
+def ros2_node_reads(contract: Contract) -> bool:
+    """Whether ``policy_node`` has a topic for every signal ``contract`` reads (``robot-rl tasks``)."""
+    try:
+        from robot_rl_ros.inputs import ARM_SIGNALS, ODOMETRY_SIGNALS
+    except ImportError:  # ROS 2 not installed here
+        return False
+    sources = {t.source for t in contract.observation}
+    kind = contract.action.kind
+    arm = kind in ("position", "torque") and sources <= set(ARM_SIGNALS)
+    return (kind == "rpm" and sources <= ODOMETRY_SIGNALS) or arm

@@ -1,0 +1,189 @@
+"""``robot-rl eval RUN``: a run in simulation, randomisation on and off; or its exported policy in an independent
+simulator (``--sim``), one parameter swept past its training range (``--sweep``), another control rate
+(``--control-rate``). Run folders of every kind (:func:`robot_rl.runs.open_run`)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+from pathlib import Path
+from typing import Any, Literal
+
+from robot_rl.cli.common import MAX_EPISODES, check_folder_writable, in_range
+from robot_rl.config import check_device
+from robot_rl.transfer.harness import SIMULATORS
+from sim.typed_config import ConfigError
+
+
+def add_parser(sub: Any) -> None:
+    """The ``eval`` verb's arguments."""
+    ev = sub.add_parser("eval", help="evaluate a trained run (randomisation on and off), write eval.yaml/eval.png")
+    ev.add_argument("run", type=Path, help="run folder (runs/<task>/<stamp>-<seed>)")
+    ev.add_argument("--episodes", type=int, default=256, help="episodes per setting (default: 256)")
+    ev.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+    ev.add_argument(
+        "--sim",
+        choices=SIMULATORS,
+        help="instead: run the exported policy.onnx (policies.runtime only) in this independent simulator",
+    )
+    ev.add_argument(
+        "--sweep",
+        metavar="PARAM=LO:HI",
+        help="instead: success and errors with one parameter scaled from LO to HI x nominal (e.g. link_mass=0.5:1.5)",
+    )
+    ev.add_argument("--points", type=int, default=11, help="values of a --sweep (default: 11)")
+    ev.add_argument(
+        "--sweep-others",
+        default="randomised",
+        metavar="randomised|nominal",
+        help="the parameters a --sweep does not scale: randomised as in training (default), or all at nominal "
+        "(one at a time; latency and sensor noise stay as trained)",
+    )
+    ev.add_argument(
+        "--control-rate",
+        type=float,
+        metavar="HZ",
+        help="instead: evaluate at this control rate, not the trained one (what a robot running the policy at "
+        "another rate gets; physics step kept, action latency in control periods); writes eval_<HZ>hz.yaml/png",
+    )
+    ev.add_argument("--seeds", type=int, default=3, help="train-bc runs: evaluation seeds, pooled (default: 3)")
+    ev.add_argument("--steps", type=int, help="train-bc diffusion runs: DDIM steps per chunk (default: the run's)")
+    ev.add_argument(
+        "--action-horizon",
+        type=int,
+        help="train-bc runs: receding horizon, K actions executed per plan, 1..pred_horizon (turns the run's "
+        "temporal ensembling off unless --ensemble-decay is given; default: the run's)",
+    )
+    ev.add_argument(
+        "--ensemble-decay",
+        type=float,
+        metavar="M",
+        help="train-bc runs: plan every step and average the plans, each older one weighted exp(M) x the next "
+        "newer (M < 0 favours newer plans; default: the run's)",
+    )
+    ev.add_argument(
+        "--visual",
+        choices=("dataset", "nominal", "randomized"),
+        default="dataset",
+        help="train-bc runs that see cameras: render them as the demonstrations were (dataset, the default), "
+        "without visual randomisation (nominal), or with sim/rendering.py's default randomisation (randomized)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """``robot-rl eval RUN``."""
+    from robot_rl.runs import BCRun, open_run
+
+    in_range("--episodes", args.episodes, 1, MAX_EPISODES)
+    check_device(args.device)
+    if sum(x is not None for x in (args.sim, args.sweep, args.control_rate)) > 1:
+        raise ConfigError("--sim, --sweep and --control-rate are separate evaluations; give one of them")
+    if args.control_rate is not None and not (math.isfinite(args.control_rate) and args.control_rate > 0):
+        raise ConfigError(f"--control-rate must be a positive rate in Hz, got {args.control_rate}")
+    if args.sweep_others != "randomised" and not args.sweep:
+        raise ConfigError("--sweep-others applies to a --sweep; give --sweep PARAM=LO:HI as well")
+    if args.sweep:
+        from robot_rl.transfer.sweep import Sweep
+
+        sweep = Sweep.parse(args.sweep, args.points, args.sweep_others)  # malformed specs fail before any loading
+    loaded = open_run(args.run, args.device)
+    check_folder_writable(args.run, "run folder")
+    if isinstance(loaded, BCRun):
+        if args.sim or args.sweep or args.control_rate:
+            raise ConfigError("--sim, --sweep and --control-rate are not available for train-bc runs yet")
+        return _eval_bc(loaded, args)
+    if args.sim:
+        return _eval_sim_to_sim(loaded, args.sim, args.episodes)
+    if args.sweep:
+        return _eval_sweep(loaded, sweep, args.episodes)
+    stem = "eval"
+    if args.control_rate is not None:
+        from sim.tasks.base import at_control_period
+
+        trained = 1.0 / loaded.cfg.env.dt
+        loaded.cfg.env = at_control_period(loaded.cfg.env, 1.0 / args.control_rate)
+        stem = f"eval_{args.control_rate:g}hz"
+        print(f"control rate {args.control_rate:g} Hz (trained at {trained:g} Hz)")
+    for r in loaded.evaluate(args.episodes, stem=stem):
+        print(
+            f"randomisation {'on ' if r.randomized else 'off'}: criterion {'MET' if r.met else 'not met'}  "
+            + "  ".join(f"{k}={v:.4g}" for k, v in r.summary().items() if isinstance(v, float))
+        )
+    print(f"wrote {args.run / f'{stem}.yaml'} and {args.run / f'{stem}.png'}")
+    return 0
+
+
+def _eval_bc(run: Any, args: argparse.Namespace) -> int:
+    """``robot-rl eval RUN`` of a train-bc run: success with a 95 % interval over ``--seeds`` seeds."""
+    from robot_rl.imitation.students import DiffusionStudentConfig
+    from sim.rendering import VisualRandomization
+
+    in_range("--seeds", args.seeds, 1, 100)
+    if args.steps is not None:
+        if not isinstance(run.cfg.policy, DiffusionStudentConfig):
+            raise ConfigError("--steps applies to diffusion students only")
+        in_range("--steps", args.steps, 1, run.cfg.policy.train_steps)
+        run.cfg.policy = dataclasses.replace(run.cfg.policy, inference_steps=args.steps)
+        run.policy.sampler = dataclasses.replace(run.policy.sampler, inference_steps=args.steps)
+    if args.action_horizon is not None:
+        in_range("--action-horizon", args.action_horizon, 1, run.cfg.policy.pred_horizon)
+        run.cfg.policy = dataclasses.replace(run.cfg.policy, action_horizon=args.action_horizon, ensemble_decay=None)
+        run.policy.horizons = dataclasses.replace(run.policy.horizons, action=args.action_horizon)
+    if args.ensemble_decay is not None:
+        if not math.isfinite(args.ensemble_decay):
+            raise ConfigError(f"--ensemble-decay must be a finite number, got {args.ensemble_decay}")
+        run.cfg.policy = dataclasses.replace(run.cfg.policy, ensemble_decay=args.ensemble_decay)
+    if args.visual != "dataset" and not run.policy.cameras:
+        raise ConfigError(f"--visual {args.visual}: this student sees no camera")
+    visual: VisualRandomization | Literal["dataset"] | None = "dataset"
+    if args.visual != "dataset":
+        visual = VisualRandomization() if args.visual == "randomized" else None
+    result = run.evaluate(args.episodes, tuple(range(args.seeds)), visual=visual)
+    print(f"{run.cfg.task}, {run.cfg.policy.kind} student: {result.line()}")
+    print(f"wrote {args.run / 'eval.yaml'} and {args.run / 'eval.png'}")
+    return 0
+
+
+def _eval_sim_to_sim(run: Any, simulator: str, episodes: int) -> int:
+    """``robot-rl eval RUN --sim SIM``: the exported policy in an independent simulator, DR on and off."""
+    import yaml
+
+    from policies.runtime.files import atomic_write_text
+    from robot_rl.transfer.harness import plug, run_episodes
+
+    plug(simulator, run.cfg.task)  # a task without a model in that simulator fails here, naming what exists
+    onnx = run.run_dir / "policy.onnx"
+    if not onnx.exists():
+        run.export()
+    criterion = type(run.env).criterion
+    results = [run_episodes(onnx, simulator, episodes, run.cfg.seed, rnd, criterion) for rnd in (True, False)]
+    for r in results:
+        verdict = "MET" if r.met else "not met"
+        print(
+            f"{simulator}, randomisation {'on ' if r.randomized else 'off'}: criterion {verdict}  "
+            + "  ".join(f"{k}={v:.4g}" for k, v in r.figures.items())
+        )
+    out = run.run_dir / f"sim2sim_{simulator}.yaml"
+    summary = {("randomization_on" if r.randomized else "randomization_off"): r.summary() for r in results}
+    atomic_write_text(out, yaml.safe_dump(summary, sort_keys=False))
+    print(f"wrote {out}")
+    return 0
+
+
+def _eval_sweep(run: Any, sweep: Any, episodes: int) -> int:
+    """``robot-rl eval RUN --sweep PARAM=LO:HI``: one parameter through and past its training range."""
+    from robot_rl.transfer.sweep import run_sweep
+
+    rows = run_sweep(run, sweep, episodes)
+    keys = [k for k in rows[0] if k not in ("value", "criterion_met", "episodes", "failures_go_with")]
+    print(f"{sweep.param} (x nominal)  " + "  ".join(keys))
+    for row in rows:
+        print(f"{row['value']:>8.3f}            " + "  ".join(f"{row[k]:.4g}" for k in keys))
+    factors = [(row["value"], row["failures_go_with"]) for row in rows if row["failures_go_with"]]
+    if factors:
+        print("failed episodes went with (their mean, and the mean of all episodes at that point):")
+        for value, text in factors:
+            print(f"  {sweep.param} x{value:.3g}: {text}")
+    print(f"wrote {run.run_dir / f'{sweep.stem}.csv'} and {run.run_dir / f'{sweep.stem}.png'}")
+    return 0

@@ -1,0 +1,229 @@
+"""Behaviour-cloning runs (``robot-rl train-bc``): a trained student loaded from its run folder, evaluated and
+exported. Checkpoint format ``robot-rl-bc-checkpoint-v1`` (see :mod:`robot_rl.imitation.train_bc`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+import yaml
+
+from policies.nets.chunk import ChunkPolicy
+from policies.runtime.contract import ChunkSpec, Contract, ContractError
+from policies.runtime.files import atomic_write_text
+from robot_rl.checkpoint import BC_FORMAT, CheckpointError, first_non_finite, read_any_checkpoint
+from robot_rl.imitation.config import BCConfig
+from robot_rl.imitation.evaluate import ChunkEvalResult, evaluate_chunk_policy
+from robot_rl.imitation.students import build_student, student_config
+from robot_rl.logger import save_png
+from sim.rendering import VisualRandomization
+from sim.typed_config import ConfigError, from_dict
+
+EVAL_SEEDS = (0, 1, 2)
+"""Seeds of the final evaluation (pooled, with a 95 % interval)."""
+
+
+@dataclass
+class BCRun:
+    """A trained student loaded from its run folder (EMA weights where kept).
+
+    Attributes:
+        run_dir: The run folder.
+        cfg: Its config.
+        policy: The student (eval mode).
+        contract_: Observation/action contract of the demonstrations (``None`` for foreign datasets).
+        env_cfg: Task config of the demonstrations (typed), ``None`` for foreign datasets.
+        obs_groups: Observation groups the student reads.
+        checkpoint: The raw checkpoint.
+    """
+
+    run_dir: Path
+    cfg: BCConfig
+    policy: ChunkPolicy
+    contract_: Contract | None
+    env_cfg: Any
+    obs_groups: list[str]
+    checkpoint: dict[str, Any]
+    kind = "bc"
+
+    @property
+    def task(self) -> str:
+        """The task the demonstrations came from (``""`` for foreign datasets)."""
+        return self.cfg.task
+
+    @classmethod
+    def load(cls, run_dir: Path, device: str = "cpu") -> BCRun:
+        """Load a behaviour-cloning run folder (the EMA weights when the run kept them).
+
+        Raises:
+            CheckpointError: Not a run folder or not a behaviour-cloning checkpoint.
+            ConfigError: Its saved config is invalid.
+        """
+        state = read_bc_checkpoint(run_dir / "checkpoint.pt", device)
+        cfg = bc_config(state["config"])
+        cfg.device = device
+        d = state["dims"]
+        zeros = {"min": np.zeros(d["obs_dim"]), "max": np.ones(d["obs_dim"])}
+        azeros = {"min": np.zeros(d["action_dim"]), "max": np.ones(d["action_dim"])}
+        cams = {c: (int(hw[0]), int(hw[1])) for c, hw in dict(d.get("cameras") or {}).items()}
+        stats = {"observation.state": zeros, "action": azeros}
+        policy = build_student(cfg.policy, d["obs_dim"], d["action_dim"], stats, cams)
+        weights = state["ema"] if state.get("ema") is not None else state["model"]
+        if (bad := first_non_finite(weights)) is not None:
+            raise CheckpointError(f"checkpoint in '{run_dir}' holds non-finite values in '{bad}'")
+        try:
+            policy.load_state_dict(weights)
+        except RuntimeError as exc:
+            raise CheckpointError(
+                f"checkpoint in '{run_dir}' does not fit its config: {str(exc).splitlines()[0]}"
+            ) from None
+        contract = Contract.from_dict(state["contract"]) if state.get("contract") else None
+        task = str(state.get("task") or "")
+        env_cfg = typed_env(task, state.get("env"))
+        if task and not cfg.task:
+            cfg.task = task
+        groups = list(state.get("obs_groups") or ["policy"])
+        return cls(run_dir, cfg, policy.to(device).eval(), contract, env_cfg, groups, state)
+
+    def spec(self) -> ChunkSpec:
+        """Contract chunk section of this student."""
+        return self.cfg.policy.chunk_spec(self.policy, self.checkpoint.get("camera_mounts"))
+
+    def contract(self) -> Contract:
+        """The demonstrations' contract with this student's chunk section (what export writes).
+
+        Raises:
+            ContractError: The run's dataset carried no contract (a foreign dataset).
+        """
+        if self.contract_ is None:
+            raise ContractError(
+                f"'{self.run_dir}' was trained on a dataset without a robot_rl contract (meta/info.json "
+                "robot_rl.contract); nothing says how a robot feeds and applies it"
+            )
+        return dataclasses.replace(self.contract_, output_name="action_chunk", chunk=self.spec())
+
+    def export(self, out_dir: Path | None = None) -> Path:
+        """Export the student's whole sampler to ``policy.onnx`` + ``contract.yaml`` (default: in the run folder).
+
+        Raises:
+            ContractError: The run's dataset carried no contract (a foreign dataset), or it does not fit.
+        """
+        from policies.nets.export import chunk_to_onnx_model, write_onnx
+
+        contract = self.contract()
+        return write_onnx(chunk_to_onnx_model(self.policy, contract), contract, out_dir or self.run_dir)
+
+    def evaluate(
+        self,
+        episodes: int,
+        seeds: tuple[int, ...] = EVAL_SEEDS,
+        randomize: bool = True,
+        visual: VisualRandomization | Literal["dataset"] | None = "dataset",
+    ) -> ChunkEvalResult:
+        """Evaluate the student (``episodes`` per seed) and write ``eval.yaml`` / ``eval.png``; a student that sees
+        cameras renders them with ``visual`` randomisation (``"dataset"``: as its demonstrations were).
+
+        Raises:
+            ConfigError: The run's dataset names no task to evaluate in.
+        """
+        if self.env_cfg is None:
+            raise ConfigError(f"'{self.run_dir}' was trained on a dataset that names no task; nothing to evaluate in")
+        if visual == "dataset":
+            visual = visual_randomization(self.checkpoint.get("visual_randomization"))
+        result = evaluate_chunk_policy(
+            self.policy, self.spec(), self.cfg.task, self.env_cfg, self.obs_groups, episodes, seeds, randomize, visual
+        )
+        write_evaluation(self.run_dir, result, f"{self.cfg.task}: {self.cfg.policy.kind} student", self.spec())
+        return result
+
+    def describe(self) -> str:
+        """One line: what the run is."""
+        p = self.cfg.policy
+        step = int(self.checkpoint.get("step", 0))
+        return f"{self.cfg.task or '(no task)'}: {p.kind} student, {step:,} gradient steps, dataset {self.cfg.dataset}"
+
+
+def bc_config(plain: dict[str, Any]) -> BCConfig:
+    """A saved behaviour-cloning config; the ``policy`` section of the earlier flat format (every kind's keys) is
+    read as its kind's."""
+    data = dict(plain)
+    data["policy"] = student_config(data.get("policy"), legacy=True)
+    policy = data.pop("policy")
+    cfg = from_dict(BCConfig, data)
+    cfg.policy = policy
+    return cfg
+
+
+def read_bc_checkpoint(path: Path, device: torch.device | str = "cpu") -> dict[str, Any]:
+    """Load a behaviour-cloning checkpoint, naming what is wrong.
+
+    Raises:
+        CheckpointError: Missing, unreadable, or not a behaviour-cloning checkpoint.
+    """
+    if not path.parent.is_dir():
+        raise CheckpointError(f"run folder '{path.parent}' does not exist")
+    state = read_any_checkpoint(path, device)
+    if state.get("format") != BC_FORMAT:
+        raise CheckpointError(f"'{path}' is a PPO checkpoint, not a behaviour-cloning one")
+    for key in ("config", "dims", "model", "step"):
+        if key not in state:
+            raise CheckpointError(f"checkpoint '{path}' is damaged: '{key}' is missing")
+    return state
+
+
+def typed_env(task: str, env: Any) -> Any:
+    """The task config of the demonstrations, typed (``None`` without a task or a config)."""
+    if not task or env is None:
+        return None
+    from sim.registry import get_task
+
+    return from_dict(get_task(task).config_cls, env, "env")
+
+
+def visual_randomization(plain: dict[str, Any] | None) -> VisualRandomization | None:
+    """The visual randomisation a dataset recorded (``robot_rl.visual_randomization``), typed.
+
+    Raises:
+        ConfigError: The recorded settings are not a valid :class:`~sim.rendering.VisualRandomization`.
+    """
+    if plain is None:
+        return None
+    try:
+        return from_dict(VisualRandomization, plain, "visual_randomization")
+    except (ConfigError, ValueError) as exc:
+        raise ConfigError(f"the dataset's visual_randomization is invalid: {exc}") from None
+
+
+def write_evaluation(run_dir: Path, result: ChunkEvalResult, title: str, spec: ChunkSpec | None = None) -> None:
+    """``eval.yaml`` (pooled success, 95 % interval, per seed, how chunks were executed) and ``eval.png``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    summary = result.summary()
+    if spec is not None:
+        summary["execution"] = {
+            "action_horizon": spec.action_horizon,
+            "ensemble_decay": spec.ensemble_decay,
+            "inference_steps": spec.sampler.get("inference_steps"),
+        }
+    atomic_write_text(run_dir / "eval.yaml", yaml.safe_dump(summary, sort_keys=False))
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    rates = [float(r.episodes["success"].mean()) for r in result.per_seed]
+    ax.bar([str(s) for s in result.seeds], rates, color="tab:blue", alpha=0.7, label="per seed")
+    lo, hi = result.ci95
+    ax.axhspan(lo, hi, color="tab:orange", alpha=0.25, label=f"pooled 95% CI {lo:.0%}-{hi:.0%}")
+    ax.axhline(result.success_rate, color="tab:orange", label=f"pooled {result.success_rate:.0%}")
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("evaluation seed")
+    ax.set_ylabel("success rate")
+    ax.legend(fontsize=8)
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    save_png(fig, run_dir / "eval.png")
+    plt.close(fig)

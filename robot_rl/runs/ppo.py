@@ -1,0 +1,138 @@
+"""PPO runs (``robot-rl train``): ``runs/<task>/<timestamp>-<seed>/`` and the steps that turn its checkpoint into
+artifacts.
+
+A run folder holds ``config.yaml`` (resolved config), ``checkpoint.pt``, ``metrics.csv``, ``tb/`` (TensorBoard),
+``learning_curve.png``, and after evaluation and export ``eval.yaml``, ``eval.png``, ``policy.onnx`` and
+``contract.yaml``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+
+import sim
+from policies.nets import ActorCritic
+from policies.nets.export import export_onnx
+from policies.runtime.contract import Contract
+from policies.runtime.files import atomic_write_text
+from robot_rl.checkpoint import CheckpointError, load_checkpoint, read_checkpoint
+from robot_rl.config import TrainConfig, config_to_yaml, from_plain
+from robot_rl.evaluate import (
+    EVAL_SEED_OFFSET,
+    EvalResult,
+    deterministic_policy,
+    evaluate_env,
+    make_eval_env,
+    plot_evaluation,
+)
+from robot_rl.runner import build_model
+from sim.typed_config import load_yaml
+from sim.vec_env import VecEnv
+
+
+def new_run_dir(cfg: TrainConfig) -> Path:
+    """Create ``<run_root>/<task>/<YYYYmmdd-HHMMSS>-<seed>/`` and write the resolved ``config.yaml`` into it."""
+    base = Path(cfg.run_root) / cfg.task
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    run_dir = base / f"{stamp}-{cfg.seed}"
+    k = 1
+    while run_dir.exists():
+        k += 1
+        run_dir = base / f"{stamp}-{cfg.seed}-{k}"
+    run_dir.mkdir(parents=True)
+    atomic_write_text(run_dir / "config.yaml", config_to_yaml(cfg))
+    return run_dir
+
+
+@dataclass
+class PPORun:
+    """A trained policy loaded from its run folder, with a one-world env of its task (sizes, contract)."""
+
+    run_dir: Path
+    cfg: TrainConfig
+    model: ActorCritic
+    checkpoint: dict[str, Any]
+    env: VecEnv
+    kind = "ppo"
+
+    @property
+    def task(self) -> str:
+        """The task it was trained on."""
+        return self.cfg.task
+
+    @classmethod
+    def load(cls, run_dir: Path, device: str = "cpu") -> PPORun:
+        """Load a run folder's ``checkpoint.pt``; the configuration is the one saved *in the checkpoint*.
+
+        ``config.yaml`` is the human-readable mirror: editing it changes nothing here, but a mirror that names
+        another task than the checkpoint is refused (the folder was mixed up).
+
+        Raises:
+            CheckpointError: The folder is not a run folder, its checkpoint is unusable or non-finite, or it does
+                not match the folder's ``config.yaml``.
+            ConfigError: The saved config is invalid.
+        """
+        if not run_dir.exists():
+            raise CheckpointError(f"run folder '{run_dir}' does not exist")
+        if not run_dir.is_dir():
+            raise CheckpointError(f"'{run_dir}' is a file, not a run folder")
+        path = run_dir / "checkpoint.pt"
+        if not path.exists():
+            raise CheckpointError(f"'{run_dir}' is not a run folder (no checkpoint.pt)")
+        state = read_checkpoint(path, device)
+        cfg = from_plain(state["config"])
+        mirror = run_dir / "config.yaml"
+        if mirror.is_file():
+            task = load_yaml(str(mirror)).get("task")
+            if task != cfg.task:
+                raise CheckpointError(
+                    f"'{path}' holds a '{cfg.task}' policy, but the folder's config.yaml is for task '{task}'"
+                )
+        cfg.device = device
+        env = sim.make(cfg.task, 1, device, cfg.env)
+        model = build_model(cfg, env).to(device)
+        load_checkpoint(path, model, None, device)
+        model.eval()
+        return cls(run_dir, cfg, model, state, env)
+
+    def contract(self) -> Contract:
+        """The deployment contract of the actor (what export writes into ``policy.onnx``)."""
+        return self.env.contract(self.cfg.policy.actor_obs)
+
+    def export(self, out_dir: Path | None = None) -> Path:
+        """Export the actor to ``policy.onnx`` (+ ``contract.yaml``) in ``out_dir`` (default: the run folder).
+
+        Raises:
+            ContractError: The contract does not fit the model (nothing is written, no folder is made).
+        """
+        return export_onnx(self.model, self.contract(), out_dir or self.run_dir)
+
+    def evaluate(
+        self, episodes: int, settings: tuple[bool, ...] = (True, False), stem: str = "eval"
+    ) -> list[EvalResult]:
+        """Evaluate the policy (in ``cfg.env``) with randomisation on and/or off; writes ``<stem>.yaml`` and
+        ``<stem>.png`` into the run folder."""
+        cfg, device = self.cfg, torch.device(self.cfg.device)
+        policy = deterministic_policy(self.model, cfg.policy.actor_obs)
+        results = []
+        for randomize in settings:
+            env = make_eval_env(cfg.task, cfg.env, episodes, device, randomize)
+            results.append(evaluate_env(env, policy, seed=cfg.seed + EVAL_SEED_OFFSET))
+            env.close()
+        summary = {("randomization_on" if r.randomized else "randomization_off"): r.summary() for r in results}
+        atomic_write_text(self.run_dir / f"{stem}.yaml", yaml.safe_dump(summary, sort_keys=False))
+        rate = f", {1.0 / cfg.env.dt:g} Hz control" if stem != "eval" else ""
+        plot_evaluation(results, self.run_dir / f"{stem}.png", f"{cfg.task}: {episodes} episodes per setting{rate}")
+        return results
+
+    def describe(self) -> str:
+        """One line: what the run is."""
+        c = self.checkpoint
+        steps = int(c.get("env_steps", 0))
+        return f"{self.cfg.task}: PPO, {int(c.get('iteration', 0)):,} iterations, {steps:,} env steps"

@@ -1,0 +1,1 @@
+"""The cart-pole (MuJoCo), the suite's small learning check."""

@@ -1,0 +1,1 @@
+"""Multirotor tasks (the Crazyflie 2.x of :mod:`sim.robots.multirotor`)."""
