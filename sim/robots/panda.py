@@ -34,6 +34,7 @@ Sources (every constant below cites one):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -89,12 +90,15 @@ class Scene:
         cube_size: Edge length of a free cube on the table, m (0: no cube).
         cube_mass: Mass of the cube, kg.
         goal_marker: A mocap-free visual site ``goal`` for the target (no physics).
+        objects: Functions that add a task's own objects to the model's ``mujoco.MjSpec`` (a button, a drawer),
+            called last, so a new task brings its objects in its own module.
     """
 
     table: bool = False
     cube_size: float = 0.0
     cube_mass: float = 0.1
     goal_marker: bool = True
+    objects: tuple[Callable[[mujoco.MjSpec], None], ...] = ()
 
 
 def build_model(
@@ -112,7 +116,7 @@ def build_model(
 
     Args:
         mode: ``torque`` or ``impedance``.
-        scene: Table and cube.
+        scene: Table, cube and the task's own objects.
         stiffness: Impedance stiffness ``[7]``, N m/rad (impedance mode).
         damping: Impedance damping ``[7]``, N m s/rad (impedance mode).
         timestep: Physics timestep, s.
@@ -199,4 +203,6 @@ def build_model(
         )
     if scene.goal_marker:
         world.add_site(name="goal", pos=[0.5, 0.0, 0.3], size=[0.02, 0, 0], group=2, rgba=[0.2, 0.8, 0.2, 0.5])
+    for add in scene.objects:
+        add(spec)
     return spec.compile()

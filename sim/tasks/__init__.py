@@ -11,4 +11,5 @@ BUILTIN: dict[str, str] = {
     "panda-reach": "sim.tasks.panda.reach:SPEC",
     "panda-push": "sim.tasks.panda.push:SPEC",
     "panda-lift": "sim.tasks.panda.lift:SPEC",
+    "panda-press": "sim.tasks.panda.press:SPEC",
 }

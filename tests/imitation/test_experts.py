@@ -48,3 +48,32 @@ def test_unknown_cube_source_is_refused() -> None:
     with pytest.raises(ValueError, match=r"unknown cube source 'camera'.*exact, onboard"):
         LiftExpert(env, cube="camera")
     env.close()
+
+
+def test_press_expert_clicks_the_named_button_and_a_wrong_press_ends_the_episode() -> None:
+    """The button physics works both ways: the scripted expert holds the named button past its click point, and
+    pressing a button that was not named ends the episode as a failure (the goal is moved to another button)."""
+    from sim.tasks.panda.press import BUTTONS, PandaPress
+
+    cfg = load_config("panda-press")
+    env = make_eval_env("panda-press", cfg.env, 12, torch.device("cpu"), True)
+    assert isinstance(env, PandaPress)
+    expert = sim.get_task("panda-press").expert_cls()(env)
+    result = evaluate_env(env, lambda obs: expert.act(), seed=EVAL_SEED_OFFSET)
+    assert result.episodes["success"].sum() >= 11  # 384 of 384 episodes over 128 worlds (PressExpert's docstring)
+    assert result.episodes["final_depth"].min() > 0.0 and result.episodes["wrong_button"].sum() == 0
+
+    env.reset(seed=1)
+    ended = torch.zeros(env.num_envs, dtype=torch.bool)
+    for _ in range(env.max_episode_length - 1):
+        named = env.target.clone()
+        env.target.copy_((named + 1) % len(BUTTONS))  # the expert goes for another button than the one named
+        action = expert.act()
+        env.target.copy_(named)
+        _, _, terminated, _, info = env.step(action)
+        first = terminated & ~ended
+        if bool(first.any()):
+            assert not info.success[first].any() and bool(info.episode_metrics["wrong_button"][first].all())
+        ended |= terminated
+    assert bool(ended.all()), "every world pressed the button it was not asked to, before the time limit"
+    env.close()

@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from sim.robots import panda
-from sim.tasks.panda.base import GRIPPER_DOWN, CubeTask, yaw_rotation
+from sim.tasks.panda.base import GRIPPER_DOWN, CubeTask, PandaTask, yaw_rotation
 from sim.vec_env import VecEnv
 
 CUBE_SOURCES = ("exact", "onboard")
@@ -52,22 +52,22 @@ POSTURE_GAIN = 0.1
 
 
 class ScriptedExpert(abc.ABC):
-    """Base of the cube tasks' experts: Jacobians, the inverse-kinematics step and the phase bookkeeping.
+    """Base of the Panda tasks' experts: Jacobians, the inverse-kinematics step and the phase bookkeeping.
 
     Args:
-        env: The task (a :class:`~sim.tasks.panda.base.CubeTask` with relative joint-impedance targets).
-        cube: Where the cube position comes from: ``"exact"`` (simulator state) or ``"onboard"`` (the student's
-            ``object_position`` observation).
+        env: The task (a :class:`~sim.tasks.panda.base.PandaTask` with relative joint-impedance targets).
+        cube: Where a cube task's cube position comes from: ``"exact"`` (simulator state) or ``"onboard"`` (the
+            student's ``object_position`` observation).
 
     Call :meth:`act` once per control period, :meth:`reset` for worlds that start a new episode.
     """
 
     def __init__(self, env: VecEnv, cube: str = "exact") -> None:
-        if not isinstance(env, CubeTask) or env.cfg.control_mode != "impedance" or env.cfg.targets != "relative":
-            raise ValueError("scripted experts drive cube tasks with relative joint-impedance targets only")
+        if not isinstance(env, PandaTask) or env.cfg.control_mode != "impedance" or env.cfg.targets != "relative":
+            raise ValueError("scripted experts drive Panda tasks with relative joint-impedance targets only")
         if cube not in CUBE_SOURCES:
             raise ValueError(f"unknown cube source '{cube}'; choose one of {', '.join(CUBE_SOURCES)}")
-        self.env = env
+        self.env: PandaTask = env
         self.cube = cube
         self._model = env._model
         self._data = mujoco.MjData(self._model)
@@ -119,10 +119,17 @@ class ScriptedExpert(abc.ABC):
         dq = dq + (null @ posture.unsqueeze(-1)).squeeze(-1)
         return (GAIN * dq / env.cfg.action_scale).clamp(-1.0, 1.0)
 
+    @property
+    def cube_env(self) -> CubeTask:
+        """The task, as a cube task (a ``TypeError`` for a task without a cube)."""
+        if not isinstance(self.env, CubeTask):
+            raise TypeError(f"{self.env.task_name} has no cube")
+        return self.env
+
     def cube_position(self) -> torch.Tensor:
         """Cube centre the expert acts on, m ``[N, 3]``: exact, or the onboard estimate (see ``cube``)."""
         if self.cube == "exact":
-            return self.env.cube_pos
+            return self.cube_env.cube_pos
         return self.env.builder.latest("object_position")
 
     def tcp_error(self, p_des: torch.Tensor) -> torch.Tensor:
@@ -149,7 +156,7 @@ class LiftExpert(ScriptedExpert):
     lift_to = 0.16
 
     def act(self) -> torch.Tensor:
-        env = self.env
+        env = self.cube_env
         cube = self.cube_position()
         r_des = yaw_rotation(cube_yaw(env.cube_quat)) @ GRIPPER_DOWN.to(env.device)
         above = cube + torch.tensor([0.0, 0.0, self.hover], device=env.device)
@@ -193,7 +200,7 @@ class PushExpert(ScriptedExpert):
     """Finger tips within this of the start point (in the table plane) descend onto it, m."""
 
     def act(self) -> torch.Tensor:
-        env = self.env
+        env = self.cube_env
         cube = self.cube_position()
         half = env.cube_half()
         goal: torch.Tensor = env.goal  # type: ignore[attr-defined]  # PandaPush's
