@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import argparse
+import signal
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +24,13 @@ def add_parser(sub: Any) -> None:
     dep.add_argument("--sim", action="store_true", help="also start sim_robot_node (the simulated robot)")
     dep.add_argument("--model", type=Path, help="policy.onnx (overrides policy_node's model_path)")
     dep.add_argument("--duration", type=float, default=10.0, metavar="SEC", help="run time, s (default: 10)")
+    dep.add_argument(
+        "--episodes",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --sim: stop once the simulated robot has finished N episodes (--duration stays the limit)",
+    )
     dep.add_argument("--namespace", default="", help="ROS namespace of the nodes")
     dep.add_argument(
         "--record",
@@ -44,6 +54,9 @@ def add_parser(sub: Any) -> None:
 def run_deploy(args: argparse.Namespace) -> int:
     """``robot-rl deploy``: the launch file's node graph in one process, over real DDS; prints a summary."""
     in_range("--duration", args.duration, 0.1, 86400)
+    in_range("--episodes", args.episodes, 0, 1_000_000)
+    if args.episodes and not args.sim:
+        raise ConfigError("--episodes counts the simulated robot's episodes; add --sim")
     try:
         from robot_rl_ros.graph import DeployError, check_namespace, read_params, run_graph
     except ImportError as exc:
@@ -61,9 +74,17 @@ def run_deploy(args: argparse.Namespace) -> int:
                 raise DeployError(f"--record '{args.record}' is a folder; give a file name such as run.mcap")
             if args.record.exists() or args.record.is_symlink():
                 raise DeployError(f"--record '{args.record}' already exists; recordings are never overwritten")
-        result = run_graph(
-            params, args.sim, args.duration, args.namespace, record=args.record, executor_kind=args.executor
-        )
+        with StopSignals() as stopped:
+            result = run_graph(
+                params,
+                args.sim,
+                args.duration,
+                args.namespace,
+                record=args.record,
+                executor_kind=args.executor,
+                episodes=args.episodes,
+                stop=stopped.requested,
+            )
     except DeployError as exc:
         raise ConfigError(str(exc)) from None
     print(
@@ -74,7 +95,37 @@ def run_deploy(args: argparse.Namespace) -> int:
         print(f"sim_robot_node: {steps} steps, {rejected} rejected commands, {_sim_summary(result.sim)}")
     if args.record is not None:
         print(f"recorded {result.recorded} messages to {args.record}")
+    if stopped.signum:
+        name = "Ctrl-C" if stopped.signum == signal.SIGINT else signal.Signals(stopped.signum).name
+        print(f"robot-rl: stopped by {name}; the nodes were shut down and the recording finished", file=sys.stderr)
+        return 128 + stopped.signum
     return 0 if not result.fault else 1
+
+
+class StopSignals:
+    """Within the block, Ctrl-C and SIGTERM only request a stop (:meth:`requested`), which the node graph's loop
+    checks between callbacks; raising from the handler instead would land inside rclpy's C++ calls."""
+
+    def __init__(self) -> None:
+        self.signum = 0
+        self._previous: dict[int, Any] = {}
+
+    def requested(self) -> bool:
+        """Whether a stop signal arrived."""
+        return self.signum != 0
+
+    def _handle(self, signum: int, frame: object) -> None:
+        self.signum = signum
+
+    def __enter__(self) -> StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
 
 
 def _sim_summary(sim: dict[str, Any]) -> str:

@@ -13,12 +13,13 @@ policy node through configure and activate, and spins every node on one executor
 
 The file is read strictly (:func:`robot_rl_ros.params.read_params`): an unknown node or parameter, or a value of the
 wrong type, is refused before any node starts. A recording (``record``) is finished on every way out: the end of
-the run, Ctrl-C, SIGTERM (``robot-rl deploy`` turns it into an exception) and any error.
+the run, Ctrl-C and SIGTERM (``robot-rl deploy`` turns them into a ``stop`` request) and any error.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ import rclpy
 from lifecycle_msgs.msg import State as StateMsg
 from rclpy.lifecycle import TransitionCallbackReturn
 from rclpy.parameter import Parameter
+from rclpy.signals import SignalHandlerOptions
 from rclpy.validate_namespace import validate_namespace
 from robot_rl_ros.params import TABLES, ParamError
 from robot_rl_ros.params import read_params as read_param_file
@@ -98,10 +100,15 @@ def run_graph(
     activate: bool = True,
     record: Path | None = None,
     executor_kind: str = "single",
+    episodes: int = 0,
+    stop: Callable[[], bool] | None = None,
 ) -> GraphResult:
     """Run the graph for ``duration_s`` seconds (see the module docstring); with ``record``, the policy node's
     inputs, commands and faults go to that MCAP file (``robot_rl_ros.recording``). ``executor_kind``: see
-    :mod:`robot_rl_ros.spin`.
+    :mod:`robot_rl_ros.spin`. With ``sim`` and ``episodes > 0`` the run ends as soon as the simulated robot has
+    finished that many episodes (``duration_s`` stays the limit). ``stop() -> True`` ends the run early, checked
+    between callbacks: a signal handler sets a flag instead of raising into rclpy's C++ (where an exception
+    becomes an unrelated ``RuntimeError``).
 
     Raises:
         DeployError: A parameter, the namespace or the executor is malformed, or the policy node refused to
@@ -114,7 +121,8 @@ def run_graph(
     check_namespace(namespace)
     owns_context = not rclpy.ok()
     if owns_context:
-        rclpy.init()
+        # with a `stop` the caller owns SIGINT / SIGTERM; rclpy's own handlers would invalidate the context first
+        rclpy.init(signal_handler_options=SignalHandlerOptions.NO if stop is not None else None)
     executor = make_executor(executor_kind)
     nodes: list[Any] = []
     policy: PolicyNode | None = None
@@ -139,13 +147,18 @@ def run_graph(
         if activate and policy.trigger_activate() != TransitionCallbackReturn.SUCCESS:
             raise DeployError("policy_node refused to activate")
         end = time.monotonic() + duration_s
+        simulated = nodes[1] if sim else None
         while time.monotonic() < end:
+            if episodes > 0 and simulated is not None and len(simulated.episodes) >= episodes:
+                break
+            if stop is not None and stop():
+                break
             executor.spin_once(timeout_sec=0.005)
             if policy.recorder is not None:
                 policy.recorder.tick()
         result = GraphResult(policy.published, policy.rejected, policy.fault)
-        if sim:
-            result.sim = _sim_figures(nodes[1])
+        if simulated is not None:
+            result.sim = _sim_figures(simulated)
         if policy.tank_state is not None:
             result.sim["tank_j"] = policy.tank_state[0]
         if policy._state_machine.current_state[0] == StateMsg.PRIMARY_STATE_ACTIVE:
