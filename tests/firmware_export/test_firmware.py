@@ -19,6 +19,7 @@ from firmware_export.export import TOLERANCE, export_firmware, read_model
 from firmware_export.graph import C_OPS, UnsupportedModelError, from_model
 from firmware_export.targets import TEMPLATES
 from policies.runtime.contract import Contract, ContractError
+from policies.runtime.files import EXPORT_MARKER
 from policies.runtime.passivity import EnergyTank, TankParams
 from policies.runtime.safety import limit_command
 
@@ -44,7 +45,7 @@ def test_trained_quadrotor_policy_matches_onnxruntime_on_host_and_cortex_m4f(tra
     names = sorted(p.name for p in out.iterdir())
     assert names == sorted(
         ["rr_policy.h", "rr_policy.c", "rr_safety.h", "rr_safety.c", "rr_example_task.c", "rr_policy.mk",
-         "firmware_report.yaml"]
+         "firmware_report.yaml", EXPORT_MARKER]
     )  # fmt: skip
     assert not no_leftovers(tmp_path)
 
