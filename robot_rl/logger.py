@@ -1,10 +1,15 @@
-"""Training log: TensorBoard scalars, a CSV of the same rows, a console progress bar and the PNG learning curve."""
+"""Training log: TensorBoard scalars, a CSV of the same rows, console progress and the PNG learning curve.
+
+On a terminal the progress is a ``tqdm`` bar; when stderr is not a terminal (CI, ``nohup``, a log file) it is one
+plain line every :data:`PLAIN_INTERVAL_S` seconds and at every evaluation, so logs stay readable.
+"""
 
 from __future__ import annotations
 
 import csv
 import io
 import math
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -12,6 +17,14 @@ from typing import Any
 from tqdm import tqdm
 
 from policies.runtime.files import atomic_write_bytes
+
+PLAIN_INTERVAL_S = 10.0
+"""Seconds between progress lines when stderr is not a terminal."""
+
+
+def interactive() -> bool:
+    """Whether progress bars may redraw (stderr is a terminal)."""
+    return sys.stderr.isatty()
 
 
 class TrainingLogger:
@@ -22,7 +35,7 @@ class TrainingLogger:
         total_iterations: Upper bound for the progress bar (``None``: open-ended, e.g. when training stops at the
             success criterion, so no misleading time estimate is shown).
         tensorboard: Also write TensorBoard event files.
-        quiet: No progress bar (tests).
+        quiet: No progress output (tests).
     """
 
     def __init__(
@@ -36,8 +49,12 @@ class TrainingLogger:
             from torch.utils.tensorboard import SummaryWriter
 
             self._writer = SummaryWriter(log_dir=str(run_dir / "tb"))
-        self.bar = tqdm(total=total_iterations, unit="it", dynamic_ncols=True, disable=quiet, leave=True)
+        self.bar = tqdm(
+            total=total_iterations, unit="it", dynamic_ncols=True, disable=quiet or not interactive(), leave=True
+        )
+        self._plain = not quiet and not interactive()
         self.start = time.monotonic()
+        self._last_line = -math.inf
 
     def log(self, row: dict[str, float], step: int) -> None:
         """Record scalars for global env step ``step`` and refresh the progress bar."""
@@ -57,6 +74,11 @@ class TrainingLogger:
         elif "eval/skipped" in row:
             post["eval"] = "skipped (runner.eval_gate)"
         self.bar.set_postfix(post, refresh=False)
+        now = time.monotonic()
+        if self._plain and ("eval" in post or now - self._last_line >= PLAIN_INTERVAL_S):
+            self._last_line = now
+            fields = " | ".join(f"{k} {v}" for k, v in post.items())
+            print(f"iteration {len(self.rows)} | {now - self.start:.1f} s | {fields}", file=sys.stderr, flush=True)
         if len(self.rows) % 20 == 0:  # keep metrics.csv current for anyone watching the run
             self.write_csv()
 

@@ -23,6 +23,7 @@ from tqdm import tqdm
 import sim
 from robot_rl.evaluate import pick
 from robot_rl.imitation.dataset import DatasetError, DatasetWriter, Episode, encode_image
+from robot_rl.logger import interactive
 from robot_rl.runs.ppo import PPORun
 from sim.rendering import CameraRenderer, RenderError, VisualRandomization
 from sim.typed_config import to_dict
@@ -159,7 +160,7 @@ def collect(
     step = np.zeros(num_envs, np.int64)
     rows = np.arange(num_envs)
     kept = attempted = successes = frames = 0
-    bar = tqdm(total=episodes, unit="episode", desc="collect", disable=quiet, dynamic_ncols=True)
+    bar = tqdm(total=episodes, unit="episode", desc="collect", disable=quiet or not interactive(), dynamic_ncols=True)
     try:
         with writer:
             obs = env.reset(seed=seed)

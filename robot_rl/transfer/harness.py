@@ -24,6 +24,7 @@ from tqdm import tqdm
 
 from policies.runtime.contract import Contract
 from policies.runtime.onnx_policy import LAST_ACTION_SIGNAL, OnnxPolicy
+from robot_rl.logger import interactive
 from sim.typed_config import ConfigError
 
 
@@ -128,7 +129,7 @@ def run_episodes(
     start = time.perf_counter()
     label = f"{simulator} {'DR on ' if randomize else 'DR off'}"
     try:
-        for _ in tqdm(range(episodes), desc=label, unit="ep", disable=not progress, leave=False):
+        for _ in tqdm(range(episodes), desc=label, unit="ep", disable=not progress or not interactive(), leave=False):
             signals = sim.reset(rng, randomize)
             policy.reset()
             command = np.asarray([contract.action.offset], dtype=np.float32)
