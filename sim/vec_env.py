@@ -105,6 +105,12 @@ class VecEnv(abc.ABC):
         Optional: training calls it once after the first reset; the default does nothing.
         """
 
+    success_bar: float = 0.95
+    """Success rate the default :meth:`criterion` asks for."""
+    median_figures: tuple[tuple[str, str], ...] = ()
+    """Figures the default :meth:`criterion` reports: ``(figure name with its unit, the episode metric whose median
+    it is)`` pairs, e.g. ``(("final_height_m", "final_height"),)``."""
+
     @classmethod
     def criterion(cls, episodes: dict[str, np.ndarray]) -> tuple[bool, dict[str, float]]:
         """Whether a set of evaluation episodes meets the task's success criterion, with the figures behind it.
@@ -114,10 +120,12 @@ class VecEnv(abc.ABC):
                 ``episode_metrics``.
 
         Returns:
-            ``(met, figures)``; the default criterion is a success rate of at least 95 %.
+            ``(met, figures)``; the default criterion is a success rate of at least :attr:`success_bar`, with the
+            medians of the :attr:`median_figures` beside it.
         """
         rate = float(np.mean(episodes["success"]))
-        return rate >= 0.95, {"success_rate": rate}
+        medians = {name: float(np.median(episodes[key])) for name, key in cls.median_figures}
+        return rate >= cls.success_bar, {"success_rate": rate, **medians}
 
     def contract(self, actor_groups: list[str]) -> Contract:
         """Deployment contract of a policy that reads ``actor_groups`` (observation terms in order, action mapping).

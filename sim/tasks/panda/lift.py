@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
 import torch
 
 from policies.runtime.contract import ObservationTerm
@@ -59,6 +58,8 @@ class PandaLift(CubeTask):
     """Grasp and lift the cube (see the module docstring)."""
 
     task_name = "panda-lift"
+    success_bar = 0.7
+    median_figures = (("final_height_m", "final_height"),)
     uses_gripper = True
     tank_max_j = 40.0
     """Success of lift students through the tank (100 randomised episodes, ``bench/passivity.py``): a camera
@@ -125,14 +126,8 @@ class PandaLift(CubeTask):
         return {
             **self.cube_facts(),
             "gripper": "last command: finger opening per finger, m (0 closed .. 0.04 open); Franka Hand, 70 N",
-            "success": {"lift_height_m": c.lift_height, "rate": 0.7},
+            "success": {"lift_height_m": c.lift_height, "rate": self.success_bar},
         }
-
-    @classmethod
-    def criterion(cls, episodes: dict[str, np.ndarray]) -> tuple[bool, dict[str, float]]:
-        """Success in >= 70 % of episodes; figures: success rate, median final height."""
-        rate = float(episodes["success"].mean())
-        return rate >= 0.7, {"success_rate": rate, "final_height_m": float(np.median(episodes["final_height"]))}
 
 
 SPEC = TaskSpec(

@@ -126,6 +126,8 @@ class PandaPress(PandaTask):
     """Press the named button and hold it (see the module docstring)."""
 
     task_name = "panda-press"
+    success_bar = 0.9
+    median_figures = (("final_depth_m", "final_depth"),)
     finger_opening = 0.0
     goal_state = ("target", "_clicked_wrong")
 
@@ -228,18 +230,14 @@ class PandaPress(PandaTask):
                 "init_joint_range_rad": c.init_joint_range,
                 "episode_length_s": c.episode_length_s,
             },
-            "success": {"click_depth_m": c.click_depth, "rate": 0.9},
+            "success": {"click_depth_m": c.click_depth, "rate": self.success_bar},
         }
 
     @classmethod
     def criterion(cls, episodes: dict[str, np.ndarray]) -> tuple[bool, dict[str, float]]:
-        """Success in >= 90 % of episodes; figures: success rate, median final travel, wrong presses."""
-        rate = float(episodes["success"].mean())
-        return rate >= 0.9, {
-            "success_rate": rate,
-            "final_depth_m": float(np.median(episodes["final_depth"])),
-            "wrong_button_rate": float(episodes["wrong_button"].mean()),
-        }
+        """Success in >= 90 % of episodes; figures: success rate, median final travel, share of wrong presses."""
+        met, figures = super().criterion(episodes)
+        return met, {**figures, "wrong_button_rate": float(episodes["wrong_button"].mean())}
 
 
 class PressExpert(ScriptedExpert):

@@ -68,6 +68,8 @@ class PandaPush(CubeTask):
     """Push the cube to the goal (see the module docstring)."""
 
     task_name = "panda-push"
+    success_bar = 0.8
+    median_figures = (("final_goal_distance_m", "final_goal_distance"),)
     finger_opening = 0.0
     tank_max_j = 80.0
     """Pushing does work against the cube's friction all the way. A state MLP student through the tank (100
@@ -149,16 +151,7 @@ class PandaPush(CubeTask):
             **self.cube_facts(goal_distance_m=list(c.goal_distance)),
             "gripper": "held closed (0 m)",
             "goal": "goal_position: target of the cube's centre on the table (x, y), base frame, m",
-            "success": {"goal_distance_m": c.success_distance, "rate": 0.8},
-        }
-
-    @classmethod
-    def criterion(cls, episodes: dict[str, np.ndarray]) -> tuple[bool, dict[str, float]]:
-        """Success in >= 80 % of episodes; figures: success rate, median final distance to the goal."""
-        rate = float(episodes["success"].mean())
-        return rate >= 0.8, {
-            "success_rate": rate,
-            "final_goal_distance_m": float(np.median(episodes["final_goal_distance"])),
+            "success": {"goal_distance_m": c.success_distance, "rate": self.success_bar},
         }
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-import numpy as np
 import torch
 
 from policies.runtime.contract import ObservationTerm
@@ -88,6 +87,11 @@ class PandaReach(PandaTask):
     """TCP to a random target pose (see the module docstring)."""
 
     task_name = "panda-reach"
+    success_bar = 0.9
+    median_figures = (
+        ("final_position_error_m", "final_position_error"),
+        ("final_orientation_error_rad", "final_orientation_error"),
+    )
     goal_state = ("target_pos", "target_rot")
 
     def __init__(self, cfg: PandaReachConfig, num_envs: int, device: torch.device, seed: int = 0) -> None:
@@ -177,18 +181,8 @@ class PandaReach(PandaTask):
             "success": {
                 "position_error_m": c.success_position_error,
                 "orientation_error_rad": c.success_orientation_error,
-                "rate": 0.9,
+                "rate": self.success_bar,
             },
-        }
-
-    @classmethod
-    def criterion(cls, episodes: dict[str, np.ndarray]) -> tuple[bool, dict[str, float]]:
-        """Success in >= 90 % of episodes; figures: success rate and median final errors."""
-        rate = float(episodes["success"].mean())
-        return rate >= 0.9, {
-            "success_rate": rate,
-            "final_position_error_m": float(np.median(episodes["final_position_error"])),
-            "final_orientation_error_rad": float(np.median(episodes["final_orientation_error"])),
         }
 
 
