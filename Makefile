@@ -1,5 +1,5 @@
 # robot-rl: two commands do everything (set-up included).
-#   make demo   create .venv, install, train quadrotor-hover to its success criterion, evaluate, export ONNX
+#   make demo   create .venv, install, train quadrotor-hover to its quality bar (<= 5 min), evaluate, export ONNX
 #   make test   create .venv, install test tools (and the ARM toolchain + QEMU from apt), then ruff + mypy + pytest
 # Re-running is fast: the install step is skipped while pyproject.toml is unchanged.
 

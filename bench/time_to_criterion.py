@@ -47,6 +47,7 @@ from robot_rl.bench import format_table
 from robot_rl.config import load_config
 from robot_rl.runner import OnPolicyRunner
 from robot_rl.runs import new_run_dir
+from robot_rl.runs.ppo import PPORun
 
 FIGURES = ("crash_free_rate", "tail_position_error_m", "success_rate", "return_mean")
 
@@ -56,11 +57,13 @@ def run_robot_rl(task: str, seed: int, max_time: float, overrides: list[str], ro
     cfg = load_config(task, None, [*overrides, f"seed={seed}", f"runner.max_time_s={max_time}", f"run_root={root}"])
     runner = OnPolicyRunner(cfg, new_run_dir(cfg), quiet=True)
     result = runner.train()
-    final = runner.evaluate(randomize=True)
+    runner.model.load_state_dict(PPORun.load(runner.run_dir).model.state_dict())  # the kept policy (best.pt)
+    final = runner.evaluate(randomize=True)  # on held-out seeds, never used to choose it
     return {
         "seed": seed,
         "met": result.criterion_met,
         "time_to_criterion_s": result.time_to_criterion_s,
+        "time_to_quality_s": result.time_to_quality_s,
         "wall_s": result.wall_time_s,
         "env_steps": result.env_steps,
         "steps/s": result.env_steps / max(result.wall_time_s, 1e-9),

@@ -64,7 +64,9 @@ class RunnerConfig:
             in the last ``eval_interval`` iterations succeeded (0: evaluate on schedule). Training episodes act with
             exploration noise, so they succeed less often than the deterministic evaluation; a low gate skips only
             the evaluations that cannot pass. A window in which no episode finished is evaluated.
-        stop_on_success: Stop as soon as an evaluation meets the criterion.
+        stop_on_success: Stop as soon as an evaluation meets the criterion (with ``stop_on_quality``: the task's
+            stricter quality bar, ``VecEnv.quality``).
+        stop_on_quality: What ``stop_on_success`` waits for: the quality bar instead of the success criterion.
         save_interval: Write a checkpoint every this many iterations.
         log_interval: Refresh the progress bar and logs every this many iterations.
         spread_episode_starts: Start worlds at random points of their first episode.
@@ -76,6 +78,7 @@ class RunnerConfig:
     eval_episodes: int = 256
     eval_gate: float = 0.0
     stop_on_success: bool = True
+    stop_on_quality: bool = False
     save_interval: int = 50
     log_interval: int = 1
     spread_episode_starts: bool = True

@@ -23,7 +23,12 @@ PolicyFn = Callable[[Obs], torch.Tensor]
 """Maps observation groups to normalised actions ``[N, A]``."""
 
 EVAL_SEED_OFFSET = 1_000_003
-"""Evaluations run with ``seed + EVAL_SEED_OFFSET``: other starts than training, the same for every trainer."""
+"""Held-out evaluations (the end of a run, ``robot-rl eval``) run with ``seed + EVAL_SEED_OFFSET``: other starts
+than training, the same for every trainer, and never used to choose anything."""
+
+SELECTION_SEED_OFFSET = 2_000_029
+"""The evaluations *during* training (stopping, the best checkpoint) run with ``seed + SELECTION_SEED_OFFSET``: a
+checkpoint chosen on the held-out episodes would be scored on the episodes it was chosen for."""
 
 
 def pick(obs: Obs, groups: list[str]) -> torch.Tensor:
@@ -49,6 +54,8 @@ class EvalResult:
         dt: Control period of the curves, s.
         start_params: Each world's randomised parameters as its episode started, ``{name: [E, k]}`` (tasks with a
             randomiser; empty otherwise).
+        quality_met: Whether the task's deployment quality bar is met (``VecEnv.quality``).
+        score: The task's ranking score of these episodes (higher is better).
     """
 
     episodes: dict[str, np.ndarray]
@@ -58,6 +65,8 @@ class EvalResult:
     randomized: bool = True
     dt: float = 0.0
     start_params: dict[str, np.ndarray] = field(default_factory=dict)
+    quality_met: bool = False
+    score: float = float("nan")
 
     def summary(self) -> dict[str, Any]:
         """Plain-data summary (for YAML/JSON and printing)."""
@@ -65,6 +74,7 @@ class EvalResult:
             "randomization": self.randomized,
             "episodes": len(self.episodes["return"]),
             "criterion_met": self.met,
+            "quality_met": self.quality_met,
             "return_mean": float(self.episodes["return"].mean()),
             "return_std": float(self.episodes["return"].std()),
             "success_rate": float(self.episodes["success"].mean()),
@@ -113,10 +123,10 @@ def evaluate_env(env: VecEnv, policy: PolicyFn, seed: int) -> EvalResult:
             break
     data = {k: v.cpu().numpy() for k, v in episodes.items()}
     met, figures = type(env).criterion(data)
+    quality_met, score = type(env).quality(data)
     curves_np = {k: np.asarray(v) for k, v in curves.items()}
-    return EvalResult(
-        data, met, figures, curves_np, randomized=env.randomization_enabled, dt=env.dt, start_params=start
-    )
+    randomized = env.randomization_enabled
+    return EvalResult(data, met, figures, curves_np, randomized, env.dt, start, quality_met and met, score)
 
 
 def make_eval_env(

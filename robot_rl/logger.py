@@ -71,6 +71,8 @@ class TrainingLogger:
             post["success"] = f"{row['episode/success']:.0%}"
         if "eval/criterion_met" in row:
             post["eval"] = "met" if row["eval/criterion_met"] else "not met"
+            if row.get("eval/quality_met"):
+                post["eval"] += ", quality met"
         elif "eval/skipped" in row:
             post["eval"] = "skipped (runner.eval_gate)"
         self.bar.set_postfix(post, refresh=False)
@@ -116,7 +118,7 @@ class TrainingLogger:
             return [p[0] for p in pts], [p[1] for p in pts]
 
         standard = {"eval/return_mean", "eval/return_std", "eval/success_rate", "eval/episodes", "eval/randomization"}
-        not_figures = {"eval/criterion_met", "eval/skipped"}  # a flag, and the runner.eval_gate's skip marker
+        not_figures = {"eval/criterion_met", "eval/quality_met", "eval/skipped"}  # flags; the eval_gate's skip marker
         figures = sorted({k for r in self.rows for k in r if k.startswith("eval/")} - standard - not_figures)
         rates = [k for k in figures if k.endswith("_rate")]
         others = [k for k in figures if not k.endswith("_rate")]

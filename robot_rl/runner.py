@@ -1,8 +1,10 @@
 """On-policy runner: the environment loop around :class:`~robot_rl.algorithms.ppo.PPO`.
 
 One ``device`` is passed from here down to the env, the networks and the buffers. Rollouts run under
-``torch.inference_mode()``; a periodic evaluation checks the task's success criterion and can stop training early.
-Ctrl-C ends training cleanly: the last checkpoint is written (atomically) before the runner returns.
+``torch.inference_mode()``; a periodic evaluation (on its own *selection* seeds) checks the task's success
+criterion and quality bar, can stop training early, and keeps the best policy it saw in ``best.pt`` beside the last
+state in ``checkpoint.pt`` (what a resume continues from). Ctrl-C ends training cleanly: the last checkpoint is
+written (atomically) before the runner returns.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from robot_rl.config import TrainConfig, check_compile
 from robot_rl.distributed import SingleProcess
 from robot_rl.evaluate import (
     EVAL_SEED_OFFSET,
+    SELECTION_SEED_OFFSET,
     EvalResult,
     PolicyFn,
     deterministic_policy,
@@ -35,6 +38,9 @@ from robot_rl.logger import NullLogger, TrainingLogger
 from sim.tasks.base import BatchedTask
 from sim.typed_config import ConfigError, to_dict
 from sim.vec_env import Obs, VecEnv
+
+BEST = "best.pt"
+"""The run folder's best policy by the selection evaluations (a checkpoint without world states)."""
 
 
 def build_model(cfg: TrainConfig, env: VecEnv) -> ActorCritic:
@@ -70,6 +76,10 @@ class TrainResult:
     criterion_met: bool
     time_to_criterion_s: float | None
     last_eval: EvalResult | None
+    time_to_quality_s: float | None = None
+    best: dict[str, Any] | None = None
+    """The best selection evaluation (``iteration``, ``env_steps``, ``score``, ``quality_met``), if one met the
+    criterion: the policy in ``best.pt``."""
 
 
 class OnPolicyRunner:
@@ -130,6 +140,11 @@ class OnPolicyRunner:
             self._resume(resume)
         self._eval_env: VecEnv | None = None
         self._boundary = self._capture()
+        self.best: dict[str, Any] | None = None  # see TrainResult.best
+        if resume is not None and (resume.parent / BEST).is_file():
+            selection = read_checkpoint(resume.parent / BEST, self.device).get("selection")
+            if isinstance(selection, dict) and isinstance(selection.get("score"), float):
+                self.best = selection  # a later evaluation must beat it to replace best.pt
 
     def _resume(self, path: Path) -> None:
         cfg = self.cfg
@@ -181,7 +196,7 @@ class OnPolicyRunner:
         self._boundary = self._capture()
         session = time.monotonic()  # the time budget counts this call: a resumed run gets max_time_s more
         start = session - self.elapsed_s
-        met, t_met, last_eval = False, None, None
+        met, t_met, t_quality, last_eval = False, None, None, None
         ep_stats: dict[str, list[torch.Tensor]] = {}
         window: list[torch.Tensor] = []  # success flags of the training episodes since the last scheduled evaluation
         stop, finished = StopRequest(), False
@@ -207,10 +222,14 @@ class OnPolicyRunner:
                     ep_stats.clear()
                     if main and rc.eval_interval and self.iteration % rc.eval_interval == 0:
                         if self._gate_open(window):
-                            last_eval = self.evaluate(randomize=True)
+                            last_eval = self.evaluate(randomize=True, seed_offset=SELECTION_SEED_OFFSET)
                             row.update({f"eval/{k}": float(v) for k, v in last_eval.summary().items()})
                             if last_eval.met and not met:
                                 met, t_met = True, time.monotonic() - start
+                                self.ppo.refine()
+                            if last_eval.quality_met and t_quality is None:
+                                t_quality = time.monotonic() - start
+                            self._keep_if_best(last_eval, time.monotonic() - start)
                         else:
                             row["eval/skipped"] = 1.0
                         window = []
@@ -218,7 +237,8 @@ class OnPolicyRunner:
                     logger.log(row, self.env_steps)
                     if self.iteration % rc.save_interval == 0:
                         self.save(time.monotonic() - start)
-                    done = (met and rc.stop_on_success) or (
+                    reached = t_quality is not None if rc.stop_on_quality else met
+                    done = (reached and rc.stop_on_success) or (
                         rc.max_time_s is not None and time.monotonic() - session >= rc.max_time_s
                     )
                     # Every rank stops at the same boundary: Ctrl-C on any rank, or the budget / criterion on rank 0.
@@ -236,8 +256,34 @@ class OnPolicyRunner:
                     self.save(wall)
                 logger.close()
                 self.env.close()
-        result = TrainResult(self.run_dir, self.iteration, self.env_steps, wall, stop.requested, met, t_met, last_eval)
-        return result
+        return TrainResult(
+            self.run_dir,
+            self.iteration,
+            self.env_steps,
+            wall,
+            stop.requested,
+            met,
+            t_met,
+            last_eval,
+            t_quality,
+            self.best,
+        )
+
+    def _keep_if_best(self, result: EvalResult, elapsed_s: float) -> None:
+        """Write ``best.pt`` from this iteration's boundary if ``result`` meets the criterion and beats the best."""
+        if not result.met or (self.best is not None and result.score <= self.best["score"]):
+            return
+        b = self._boundary
+        self.best = {
+            "iteration": b["iteration"],
+            "env_steps": b["env_steps"],
+            "score": result.score,
+            "quality_met": result.quality_met,
+        }
+        state = {k: v for k, v in b.items() if k != "training"}
+        save_checkpoint(
+            self.run_dir / BEST, {**state, "config": to_dict(self.cfg), "elapsed_s": elapsed_s, "selection": self.best}
+        )
 
     def _gate_open(self, window: list[torch.Tensor]) -> bool:
         """Whether a scheduled evaluation runs: ``runner.eval_gate`` against the window's training success rate."""
@@ -319,8 +365,11 @@ class OnPolicyRunner:
         """Deterministic policy on observation groups (the Gaussian mean)."""
         return deterministic_policy(self.model, self.cfg.policy.actor_obs)
 
-    def evaluate(self, randomize: bool = True, episodes: int | None = None) -> EvalResult:
-        """Run the task's evaluation with the current policy (``runner.eval_episodes`` episodes by default)."""
+    def evaluate(
+        self, randomize: bool = True, episodes: int | None = None, seed_offset: int = EVAL_SEED_OFFSET
+    ) -> EvalResult:
+        """Run the task's evaluation with the current policy (``runner.eval_episodes`` episodes by default) on the
+        held-out seeds (or those of ``seed_offset``)."""
         n = episodes or self.cfg.runner.eval_episodes
         if randomize and episodes is None:
             if self._eval_env is None:
@@ -328,7 +377,7 @@ class OnPolicyRunner:
             env = self._eval_env
         else:
             env = make_eval_env(self.cfg.task, self.cfg.env, n, self.device, randomize)
-        return evaluate_env(env, self.policy_fn(), seed=self.cfg.seed + EVAL_SEED_OFFSET)
+        return evaluate_env(env, self.policy_fn(), seed=self.cfg.seed + seed_offset)
 
     def save(self, elapsed_s: float) -> Path:
         """Write ``checkpoint.pt`` from the last iteration boundary, atomically (rank 0 only); returns its path."""

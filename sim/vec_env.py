@@ -127,6 +127,23 @@ class VecEnv(abc.ABC):
         medians = {name: float(np.median(episodes[key])) for name, key in cls.median_figures}
         return rate >= cls.success_bar, {"success_rate": rate, **medians}
 
+    @classmethod
+    def quality(cls, episodes: dict[str, np.ndarray]) -> tuple[bool, float]:
+        """Whether evaluation episodes meet the task's *deployment quality* bar, and a score to rank checkpoints by.
+
+        The success criterion says a policy learned the task; the quality bar says it is fit to deploy (a task may
+        make it stricter: the quadrotor's asks for tighter tails and fewer crashes). Training can stop on it
+        (``runner.stop_on_quality``) and keeps the checkpoint with the best score (``best.pt``).
+
+        Args:
+            episodes: As :meth:`criterion`.
+
+        Returns:
+            ``(met, score)``; higher scores are better. The default: the success criterion, scored by success rate.
+        """
+        met, _ = cls.criterion(episodes)
+        return met, float(np.mean(episodes["success"]))
+
     def contract(self, actor_groups: list[str]) -> Contract:
         """Deployment contract of a policy that reads ``actor_groups`` (observation terms in order, action mapping).
 

@@ -40,6 +40,9 @@ class PPOConfig:
         learning_rate: Initial Adam learning rate.
         schedule: ``adaptive`` (learning rate follows the KL divergence) or ``fixed``.
         desired_kl: Target KL divergence per update for the adaptive schedule.
+        refine_kl: The KL target from the first evaluation that meets the task's success criterion on (``null``:
+            ``desired_kl`` throughout). A large target learns fast to the criterion, a small one then keeps improving
+            the policy where the large one lets it drift (quadrotor: docs/benchmarks.md, "the KL target").
         max_learning_rate: Ceiling of the adaptive learning rate (rsl_rl's is 1e-2).
         max_grad_norm: Gradient norm clip.
         min_std: Floor of the policy standard deviation.
@@ -60,6 +63,7 @@ class PPOConfig:
     learning_rate: float = 1e-3
     schedule: Literal["adaptive", "fixed"] = "adaptive"
     desired_kl: float = 0.01
+    refine_kl: float | None = None
     max_learning_rate: float = 1e-2
     max_grad_norm: float = 1.0
     min_std: float = 0.01
@@ -78,6 +82,8 @@ class PPOConfig:
                 raise ValueError(f"ppo.{name} must be finite and >= 0, got {getattr(self, name)}")
         if self.value_clip is not None:
             positive("ppo.value_clip", self.value_clip)
+        if self.refine_kl is not None:
+            positive("ppo.refine_kl", self.refine_kl)
         if self.max_std is not None:
             positive("ppo.max_std", self.max_std)
             if self.max_std < self.min_std:
@@ -133,6 +139,7 @@ class PPO:
         self.cfg = cfg
         self.dist = dist or SingleProcess()
         self.learning_rate = cfg.learning_rate
+        self.desired_kl = cfg.desired_kl  # the adaptive schedule's target now (see refine)
         # One fused kernel per step instead of a dozen small ops per parameter tensor: 3.6x cheaper on 2 CPU threads
         # with the command's OpenMP spin (docs/benchmarks.md, "a fused Adam step").
         fused = device.type in ("cpu", "cuda") or None  # None: torch's own choice elsewhere
@@ -283,6 +290,11 @@ class PPO:
         loss = surr + cfg.value_loss_coef * v_loss - cfg.entropy_coef * entropy
         return loss, torch.stack((surr.detach(), v_loss.detach(), entropy.detach(), kl)), ratio_dev
 
+    def refine(self) -> None:
+        """Switch the adaptive schedule to ``refine_kl`` (if set): the policy met its criterion."""
+        if self.cfg.refine_kl is not None:
+            self.desired_kl = self.cfg.refine_kl
+
     def set_learning_rate(self, learning_rate: float) -> None:
         """Set the current learning rate (the optimiser's too)."""
         self.learning_rate = learning_rate
@@ -291,9 +303,9 @@ class PPO:
 
     def _adapt_learning_rate(self, kl: float) -> None:
         """rsl_rl's rule: shrink the step when the policy moved too far, grow it when it barely moved."""
-        if kl > 2.0 * self.cfg.desired_kl:
+        if kl > 2.0 * self.desired_kl:
             self.set_learning_rate(max(1e-5, self.learning_rate / 1.5))
-        elif 0.0 < kl < 0.5 * self.cfg.desired_kl:
+        elif 0.0 < kl < 0.5 * self.desired_kl:
             self.set_learning_rate(min(self.cfg.max_learning_rate, self.learning_rate * 1.5))
 
 

@@ -163,16 +163,25 @@ def finish_run(run_dir: Path, result: TrainResult, export: bool) -> int:
     )
     if result.time_to_criterion_s is not None:
         print(f"success criterion first met after {result.time_to_criterion_s:.1f} s of training")
+    if result.time_to_quality_s is not None:
+        print(f"quality bar first met after {result.time_to_quality_s:.1f} s of training")
+    if result.best is not None:
+        b = result.best
+        print(
+            f"kept the policy of iteration {b['iteration']} (best of the selection evaluations, score "
+            f"{b['score']:.4g}{', quality bar met' if b['quality_met'] else ''}); held-out evaluation:"
+        )
     for r in evals:
         s = r.summary()
         figures = ", ".join(f"{k} {v:.3g}" for k, v in r.figures.items() if k != "success_rate")
         figures = f"; {figures}" if figures else ""
         print(
-            f"  eval, randomisation {'on ' if r.randomized else 'off'}: criterion {'MET' if r.met else 'not met'}; "
+            f"  eval, randomisation {'on ' if r.randomized else 'off'}: criterion {'MET' if r.met else 'not met'}, "
+            f"quality {'MET' if r.quality_met else 'not met'}; "
             f"return {s['return_mean']:.2f}; success {s['success_rate']:.0%}{figures}"
         )
     print("artifacts:")
-    names = ["checkpoint.pt", "config.yaml", "metrics.csv", "learning_curve.png", "eval.yaml", "eval.png"]
+    names = ["checkpoint.pt", "best.pt", "config.yaml", "metrics.csv", "learning_curve.png", "eval.yaml", "eval.png"]
     if onnx_path is not None:
         names += [onnx_path.name, "contract.yaml"]
     for name in names:

@@ -1,9 +1,10 @@
 """PPO runs (``robot-rl train``): ``runs/<task>/<timestamp>-<seed>/`` and the steps that turn its checkpoint into
 artifacts.
 
-A run folder holds ``config.yaml`` (resolved config), ``checkpoint.pt``, ``metrics.csv``, ``tb/`` (TensorBoard),
-``learning_curve.png``, and after evaluation and export ``eval.yaml``, ``eval.png``, ``policy.onnx`` and
-``contract.yaml``.
+A run folder holds ``config.yaml`` (resolved config), ``checkpoint.pt`` (the last state: what ``--resume``
+continues), ``best.pt`` (the policy of the best evaluation during training that met the criterion: what evaluation
+and export use), ``metrics.csv``, ``tb/`` (TensorBoard), ``learning_curve.png``, and after evaluation and export
+``eval.yaml``, ``eval.png``, ``policy.onnx`` and ``contract.yaml``.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from robot_rl.evaluate import (
     make_eval_env,
     plot_evaluation,
 )
-from robot_rl.runner import build_model
+from robot_rl.runner import BEST, build_model
 from sim.typed_config import load_yaml
 from sim.vec_env import VecEnv
 
@@ -68,7 +69,8 @@ class PPORun:
 
     @classmethod
     def load(cls, run_dir: Path, device: str = "cpu") -> PPORun:
-        """Load a run folder's ``checkpoint.pt``; the configuration is the one saved *in the checkpoint*.
+        """Load a run folder's policy: ``best.pt`` if training kept one, else ``checkpoint.pt``; the configuration is
+        the one saved *in the checkpoint*.
 
         ``config.yaml`` is the human-readable mirror: editing it changes nothing here, but a mirror that names
         another task than the checkpoint is refused (the folder was mixed up).
@@ -85,6 +87,8 @@ class PPORun:
         path = run_dir / "checkpoint.pt"
         if not path.exists():
             raise CheckpointError(f"'{run_dir}' is not a run folder (no checkpoint.pt)")
+        if (run_dir / BEST).exists():
+            path = run_dir / BEST
         state = read_checkpoint(path, device)
         cfg = from_plain(state["config"])
         mirror = run_dir / "config.yaml"
@@ -135,4 +139,5 @@ class PPORun:
         """One line: what the run is."""
         c = self.checkpoint
         steps = int(c.get("env_steps", 0))
-        return f"{self.cfg.task}: PPO, {int(c.get('iteration', 0)):,} iterations, {steps:,} env steps"
+        best = " (the best of its evaluations during training)" if "selection" in c else ""
+        return f"{self.cfg.task}: PPO, {int(c.get('iteration', 0)):,} iterations, {steps:,} env steps{best}"

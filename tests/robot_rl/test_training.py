@@ -15,8 +15,9 @@ import sim
 from robot_rl.algorithms.ppo import PPO
 from robot_rl.checkpoint import CheckpointError, load_checkpoint, read_checkpoint
 from robot_rl.config import TrainConfig
-from robot_rl.evaluate import pick
+from robot_rl.evaluate import EVAL_SEED_OFFSET, SELECTION_SEED_OFFSET, EvalResult, pick
 from robot_rl.runner import OnPolicyRunner, TrainResult, build_model
+from robot_rl.runs.ppo import PPORun
 
 MakeCfg = Callable[..., TrainConfig]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -113,6 +114,45 @@ def test_eval_gate_skips_evaluations_while_training_episodes_fail(make_cfg: Make
     assert [bool(r.get("eval/success_rate")) for r in rows] == [False, True, False, True]
     assert not any(r.get("eval/skipped") for r in rows)
     assert open_result.last_eval is not None
+
+
+def test_the_kept_policy_is_the_best_on_selection_seeds_not_the_last(
+    make_cfg: MakeCfg, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Four evaluations scored 0.2, 0.9, 0.5, 0.1 (all "meeting the criterion"): best.pt holds iteration 2's policy,
+    # checkpoint.pt iteration 4's; every evaluation during training ran on the selection seeds, and the KL target
+    # switched to ppo.refine_kl at the first one that met the criterion.
+    cfg = make_cfg(
+        "runner.max_iterations=4", "runner.eval_interval=1", "runner.stop_on_success=false", "ppo.refine_kl=0.002"
+    )
+    runner = OnPolicyRunner(cfg, tmp_path, quiet=True)
+    scores, offsets, weights = iter([0.2, 0.9, 0.5, 0.1]), [], {}
+    real = runner.evaluate
+
+    def scripted(
+        randomize: bool = True, episodes: int | None = None, seed_offset: int = EVAL_SEED_OFFSET
+    ) -> EvalResult:
+        assert runner.ppo.desired_kl == (cfg.ppo.desired_kl if not offsets else 0.002)
+        offsets.append(seed_offset)
+        result = real(randomize, episodes, seed_offset)
+        result.met, result.score = True, next(scores)
+        weights[runner.iteration] = {k: v.clone() for k, v in runner.model.state_dict().items()}
+        return result
+
+    monkeypatch.setattr(runner, "evaluate", scripted)
+    result = runner.train()
+    assert offsets == [SELECTION_SEED_OFFSET] * 4 and SELECTION_SEED_OFFSET != EVAL_SEED_OFFSET
+    assert result.best is not None and result.best["iteration"] == 2 and result.best["score"] == 0.9
+    assert read_checkpoint(tmp_path / "checkpoint.pt")["iteration"] == 4
+    kept = PPORun.load(tmp_path)  # what eval and export use
+    assert kept.checkpoint["iteration"] == 2 and "best of its evaluations" in kept.describe()
+    assert_same_state(kept.model.state_dict(), weights[2])
+
+    # A resumed run keeps the best unless a later evaluation beats it.
+    resumed = OnPolicyRunner(
+        make_cfg("runner.max_iterations=5"), tmp_path, resume=tmp_path / "checkpoint.pt", quiet=True
+    )
+    assert resumed.best is not None and resumed.best["score"] == 0.9
 
 
 # ---------------------------------------------------------------------------------------- checkpoint/resume

@@ -46,21 +46,31 @@ def params(model: Path, **policy: Any) -> dict[str, dict[str, Any]]:
 E2E = pytest.mark.xdist_group("ros2-closed-loop")
 
 
+def fly_one_episode(config: dict[str, dict[str, Any]], ros: str, executor: str) -> tuple[Any, float]:
+    """One 5 s episode of the simulated Crazyflie flown by the policy node over DDS: (result, control period, s).
+
+    The run ends when the simulated robot has stepped 5 s of simulated time, not after 5 s of wall time: on a loaded
+    2-core machine the robot's timer slips, and what is checked is that the node keeps pace with the robot it has."""
+    config["sim_robot_node"]["episode_length_s"] = 5.0
+    result = run_graph(config, sim=True, duration_s=120.0, namespace=ros, executor_kind=executor, episodes=1)
+    period = float(result.sim["control_period_s"])
+    assert result.fault == "" and result.rejected == 0 and result.sim["rejected"] == 0
+    assert result.sim["crashes"] == 0, result.sim["stale_ticks"]  # steps with no new command, if it crashed
+    assert result.sim["steps"] == round(5.0 / period), result.sim  # the whole episode ran ...
+    assert result.commands >= 0.9 * result.sim["steps"], result.sim  # ... with a command for (nearly) every step
+    errors = np.array(result.sim["position_errors_m"])[:-1]  # the last odometry is the next episode's start
+    assert errors[0] > 0.1  # it started away from the target (a random start of the task) ...
+    assert errors[-round(2.0 / period) :].mean() < 0.05  # ... and holds the hover criterion over the last 2 s
+    return result, period
+
+
 @E2E
 @pytest.mark.parametrize("executor", ["single", "events"])
 def test_the_trained_hover_policy_flies_the_simulated_crazyflie_over_dds(
     trained_hover: Any, ros: str, executor: str
 ) -> None:
     # A generous watchdog: on a loaded CI machine the other test worker may stall this process for a moment.
-    config = params(trained_hover.onnx, watchdog_s=0.5)
-    result = run_graph(config, sim=True, duration_s=5.0, namespace=ros, executor_kind=executor)
-    period = result.sim["control_period_s"]
-    assert result.fault == "" and result.rejected == 0 and result.sim["rejected"] == 0
-    assert result.sim["crashes"] == 0, result.sim["stale_ticks"]  # steps with no new command, if it crashed
-    assert result.commands >= 0.6 * 5.0 / period  # the control loop kept (most of) its 50 Hz rate
-    errors = np.array(result.sim["position_errors_m"])
-    assert errors[0] > 0.1  # it started away from the target (a random start of the task) ...
-    assert errors[-round(2.0 / period) :].mean() < 0.05  # ... and holds the hover criterion over the last 2 s
+    fly_one_episode(params(trained_hover.onnx, watchdog_s=0.5), ros, executor)
 
 
 @E2E
@@ -72,15 +82,8 @@ def test_the_hover_policy_flies_the_simulated_crazyflie_at_250_hz_over_dds(
     # The policy was trained at 50 Hz; `robot-rl eval RUN --control-rate 250` is what says it holds at 250 Hz.
     config = params(trained_hover.onnx, watchdog_s=0.5, control_rate_hz=250.0)
     config["sim_robot_node"]["rate_hz"] = 250.0
-    result = run_graph(config, sim=True, duration_s=5.0, namespace=ros, executor_kind=executor)
-    period = result.sim["control_period_s"]
+    _, period = fly_one_episode(config, ros, executor)
     assert period == pytest.approx(0.004)
-    assert result.fault == "" and result.rejected == 0 and result.sim["rejected"] == 0
-    assert result.sim["crashes"] == 0, result.sim["stale_ticks"]
-    assert result.commands >= 0.6 * 5.0 * 250, result.commands  # ≥ 150 commands per second, over DDS
-    errors = np.array(result.sim["position_errors_m"])
-    assert errors[0] > 0.1
-    assert errors[-round(2.0 / period) :].mean() < 0.05
 
 
 def _console_script(node: str, ns: str, params_file: Path, *extra: str) -> subprocess.Popen[str]:
