@@ -1,0 +1,138 @@
+"""Does a behaviour-cloning warm start from the scripted expert give the PPO teacher of a cube task a head start?
+
+An exploration for the manipulation teachers (issue 30), not a training mode of the product. Per variant:
+
+1. the task's scripted expert (``sim.tasks.panda.experts``, exact cube) drives the *training* env for
+   ``--collect-steps`` control periods with DART-style Gaussian noise of ``--dart-noise`` on the executed action;
+   the actor observations it saw and the expert's (noise-free) actions are recorded, and the actor normaliser is
+   fitted on them;
+2. the actor mean is regressed on them (MSE, Adam 1e-3, ``--epochs`` epochs of 2,048-sample minibatches); with
+   ``critic`` in the variant the critic is fitted to the discounted returns of the same rollout at the same time;
+3. the policy std is set to the variant's ``std`` and PPO trains from there with the task's shipped config
+   (``--max-time`` seconds, evaluations as configured); ``freeze`` keeps the actor normaliser's statistics fixed
+   during PPO (the BC policy was fitted with them).
+
+It prints the held-out success after the warm start and every periodic evaluation of PPO after it (selection seeds).
+
+Run::
+
+    python bench/warm_start.py --task panda-push --max-time 540 --variants std=0.2,critic std=0.2,critic,freeze
+    python bench/warm_start.py --variants std=0.2,critic,freeze --set ppo.schedule=fixed --set ppo.learning_rate=1e-4
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+import sim
+from robot_rl.bench import format_table
+from robot_rl.config import load_config
+from robot_rl.evaluate import SELECTION_SEED_OFFSET, EvalResult, pick
+from robot_rl.runner import OnPolicyRunner
+
+
+def warm_start(runner: OnPolicyRunner, collect_steps: int, dart_noise: float, epochs: int, critic: bool) -> float:
+    """Steps 1 and 2 of the module docstring on ``runner``'s env and model; returns the final BC loss."""
+    env, model, p, gamma = runner.env, runner.model, runner.cfg.policy, runner.cfg.ppo.gamma
+    expert = sim.get_task(runner.cfg.task).expert_cls()(env)
+    obs = env.reset(seed=runner.cfg.seed + 7)
+    expert.reset()
+    actor_in, critic_in, actions, rewards, done = [], [], [], [], []
+    for _ in range(collect_steps):
+        a = expert.act()
+        ao, co = pick(obs, p.actor_obs), pick(obs, p.critic_obs)
+        model.update_normalizers(ao, co)
+        actor_in.append(ao)
+        critic_in.append(co)
+        actions.append(a)
+        obs, r, terminated, truncated, _ = env.step((a + dart_noise * torch.randn_like(a)).clamp(-1.0, 1.0))
+        finished = terminated | truncated
+        rewards.append(r)
+        done.append(finished.float())
+        if bool(finished.any()):
+            expert.reset(finished)
+    returns, g = torch.zeros(len(rewards), env.num_envs), torch.zeros(env.num_envs)
+    for t in reversed(range(len(rewards))):  # discounted returns to go; 0 beyond the recorded rollout
+        g = rewards[t] + gamma * g * (1.0 - done[t])
+        returns[t] = g
+    x, y = torch.cat(actor_in), torch.cat(actions)
+    xc, yc = torch.cat(critic_in), returns.reshape(-1)
+    params = [*model.actor.parameters(), *(model.critic.parameters() if critic else [])]
+    opt = torch.optim.Adam(params, lr=1e-3)
+    loss = torch.zeros(())
+    for _ in range(epochs):
+        for idx in torch.randperm(x.shape[0]).split(2048):
+            loss = (model.action_mean(x[idx]) - y[idx]).square().mean()
+            total = loss + ((model.value(xc[idx]) - yc[idx]).square().mean() if critic else 0.0)
+            opt.zero_grad()
+            total.backward()
+            opt.step()
+    return float(loss.detach())
+
+
+def run_variant(args: argparse.Namespace, variant: str, root: Path) -> dict[str, object]:
+    """One variant (``std=S[,critic][,freeze]``): warm start, then PPO; one row of figures."""
+    opts = {key: value for key, _, value in (o.partition("=") for o in variant.split(","))}
+    cfg = load_config(args.task, None, [*args.overrides, f"runner.max_time_s={args.max_time}", f"run_root={root}"])
+    run_dir = root / variant.replace(",", "_").replace("=", "")
+    run_dir.mkdir(parents=True)
+    runner = OnPolicyRunner(cfg, run_dir, quiet=True)
+    t0 = time.monotonic()
+    bc_loss = warm_start(runner, args.collect_steps, args.dart_noise, args.epochs, "critic" in opts)
+    with torch.no_grad():
+        runner.model.log_std.fill_(math.log(float(opts.get("std", cfg.policy.init_noise_std))))
+    warm_s = time.monotonic() - t0
+    after_bc = float(runner.evaluate(randomize=True).summary()["success_rate"])
+    if "freeze" in opts:
+        runner.model.actor_normalizer.update = lambda *a, **k: None  # type: ignore[method-assign]
+    evals: list[str] = []
+    real = runner.evaluate
+
+    def logged(
+        randomize: bool = True, episodes: int | None = None, seed_offset: int = SELECTION_SEED_OFFSET
+    ) -> EvalResult:
+        result = real(randomize, episodes, seed_offset)
+        evals.append(f"{result.summary()['success_rate']:.0%}")
+        return result
+
+    runner.evaluate = logged  # type: ignore[method-assign]
+    result = runner.train()
+    runner.evaluate = real  # type: ignore[method-assign]
+    final = float(runner.evaluate(randomize=True).summary()["success_rate"])
+    return {
+        "variant": variant,
+        "warm start s": warm_s,
+        "BC loss": bc_loss,
+        "after BC (held-out)": f"{after_bc:.1%}",
+        "PPO evaluations (selection seeds)": " ".join(evals),
+        "PPO s": result.wall_time_s,
+        "last policy (held-out)": f"{final:.1%}",
+    }
+
+
+def main() -> None:
+    """Run the variants one after the other and print one table."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--task", default="panda-push")
+    p.add_argument("--variants", nargs="+", default=["std=0.2,critic", "std=0.2,critic,freeze"])
+    p.add_argument("--collect-steps", type=int, default=250, help="control periods of expert rollout")
+    p.add_argument("--dart-noise", type=float, default=0.1, help="std of the noise on the executed expert action")
+    p.add_argument("--epochs", type=int, default=30)
+    p.add_argument("--max-time", type=float, default=540.0, help="PPO seconds per variant after the warm start")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--set", dest="overrides", action="append", default=["compile=false"], help="config override")
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    with tempfile.TemporaryDirectory(prefix="robot-rl-warm-") as tmp:
+        rows = [run_variant(args, v, Path(tmp)) for v in args.variants]
+    print(format_table(rows))
+
+
+if __name__ == "__main__":
+    main()
