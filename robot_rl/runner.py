@@ -10,6 +10,7 @@ written (atomically) before the runner returns.
 from __future__ import annotations
 
 import copy
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ import torch
 
 import sim
 from policies.nets import ActorCritic
+from policies.runtime.files import atomic_path
 from robot_rl.algorithms.ppo import PPO, RANK_SEED_STRIDE, TrainingDivergedError
 from robot_rl.checkpoint import CheckpointError, load_checkpoint, read_checkpoint, save_checkpoint
 from robot_rl.config import TrainConfig, check_compile
@@ -141,10 +143,12 @@ class OnPolicyRunner:
         self._eval_env: VecEnv | None = None
         self._boundary = self._capture()
         self.best: dict[str, Any] | None = None  # see TrainResult.best
+        self._best_file: Path | None = None  # the resumed run's best.pt, carried into this run's folder
         if resume is not None and (resume.parent / BEST).is_file():
             selection = read_checkpoint(resume.parent / BEST, self.device).get("selection")
             if isinstance(selection, dict) and isinstance(selection.get("score"), float):
                 self.best = selection  # a later evaluation must beat it to replace best.pt
+                self._best_file = resume.parent / BEST
 
     def _resume(self, path: Path) -> None:
         cfg = self.cfg
@@ -194,6 +198,9 @@ class OnPolicyRunner:
         )
         obs = self._obs if self._obs is not None else self._start_episodes()
         self._boundary = self._capture()
+        if main and self._best_file is not None and not (self.run_dir / BEST).exists():
+            with atomic_path(self.run_dir / BEST) as tmp:  # a resume writes a new folder: the best so far goes too
+                shutil.copyfile(self._best_file, tmp)
         session = time.monotonic()  # the time budget counts this call: a resumed run gets max_time_s more
         start = session - self.elapsed_s
         met, t_met, t_quality, last_eval = False, None, None, None
