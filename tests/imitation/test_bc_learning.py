@@ -128,14 +128,17 @@ def test_a_wrist_camera_student_lifts_where_the_biased_cube_estimate_alone_fails
 
     # On the robot's side of ROS 2: the policy node reads the wrist camera (sensor_msgs/Image), the joint states with
     # the finger, the tool pose and the cube tracker's pose over DDS, and commands the simulated Panda (randomised,
-    # rendering its wrist camera) through the energy tank the contract sizes for lift. Six 5 s episodes; the
-    # student lifts in 89 % of them in simulation, an untrained one in none.
+    # rendering its wrist camera) through the energy tank the contract sizes for lift. Twenty 5 s episodes, counted
+    # by the simulated robot (not by wall time, which a loaded machine stretches); at least half must lift. The
+    # student lifts in 87-89 % in simulation, an untrained one in none. Over DDS a student of this recipe lifted in
+    # 18 of 24 (15 of the first 20; the same with two busy cores beside it); the first six alone are a coin toss
+    # (3 of 6 there, 2 of 6 in a CI run that asked for 6 episodes).
     from robot_rl_ros.graph import read_params, run_graph
 
     params = read_params(ROS_CONFIG / "panda_lift_sim.yaml")
     params["policy_node"].update(model_path=str(runs["camera"] / "policy.onnx"))
     params["sim_robot_node"].update(image_size=32)
-    result = run_graph(params, sim=True, duration_s=31.0, namespace=f"t{uuid.uuid4().hex[:8]}")
+    result = run_graph(params, sim=True, duration_s=300.0, namespace=f"t{uuid.uuid4().hex[:8]}", episodes=20)
     assert result.fault == "" and result.rejected == 0 and result.sim["rejected"] == 0, result
     lifted = result.sim["episodes_succeeded"]
-    assert len(lifted) >= 5 and sum(lifted) >= len(lifted) / 2, lifted
+    assert len(lifted) == 20 and sum(lifted) >= len(lifted) / 2, lifted

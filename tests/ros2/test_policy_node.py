@@ -632,4 +632,5 @@ def test_a_diffusion_chunk_policy_drives_the_simulated_panda_over_dds(
     data["policy_node"].update(model_path=str(path), watchdog_s=0.5)
     result = run_graph(data, sim=True, duration_s=4.0, namespace=ros)
     assert result.fault == "" and result.rejected == 0 and result.sim["rejected"] == 0
-    assert result.commands >= 0.6 * 4.0 / contract.control_period_s
+    # the node kept pace with the robot it has (a loaded machine slows both; a count per wall second would flake)
+    assert result.sim["steps"] >= 10 and result.commands >= 0.9 * result.sim["steps"], result.sim["steps"]
