@@ -31,6 +31,7 @@ from pathlib import Path
 import torch
 
 import sim
+from robot_rl.algorithms.losses import gae
 from robot_rl.bench import format_table
 from robot_rl.config import load_config
 from robot_rl.evaluate import SELECTION_SEED_OFFSET, EvalResult, pick
@@ -57,10 +58,8 @@ def warm_start(runner: OnPolicyRunner, collect_steps: int, dart_noise: float, ep
         done.append(finished.float())
         if bool(finished.any()):
             expert.reset(finished)
-    returns, g = torch.zeros(len(rewards), env.num_envs), torch.zeros(env.num_envs)
-    for t in reversed(range(len(rewards))):  # discounted returns to go; 0 beyond the recorded rollout
-        g = rewards[t] + gamma * g * (1.0 - done[t])
-        returns[t] = g
+    r_all, d_all, zeros = torch.stack(rewards), torch.stack(done), torch.zeros(len(rewards), env.num_envs)
+    _, returns = gae(r_all, zeros, zeros, d_all, d_all, gamma, 1.0)  # discounted returns to go; 0 past the rollout
     x, y = torch.cat(actor_in), torch.cat(actions)
     xc, yc = torch.cat(critic_in), returns.reshape(-1)
     params = [*model.actor.parameters(), *(model.critic.parameters() if critic else [])]

@@ -10,6 +10,7 @@ written (atomically) before the runner returns.
 from __future__ import annotations
 
 import copy
+import math
 import shutil
 import time
 from dataclasses import dataclass
@@ -145,10 +146,7 @@ class OnPolicyRunner:
         self.best: dict[str, Any] | None = None  # see TrainResult.best
         self._best_file: Path | None = None  # the resumed run's best.pt, carried into this run's folder
         if resume is not None and (resume.parent / BEST).is_file():
-            selection = read_checkpoint(resume.parent / BEST, self.device).get("selection")
-            if isinstance(selection, dict) and isinstance(selection.get("score"), float):
-                self.best = selection  # a later evaluation must beat it to replace best.pt
-                self._best_file = resume.parent / BEST
+            self._resume_best(resume.parent / BEST)
 
     def _resume(self, path: Path) -> None:
         cfg = self.cfg
@@ -181,6 +179,21 @@ class OnPolicyRunner:
             self._obs = self.env.load_state_dict(training["env"])
             self.ppo.set_rng_state(training["ppo_rng"])
             self._partial.copy_(training["partial"])
+
+    def _resume_best(self, path: Path) -> None:
+        """Carry the resumed run's ``best.pt`` on: a later evaluation must beat its score to replace it.
+
+        Raises:
+            CheckpointError: It is unreadable, for another task, or its selection record is missing or not finite.
+        """
+        state = read_checkpoint(path, self.device)
+        if state["config"]["task"] != self.cfg.task:
+            raise CheckpointError(f"'{path}' holds a '{state['config']['task']}' policy, not '{self.cfg.task}'")
+        selection = state.get("selection")
+        score = selection.get("score") if isinstance(selection, dict) else None
+        if not (isinstance(score, float) and math.isfinite(score)):
+            raise CheckpointError(f"'{path}' is damaged: its 'selection' record holds no finite score")
+        self.best, self._best_file = selection, path
 
     # ------------------------------------------------------------------------------------------------- loop
     def train(self) -> TrainResult:

@@ -157,6 +157,11 @@ def test_the_kept_policy_is_the_best_on_selection_seeds_not_the_last(
     resumed.run_dir.mkdir()
     resumed.train()
     carried = PPORun.load(resumed.run_dir)
+    damaged = read_checkpoint(tmp_path / "best.pt")
+    damaged["selection"]["score"] = float("nan")
+    torch.save(damaged, tmp_path / "best.pt")
+    with pytest.raises(CheckpointError, match="is damaged: its 'selection' record holds no finite score"):
+        OnPolicyRunner(cfg, tmp_path, resume=tmp_path / "checkpoint.pt", quiet=True)
     assert carried.checkpoint["iteration"] == 2 and read_checkpoint(resumed.run_dir / "checkpoint.pt")["iteration"] == 5
     assert_same_state(carried.model.state_dict(), weights[2])
 
