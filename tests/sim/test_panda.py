@@ -7,6 +7,7 @@ MuJoCo Warp runs on Warp's CPU device here; its kernels compile once (about a mi
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import mujoco
@@ -19,6 +20,7 @@ from sim.backends import make_physics
 from sim.backends.physics import BackendError
 from sim.randomization import RandomizationError, RandomizationTerm
 from sim.robots import panda
+from sim.tasks.panda.lift import PandaLift, PandaLiftConfig
 from sim.tasks.panda.push import PandaPushConfig
 from sim.tasks.panda.reach import PandaReachConfig
 from sim.vec_env import TaskConfigError
@@ -369,3 +371,93 @@ def test_every_panda_task_runs_on_mjwarp(task: str) -> None:
     assert env.contract(["policy"]).to_json() == ref.contract(["policy"]).to_json()  # type: ignore[attr-defined]
     env.close()
     ref.close()
+
+
+def _lift_with_the_expert(steps: int, open_after: int | None = None) -> tuple[PandaLift, list[dict[str, float]]]:
+    """Drive two randomisation-free ``panda-lift`` worlds with the scripted expert for ``steps`` control periods
+    (opening the gripper from step ``open_after`` on); per step: grasp flag, height and reward terms of world 0."""
+    from sim.tasks.panda.experts import LiftExpert
+
+    env = sim.make("panda-lift", 2, cfg=PandaLiftConfig(randomization=[], noise=sim.tasks.base.SensorNoise()))
+    assert isinstance(env, PandaLift)
+    env.reset(seed=3)
+    expert = LiftExpert(env)
+    expert.reset()
+    trace = []
+    for t in range(steps):
+        a = expert.act()
+        if open_after is not None and t >= open_after:
+            a[:, 7] = 1.0
+        env.step(a)
+        terms = env._reward_terms(a, torch.zeros(2, dtype=torch.bool))
+        trace.append({"grasped": float(env._grasped()[0]), "height": float(env._height()[0]),
+                      **{k: float(v[0]) for k, v in terms.items()}})  # fmt: skip
+    return env, trace
+
+
+def test_a_grasp_needs_both_pads_on_the_cube_and_height_pays_only_while_held() -> None:
+    """The expert's approach is no grasp (open fingers), its closed fingers around the cube are; the lift terms pay
+    only while the cube is held; fingers closed on each other (pads in contact, no cube between) are no grasp."""
+    env, trace = _lift_with_the_expert(70)
+    first = next(i for i, s in enumerate(trace) if s["grasped"])
+    assert all(s["grasp"] == 0 and s["lift"] == 0 and s["lifted"] == 0 for s in trace[:first])
+    assert trace[-1]["grasped"] == 1 and trace[-1]["height"] > 0.1
+    assert trace[-1]["lifted"] == 1 and trace[-1]["lift"] > 0.6
+    # Fingers shut on nothing, next to the cube: both pads press on each other, the cube is not between them.
+    qpos = env.physics.qpos.clone()
+    qpos[:, env._finger_qpos] = 0.0
+    qpos[:, env._cube_qpos[:2]] += torch.tensor([0.0, 0.2])
+    qpos[:, env._cube_qpos[2]] = panda.TABLE_HEIGHT + env.cube_half()
+    env.physics.reset(torch.arange(2), qpos, torch.zeros_like(env.physics.qvel))
+    env._read_state()
+    env.step(torch.cat((torch.zeros(2, 7), -torch.ones(2, 1)), 1))
+    assert not bool(env._grasped().any())
+    env.close()
+
+
+def test_a_lifted_cube_that_is_dropped_is_no_success() -> None:
+    """Lifted (the expert), then let go before the time limit: the episode ends without success."""
+    env, trace = _lift_with_the_expert(124, open_after=80)
+    assert max(s["height"] for s in trace[:80]) > 0.1
+    _, _, _, truncated, info = env.step(torch.cat((torch.zeros(2, 7), torch.ones(2, 1)), 1))
+    assert bool(truncated.all()) and info.success is not None and not bool(info.success.any())
+    env.close()
+
+
+def test_the_gripper_action_maps_open_at_zero_as_the_contract_says() -> None:
+    """Default ``open-at-zero``: a = 0 and above open, -1 closed; ``centred`` is half open at 0. The contract's
+    affine map with its limits gives the same finger opening as the simulator."""
+    for mapping, expected in (("open-at-zero", [0.0, 0.02, 0.04, 0.04]), ("centred", [0.0, 0.01, 0.02, 0.04])):
+        env = sim.make("panda-lift", 4, cfg=PandaLiftConfig(gripper_action=mapping))
+        env.reset(seed=0)
+        a = torch.zeros(4, 8)
+        a[:, 7] = torch.tensor([-1.0, -0.5, 0.0, 1.0])
+        grip = env.command(a)[:, 7]  # type: ignore[attr-defined]
+        torch.testing.assert_close(grip, torch.tensor(expected))
+        spec = env.contract(["policy"]).action  # type: ignore[attr-defined]
+        mapped = (spec.offset[7] + spec.scale[7] * a[:, 7]).clamp(spec.low[7], spec.high[7])
+        torch.testing.assert_close(mapped, torch.tensor(expected))
+        env.close()
+    with pytest.raises(TaskConfigError, match=r"env\.gripper_action must be one of open-at-zero, centred"):
+        PandaLiftConfig(gripper_action="binary")
+
+
+def test_push_pays_for_the_goal_only_from_the_pushing_point() -> None:
+    """``push_to_goal`` pays while the finger tips are behind the cube on the line from the goal, not beside it or
+    on the goal's side; ``at_goal`` only within the success distance."""
+    env = sim.make("panda-push", 3, cfg=PandaPushConfig(randomization=[], noise=sim.tasks.base.SensorNoise()))
+    env.reset(seed=0)
+    cube = env.cube_pos.clone()  # type: ignore[attr-defined]
+    with torch.inference_mode():
+        env.goal[:] = cube[:, :2] + torch.tensor([0.15, 0.0])  # type: ignore[attr-defined]
+        env.goal[2] = cube[2, :2] + torch.tensor([0.03, 0.0])  # type: ignore[attr-defined]
+    behind = cube[:, 0] - env.cube_half() - 0.02  # type: ignore[attr-defined]
+    tcp = cube.clone()
+    tcp[0, 0] = behind[0]  # at the pushing point
+    tcp[1, 0] = cube[1, 0] + env.cube_half()[1] + 0.02  # type: ignore[attr-defined]  # on the goal's side
+    tcp[2, 0] = behind[2]
+    env._tcp_pos = tcp  # type: ignore[attr-defined]
+    terms = env._reward_terms(torch.zeros(3, 7), torch.zeros(3, dtype=torch.bool))  # type: ignore[attr-defined]
+    assert terms["push_to_goal"][0] == pytest.approx(1 - math.tanh(0.15 / 0.2)) and terms["push_to_goal"][1] == 0
+    assert terms["at_goal"].tolist() == [0.0, 0.0, 1.0]
+    env.close()

@@ -14,7 +14,10 @@ Action ``a`` ``[N, 7 (+1)]`` in ``[-1, 1]``; the exported contract maps it exact
   latency the training randomises apart, the same);
 - ``torque``: joint torques ``tau = clip(action_scale * tau_max * a, -tau_max, tau_max)``, N m (added to the
   robot's gravity compensation);
-- tasks with a gripper command append finger opening ``w = 0.02 + 0.02 a``, m (per finger, 0 closed .. 0.04 open).
+- tasks with a gripper command append the finger opening per finger, m (0 closed .. 0.04 open):
+  ``gripper_action: open-at-zero`` (default) ``w = clip(0.04 + 0.04 a, 0, 0.04)``: open for ``a >= 0``, closing
+  linearly below, so an untrained policy (mean 0) approaches with the fingers open, as Isaac Lab's binary gripper
+  action does; ``centred`` ``w = 0.02 + 0.02 a`` (half open at ``a = 0``: a 4 cm gap, narrower than the 5 cm cube).
 
 Randomisable model parameters (``randomization[].param``; the backend must support each MuJoCo field, else it is
 refused when the env is built)::
@@ -49,6 +52,17 @@ from sim.vec_env import TaskConfigError
 ARM_BODIES = ("panda_link1", "panda_link2", "panda_link3", "panda_link4", "panda_link5", "panda_link6",
               "panda_link7", "panda_hand")  # fmt: skip
 """Bodies whose mass and centre of mass are randomised (the moving arm and the hand)."""
+
+
+GRIPPER_ACTIONS = ("open-at-zero", "centred")
+"""Mappings of the normalised gripper action to the finger opening (see the module docstring)."""
+
+
+def gripper_scale_offset(mapping: str) -> tuple[float, float]:
+    """``(scale, offset)`` of the finger opening ``w = clip(offset + scale * a, 0, FINGER_STROKE)``, m, for the
+    gripper action mapping ``mapping`` (one of :data:`GRIPPER_ACTIONS`)."""
+    stroke = panda.FINGER_STROKE
+    return (stroke, stroke) if mapping == "open-at-zero" else (stroke / 2, stroke / 2)
 
 
 def default_arm_randomization() -> list[RandomizationTerm]:
@@ -94,6 +108,8 @@ class PandaConfig:
         stiffness: Joint impedance stiffness ``[7]``, N m/rad.
         damping: Joint impedance damping ``[7]``, N m s/rad.
         init_joint_range: Initial joint positions: home pose + uniform in ``±`` this, rad (within limits).
+        gripper_action: Mapping of the gripper command (tasks that command it): ``open-at-zero`` or ``centred`` (see
+            the module docstring).
         action_history: Past actions in the onboard observation (0: none; with relative targets the measured joint
             positions already carry the last command's effect, and leaving it out measured faster: see
             docs/benchmarks.md).
@@ -113,6 +129,7 @@ class PandaConfig:
     damping: tuple[float, ...] = panda.IMPEDANCE_DAMPING
     init_joint_range: float = 0.1
     action_history: int = 0
+    gripper_action: str = "open-at-zero"
     reward_scales: dict[str, float] = field(default_factory=dict)
     randomization: list[RandomizationTerm] = field(default_factory=default_arm_randomization)
     noise: SensorNoise = field(default_factory=default_arm_noise)
@@ -122,6 +139,10 @@ class PandaConfig:
             raise TaskConfigError(f"env.backend must be one of {', '.join(BACKENDS)}, got '{self.backend}'")
         if self.targets not in ("relative", "absolute"):
             raise TaskConfigError(f"env.targets must be 'relative' or 'absolute', got '{self.targets}'")
+        if self.gripper_action not in GRIPPER_ACTIONS:
+            raise TaskConfigError(
+                f"env.gripper_action must be one of {', '.join(GRIPPER_ACTIONS)}, got '{self.gripper_action}'"
+            )
         if self.control_mode not in ("impedance", "torque"):
             raise TaskConfigError(f"env.control_mode must be 'impedance' or 'torque', got '{self.control_mode}'")
         check_fields(self, ("dt", "physics_dt", "episode_length_s", "action_scale"), "env.")
@@ -281,7 +302,8 @@ class PandaTask(BatchedTask):
         else:
             arm_ctrl = (self.cfg.action_scale * self.tau_max * arm).clamp(-self.tau_max, self.tau_max)
         if self.uses_gripper:
-            grip = panda.FINGER_STROKE / 2 * (1.0 + action[:, 7:8])
+            scale, offset = gripper_scale_offset(self.cfg.gripper_action)
+            grip = (offset + scale * action[:, 7:8]).clamp(0.0, panda.FINGER_STROKE)
         else:
             grip = torch.full_like(arm[:, :1], self.finger_opening)
         return torch.cat((arm_ctrl, grip), 1)
@@ -439,9 +461,10 @@ class PandaTask(BatchedTask):
             spec = {"kind": "torque", "scale": [s * t for t in tau], "offset": [0.0] * 7,
                     "low": [-t for t in tau], "high": tau, "unit": "N m"}  # fmt: skip
         if self.uses_gripper:
-            half = panda.FINGER_STROKE / 2
+            grip_scale, grip_offset = gripper_scale_offset(self.cfg.gripper_action)
             names.append(panda.FINGER_JOINTS[0])
-            for key, value in (("scale", half), ("offset", half), ("low", 0.0), ("high", panda.FINGER_STROKE)):
+            grip = (("scale", grip_scale), ("offset", grip_offset), ("low", 0.0), ("high", panda.FINGER_STROKE))
+            for key, value in grip:
                 spec[key] = [*spec[key], value]
         return ActionSpec(size=len(names), names=names, reference=reference, **spec)  # type: ignore[arg-type]
 
@@ -651,6 +674,17 @@ class CubeTask(PandaTask):
                 "episode_length_s": c.episode_length_s,
             },
         }
+
+    GRASP_FORCE_N = 1.0
+    """Normal force each finger pad must feel for a grasp, N (the pads' touch sensors)."""
+
+    def _grasped(self) -> torch.Tensor:
+        """Both finger pads press on something with at least :attr:`GRASP_FORCE_N` while the cube's centre lies
+        between the finger tips (TCP within a half edge + 1 cm of it): the cube is held, ``[N]`` bool. A pad on the
+        table or one finger on the cube is not a grasp."""
+        touch = self.physics.sensordata.to(self.device, torch.float32)[:, :2]
+        between = (self._tcp_pos - self.cube_pos).norm(dim=-1) < self.cube_half() + 0.01
+        return (touch > self.GRASP_FORCE_N).all(-1) & between
 
     def _cube_lost(self) -> torch.Tensor:
         """The cube left the table (fell off or was thrown), ``[N]``."""
