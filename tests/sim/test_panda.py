@@ -425,8 +425,8 @@ def test_a_lifted_cube_that_is_dropped_is_no_success() -> None:
 
 
 def test_the_gripper_action_maps_open_at_zero_as_the_contract_says() -> None:
-    """Default ``open-at-zero``: a = 0 and above open, -1 closed; ``centred`` is half open at 0. The contract's
-    affine map with its limits gives the same finger opening as the simulator."""
+    """``open-at-zero``: a = 0 and above open, -1 closed; ``centred`` (the default) is half open at 0. The
+    contract's affine map with its limits gives the same finger opening as the simulator."""
     for mapping, expected in (("open-at-zero", [0.0, 0.02, 0.04, 0.04]), ("centred", [0.0, 0.01, 0.02, 0.04])):
         env = sim.make("panda-lift", 4, cfg=PandaLiftConfig(gripper_action=mapping))
         env.reset(seed=0)
@@ -438,7 +438,7 @@ def test_the_gripper_action_maps_open_at_zero_as_the_contract_says() -> None:
         mapped = (spec.offset[7] + spec.scale[7] * a[:, 7]).clamp(spec.low[7], spec.high[7])
         torch.testing.assert_close(mapped, torch.tensor(expected))
         env.close()
-    with pytest.raises(TaskConfigError, match=r"env\.gripper_action must be one of open-at-zero, centred"):
+    with pytest.raises(TaskConfigError, match=r"env\.gripper_action must be one of centred, open-at-zero"):
         PandaLiftConfig(gripper_action="binary")
 
 

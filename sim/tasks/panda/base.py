@@ -15,9 +15,10 @@ Action ``a`` ``[N, 7 (+1)]`` in ``[-1, 1]``; the exported contract maps it exact
 - ``torque``: joint torques ``tau = clip(action_scale * tau_max * a, -tau_max, tau_max)``, N m (added to the
   robot's gravity compensation);
 - tasks with a gripper command append the finger opening per finger, m (0 closed .. 0.04 open):
-  ``gripper_action: open-at-zero`` (default) ``w = clip(0.04 + 0.04 a, 0, 0.04)``: open for ``a >= 0``, closing
-  linearly below, so an untrained policy (mean 0) approaches with the fingers open, as Isaac Lab's binary gripper
-  action does; ``centred`` ``w = 0.02 + 0.02 a`` (half open at ``a = 0``: a 4 cm gap, narrower than the 5 cm cube).
+  ``gripper_action: centred`` (default) ``w = 0.02 + 0.02 a`` (half open at ``a = 0``: a 4 cm gap, narrower than
+  the 5 cm cube, so a student's uncertain output still holds it); ``open-at-zero`` ``w = clip(0.04 + 0.04 a, 0,
+  0.04)``: open for ``a >= 0``, closing linearly below, so an untrained RL policy (mean 0) approaches with the
+  fingers open, as Isaac Lab's binary gripper action does (the lift teacher's setting).
 
 Randomisable model parameters (``randomization[].param``; the backend must support each MuJoCo field, else it is
 refused when the env is built)::
@@ -54,7 +55,7 @@ ARM_BODIES = ("panda_link1", "panda_link2", "panda_link3", "panda_link4", "panda
 """Bodies whose mass and centre of mass are randomised (the moving arm and the hand)."""
 
 
-GRIPPER_ACTIONS = ("open-at-zero", "centred")
+GRIPPER_ACTIONS = ("centred", "open-at-zero")
 """Mappings of the normalised gripper action to the finger opening (see the module docstring)."""
 
 
@@ -129,7 +130,7 @@ class PandaConfig:
     damping: tuple[float, ...] = panda.IMPEDANCE_DAMPING
     init_joint_range: float = 0.1
     action_history: int = 0
-    gripper_action: str = "open-at-zero"
+    gripper_action: str = "centred"
     reward_scales: dict[str, float] = field(default_factory=dict)
     randomization: list[RandomizationTerm] = field(default_factory=default_arm_randomization)
     noise: SensorNoise = field(default_factory=default_arm_noise)

@@ -1,8 +1,8 @@
 """Task ``panda-lift``: grasp a 5 cm cube from the table and lift it above a height.
 
 The cube starts flat at a random place in front of the robot. The policy commands the seven arm joints and the
-gripper (8 actions: the last one is the finger opening, ``-1`` closed, ``0`` and above open with the default
-``env.gripper_action``; see :mod:`sim.tasks.panda.base`).
+gripper (8 actions: the last one is the finger opening, ``-1`` closed, ``+1`` open; with ``env.gripper_action:
+open-at-zero``, as the PPO teacher trains, open from ``0`` up; see :mod:`sim.tasks.panda.base`).
 
 Onboard (``policy``) observation::
 
