@@ -8,6 +8,7 @@ ones fly in test_policy_node.py), so nothing waits for the training fixtures."""
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,13 @@ class Rig:
 
     def spin(self, seconds: float, publish: Callable[[], None] | None = None, every: float = 0.02) -> None:
         spin_for(self.executor, seconds, publish, every)
+
+    def spin_until_commanding(self, publish: Callable[[], None], every: float, timeout_s: float = 5.0) -> None:
+        """Spin while publishing until the node commands without a fault (DDS discovery between the two nodes
+        takes longer on a loaded machine), at most ``timeout_s``."""
+        end = time.monotonic() + timeout_s
+        while time.monotonic() < end and (self.node.fault != "" or not self.commands):
+            self.spin(0.1, publish, every)
 
     def state(self) -> str:
         return str(self.node._state_machine.current_state[1])
@@ -281,6 +289,7 @@ def test_hostile_joint_states_are_refused_and_the_tank_never_sees_them(reach_mod
     rig.listen()
     arm = Arm(rig, reach_model)
     rig.start()
+    rig.spin_until_commanding(arm.send, every=0.04)
     rig.spin(0.4, arm.send, every=0.04)
     assert rig.node.fault == "" and rig.commands and rig.node.rejected == 0
     held = rig.values()[-1]
