@@ -440,6 +440,8 @@ def test_the_gripper_action_maps_open_at_zero_as_the_contract_says() -> None:
         env.close()
     with pytest.raises(TaskConfigError, match=r"env\.gripper_action must be one of centred, open-at-zero"):
         PandaLiftConfig(gripper_action="binary")
+    with pytest.raises(TaskConfigError, match=r"env\.lift_target \(0\.05\) must be >= env\.lift_height"):
+        PandaLiftConfig(lift_target=0.05)
 
 
 def test_push_pays_for_the_goal_only_from_the_pushing_point() -> None:

@@ -27,6 +27,7 @@ from sim.registry import TaskSpec
 from sim.robots import panda
 from sim.tasks.base import check_fields
 from sim.tasks.panda.base import CUBE_MASS, CUBE_SIZE, CubeTask, CubeTaskConfig
+from sim.vec_env import TaskConfigError
 
 
 def _default_rewards() -> dict[str, float]:
@@ -62,6 +63,11 @@ class PandaLiftConfig(CubeTaskConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_fields(self, ("lift_height", "lifted_height", "lift_target"), "env.")
+        if self.lift_target < self.lift_height:
+            raise TaskConfigError(
+                f"env.lift_target ({self.lift_target}) must be >= env.lift_height ({self.lift_height}): below it the "
+                "policy is paid to hold the cube under the success bar"
+            )
 
 
 class PandaLift(CubeTask):
