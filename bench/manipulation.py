@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> None:
         row: dict[str, object] = {"run": f"{run.task} {run_dir.name}"}
         row.update(training_figures(run_dir, tuple(args.levels)))
         for result in run.evaluate(args.episodes, stem="eval_bench"):
-            tag = "on" if result.randomized else "off"
+            tag = result.setting.removeprefix("randomisation ")  # on / off / on, energy tank 40 J
             row[f"success DR {tag}"] = float(result.episodes["success"].mean())
             for name, values in result.episodes.items():
                 if name.startswith("final_"):

@@ -16,6 +16,7 @@ Run::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -26,12 +27,17 @@ from policies.runtime.passivity import EnergyTank, TankParams
 from robot_rl.bench import format_table
 from robot_rl.evaluate import evaluate_env, make_eval_env
 from robot_rl.runs import BCRun, open_run
+from sim.tasks.panda.passivity import PassivityConfig
 
 
 def env_config(run_dir: Path) -> object:
-    """The task config a run was trained (PPO) or its demonstrations collected (train-bc) under."""
+    """The task config a run was trained (PPO) or its demonstrations collected (train-bc) under, without a tank in
+    the simulator's loop (``env.passivity``): this script puts the node's own tank in front of the policy."""
     run = open_run(run_dir)
-    return run.env_cfg if isinstance(run, BCRun) else run.cfg.env
+    cfg = run.env_cfg if isinstance(run, BCRun) else run.cfg.env
+    if getattr(cfg, "passivity", None) is not None:
+        cfg = dataclasses.replace(cfg, passivity=PassivityConfig())
+    return cfg
 
 
 def run(run_dir: Path, episodes: int, t_max: float | None, seed: int) -> dict[str, float]:

@@ -6,6 +6,7 @@ the deterministic policy (the Gaussian mean), randomisation on or off.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +57,7 @@ class EvalResult:
             randomiser; empty otherwise).
         quality_met: Whether the task's deployment quality bar is met (``VecEnv.quality``).
         score: The task's ranking score of these episodes (higher is better).
+        tank_j: ``T_max`` of the energy tank in the loop, J (``None``: no tank).
     """
 
     episodes: dict[str, np.ndarray]
@@ -67,11 +69,25 @@ class EvalResult:
     start_params: dict[str, np.ndarray] = field(default_factory=dict)
     quality_met: bool = False
     score: float = float("nan")
+    tank_j: float | None = None
+
+    @property
+    def setting(self) -> str:
+        """The evaluation's setting in words: ``randomisation on``, ``..., energy tank 40 J``."""
+        tank = f", energy tank {self.tank_j:g} J" if self.tank_j is not None else ""
+        return f"randomisation {'on' if self.randomized else 'off'}{tank}"
+
+    @property
+    def key(self) -> str:
+        """The setting as a key of ``eval.yaml``: ``randomization_on``, ``randomization_on_tank_40J``."""
+        tank = f"_tank_{self.tank_j:g}J" if self.tank_j is not None else ""
+        return f"randomization_{'on' if self.randomized else 'off'}{tank}"
 
     def summary(self) -> dict[str, Any]:
         """Plain-data summary (for YAML/JSON and printing)."""
         return {
             "randomization": self.randomized,
+            **({"tank_max_j": self.tank_j} if self.tank_j is not None else {}),
             "episodes": len(self.episodes["return"]),
             "criterion_met": self.met,
             "quality_met": self.quality_met,
@@ -79,6 +95,11 @@ class EvalResult:
             "return_std": float(self.episodes["return"].std()),
             "success_rate": float(self.episodes["success"].mean()),
             **{k: float(v) for k, v in self.figures.items()},
+            **(
+                {"lowest_tank_j": float(self.episodes["lowest_tank_j"].min())}
+                if "lowest_tank_j" in self.episodes
+                else {}
+            ),
         }
 
 
@@ -129,6 +150,25 @@ def evaluate_env(env: VecEnv, policy: PolicyFn, seed: int) -> EvalResult:
     return EvalResult(data, met, figures, curves_np, randomized, env.dt, start, quality_met and met, score)
 
 
+def tank_of(env_cfg: Any) -> float | None:
+    """``T_max`` (J) of the energy tank in the loop of a task config (``env.passivity``), ``None`` without one."""
+    passivity = getattr(env_cfg, "passivity", None)
+    return None if passivity is None else passivity.tank_max_j
+
+
+def switched_tank(env_cfg: Any, env: VecEnv) -> Any | None:
+    """``env_cfg`` with the energy tank the other way round, for the evaluation a user needs beside the run's own:
+    without the tank where the run trained with one, else with the tank at the contract's deploy ``T_max`` (``env``'s
+    ``filter_defaults``). ``None`` for tasks without a tank in the loop."""
+    passivity = getattr(env_cfg, "passivity", None)
+    defaults = getattr(env, "filter_defaults", None)
+    deploy = defaults().get("tank_max_j") if defaults is not None else None
+    if passivity is None or deploy is None:
+        return None
+    tank = None if passivity.enabled else float(deploy)
+    return dataclasses.replace(env_cfg, passivity=dataclasses.replace(passivity, tank_max_j=tank, tank_init_j=None))
+
+
 def make_eval_env(
     task: str, env_cfg: Any, episodes: int, device: torch.device, randomize: bool, compile: bool = False
 ) -> VecEnv:
@@ -151,7 +191,7 @@ def plot_evaluation(results: list[EvalResult], path: Path, title: str) -> None:
     fig, axes = plt.subplots(1, 1 + len(metrics), figsize=(5 * (1 + len(metrics)), 3.8))
     axes = np.atleast_1d(axes)
     for r in results:
-        label = f"DR {'on' if r.randomized else 'off'} (success {r.episodes['success'].mean():.0%})"
+        label = f"{r.setting} (success {r.episodes['success'].mean():.0%})"
         axes[0].hist(r.episodes["return"], bins=30, alpha=0.6, label=label)
         for ax, m in zip(axes[1:], metrics, strict=True):
             if m in r.curves:

@@ -122,11 +122,9 @@ class EnergyTank:
 
     def _credit(self, injected: float, harvest_rate: float, dt: float) -> tuple[float, float, float]:
         """``T <- T - injected + H``, discarding overflow above ``T_max``; returns (injected, harvested, overflow)."""
-        harvested = harvest_rate * dt if self.tank < self.params.t_max else 0.0
-        t = self.tank - injected + harvested
-        overflow = max(0.0, t - self.params.t_max)
-        self.tank = self.params.t_max if overflow > 0 else t  # exactly T_max: no round-off just below it
-        return injected, harvested, overflow
+        tank, harvested, overflow = credit(np.array([self.tank]), injected, harvest_rate, dt, self.params.t_max)
+        self.tank = float(tank[0])
+        return injected, float(harvested[0]), float(overflow[0])
 
     def _alpha(self, e_hat: float) -> float:
         budget = self.tank - self.params.t_min - self.params.margin
@@ -179,14 +177,75 @@ class EnergyTank:
         target, previous, q, qdot, k = _finite(
             self.num_joints, target=target, previous=previous, q=q, qdot=qdot, stiffness=stiffness, dt=dt
         )
-        e, delta = previous - q, target - previous
-        a, b = float(e @ (k * delta)), 0.5 * float(delta @ (k * delta))  # E(alpha) = a alpha + b alpha^2
-        budget = self.tank - self.params.t_min - self.params.margin
-        alpha = 1.0 if a + b <= budget else _largest_root_in_unit(a, b, budget)
-        injected = a * alpha + b * alpha * alpha
-        rate = float(qdot @ (self.damping * qdot))
-        injected, harvested, overflow = self._credit(injected, rate, dt)
-        return TankStep(previous + alpha * delta, alpha, self.tank, injected, harvested, overflow)
+        tank = np.array([self.tank])
+        step = setpoint_step(self.params, self.damping, tank, target[None], previous[None], q[None], qdot[None], k, dt)
+        self.tank = float(step.tank[0])
+        return TankStep(
+            step.command[0], float(step.alpha[0]), self.tank, float(step.injected[0]), float(step.harvested[0]),
+            float(step.overflow[0]),
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class TankBatchStep:
+    """One set-point step of ``N`` tanks (:func:`setpoint_step`); each field as in :class:`TankStep`, ``[N]`` (the
+    command ``[N, J]``)."""
+
+    command: np.ndarray
+    alpha: np.ndarray
+    tank: np.ndarray
+    injected: np.ndarray
+    harvested: np.ndarray
+    overflow: np.ndarray
+
+
+def credit(
+    tank: np.ndarray, injected: np.ndarray | float, harvest_rate: np.ndarray | float, dt: float, t_max: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Book one step into tanks ``[N]`` (J): ``T <- T - injected + H`` with ``H = harvest_rate * dt`` while
+    ``T < T_max``; whatever exceeds ``T_max`` is discarded. Returns the new tanks, ``H`` and the overflow, ``[N]``."""
+    harvested = np.where(tank < t_max, np.asarray(harvest_rate, dtype=np.float64) * dt, 0.0)
+    t = tank - injected + harvested
+    overflow = np.maximum(0.0, t - t_max)
+    return np.where(overflow > 0, t_max, t), harvested, overflow  # exactly T_max: no round-off just below it
+
+
+def setpoint_step(
+    params: TankParams,
+    damping: np.ndarray,
+    tank: np.ndarray,
+    target: np.ndarray,
+    previous: np.ndarray,
+    q: np.ndarray,
+    qdot: np.ndarray,
+    stiffness: np.ndarray,
+    dt: float,
+) -> TankBatchStep:
+    """The set-point filter of :meth:`EnergyTank.setpoint` for ``N`` tanks at once (float64; inputs already checked).
+
+    The one implementation of the set-point tank: the ROS 2 node's :class:`EnergyTank` calls it with ``N = 1`` and the
+    simulator calls it for every world when the tank is in the training loop (``env.passivity``).
+
+    Args:
+        params: Tank parameters (shared by the ``N`` tanks).
+        damping: Harvesting damping ``[J]``, N m s/rad.
+        tank: Energy of each tank before the step ``[N]``, J.
+        target: New set-points ``[N, J]``, rad.
+        previous: Set-points in force until now ``[N, J]``, rad.
+        q: Measured joint positions ``[N, J]``, rad.
+        qdot: Measured joint velocities ``[N, J]``, rad/s.
+        stiffness: Diagonal stiffness ``K`` ``[J]`` or ``[N, J]``, N m/rad.
+        dt: Control period, s.
+    """
+    e, delta = previous - q, target - previous
+    a = np.einsum("nj,nj->n", e, stiffness * delta)  # E(alpha) = a alpha + b alpha^2
+    b = 0.5 * np.einsum("nj,nj->n", delta, stiffness * delta)
+    budget = tank - params.t_min - params.margin
+    alpha = np.where(a + b <= budget, 1.0, largest_root_in_unit(a, b, budget))
+    injected = a * alpha + b * alpha * alpha
+    rate = np.einsum("nj,nj->n", qdot, damping * qdot)
+    tank, harvested, overflow = credit(tank, injected, rate, dt, params.t_max)
+    return TankBatchStep(previous + alpha[:, None] * delta, alpha, tank, injected, harvested, overflow)
 
 
 def _finite(num_joints: int, dt: float, **arrays: Any) -> list[np.ndarray]:
@@ -207,14 +266,12 @@ def _finite(num_joints: int, dt: float, **arrays: Any) -> list[np.ndarray]:
     return out
 
 
-def _largest_root_in_unit(a: float, b: float, budget: float) -> float:
-    """Largest ``alpha`` in ``[0, 1]`` with ``a alpha + b alpha² <= budget`` (``b >= 0``), 0 if there is none."""
-    if b > 0:
+def largest_root_in_unit(a: np.ndarray, b: np.ndarray, budget: np.ndarray) -> np.ndarray:
+    """Largest ``alpha`` in ``[0, 1]`` with ``a alpha + b alpha² <= budget`` (``b >= 0``), 0 where there is none;
+    elementwise over ``[N]``."""
+    with np.errstate(divide="ignore", invalid="ignore"):
         disc = a * a + 4.0 * b * budget
-        if disc < 0:
-            return 0.0
-        root = (-a + math.sqrt(disc)) / (2.0 * b) * (1.0 - 1e-12)  # stay on the safe side of round-off
-        return float(min(1.0, max(0.0, root)))
-    if a > 0:
-        return float(min(1.0, max(0.0, budget / a)))
-    return 1.0 if a <= budget else 0.0
+        root = (-a + np.sqrt(np.maximum(disc, 0.0))) / (2.0 * b) * (1.0 - 1e-12)  # safe side of round-off
+        quadratic = np.where(disc < 0, 0.0, root)
+        linear = np.where(a > 0, budget / a, np.where(a <= budget, 1.0, 0.0))
+        return np.clip(np.where(b > 0, quadratic, linear), 0.0, 1.0)

@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"control rate {args.control_rate:g} Hz (trained at {trained:g} Hz)")
     for r in loaded.evaluate(args.episodes, stem=stem):
         print(
-            f"randomisation {'on ' if r.randomized else 'off'}: criterion {'MET' if r.met else 'not met'}  "
+            f"{r.setting}: criterion {'MET' if r.met else 'not met'}  "
             + "  ".join(f"{k}={v:.4g}" for k, v in r.summary().items() if isinstance(v, float))
         )
     print(f"wrote {args.run / f'{stem}.yaml'} and {args.run / f'{stem}.png'}")

@@ -18,6 +18,7 @@ from sim.typed_config import ConfigError
 
 if TYPE_CHECKING:
     from robot_rl.runner import TrainResult
+    from robot_rl.runs import PPORun
 
 
 def add_parser(sub: Any) -> None:
@@ -150,6 +151,22 @@ def exec_torchrun(nproc: int, cfg: TrainConfig, argv: list[str]) -> int:
     return 0  # not reached
 
 
+def write_clip(run: PPORun) -> str:
+    """Render a few held-out evaluation episodes into ``episodes.gif`` (tasks with a MuJoCo camera); returns a line
+    to print where that was not possible, else an empty string."""
+    from robot_rl.clip import record_clip
+    from robot_rl.evaluate import EVAL_SEED_OFFSET, deterministic_policy
+    from sim.rendering import RenderError
+
+    cfg = run.cfg
+    policy = deterministic_policy(run.model, cfg.policy.actor_obs)
+    try:
+        record_clip(cfg.task, cfg.env, policy, run.run_dir / "episodes.gif", seed=cfg.seed + EVAL_SEED_OFFSET)
+    except RenderError as exc:
+        return f"no clip of the episodes: {exc}"
+    return ""
+
+
 def finish_run(run_dir: Path, result: TrainResult, export: bool) -> int:
     """Final evaluation, export and a readable summary of a finished training run."""
     from robot_rl.runs import PPORun
@@ -157,6 +174,7 @@ def finish_run(run_dir: Path, result: TrainResult, export: bool) -> int:
     run = PPORun.load(run_dir)
     evals = run.evaluate(run.cfg.runner.eval_episodes)
     onnx_path = run.export() if export else None
+    clip_note = write_clip(run)
     print(
         f"\n{'=' * 72}\n{run.cfg.task}: {result.iterations} iterations, "
         f"{result.env_steps:,} env steps in {result.wall_time_s:.1f} s"
@@ -176,12 +194,15 @@ def finish_run(run_dir: Path, result: TrainResult, export: bool) -> int:
         figures = ", ".join(f"{k} {v:.3g}" for k, v in r.figures.items() if k != "success_rate")
         figures = f"; {figures}" if figures else ""
         print(
-            f"  eval, randomisation {'on ' if r.randomized else 'off'}: criterion {'MET' if r.met else 'not met'}, "
+            f"  eval, {r.setting}: criterion {'MET' if r.met else 'not met'}, "
             f"quality {'MET' if r.quality_met else 'not met'}; "
             f"return {s['return_mean']:.2f}; success {s['success_rate']:.0%}{figures}"
         )
+    if clip_note:
+        print(clip_note)
     print("artifacts:")
     names = ["checkpoint.pt", "best.pt", "config.yaml", "metrics.csv", "learning_curve.png", "eval.yaml", "eval.png"]
+    names += ["episodes.gif"]
     if onnx_path is not None:
         names += [onnx_path.name, "contract.yaml"]
     for name in names:

@@ -9,6 +9,7 @@ and export use), ``metrics.csv``, ``tb/`` (TensorBoard), ``learning_curve.png``,
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,8 @@ from robot_rl.evaluate import (
     evaluate_env,
     make_eval_env,
     plot_evaluation,
+    switched_tank,
+    tank_of,
 )
 from robot_rl.runner import BEST, build_model
 from sim.typed_config import load_yaml
@@ -118,18 +121,27 @@ class PPORun:
         return export_onnx(self.model, self.contract(), out_dir or self.run_dir)
 
     def evaluate(
-        self, episodes: int, settings: tuple[bool, ...] = (True, False), stem: str = "eval"
+        self, episodes: int, settings: tuple[bool, ...] = (True, False), stem: str = "eval", tank: bool = True
     ) -> list[EvalResult]:
-        """Evaluate the policy (in ``cfg.env``) with randomisation on and/or off; writes ``<stem>.yaml`` and
-        ``<stem>.png`` into the run folder."""
+        """Evaluate the policy (in ``cfg.env``) with randomisation on and/or off, and for tasks with an energy tank
+        in the loop also with the tank the other way round (randomisation on; :func:`switched_tank`, unless ``tank``
+        is false); writes ``<stem>.yaml`` and ``<stem>.png`` into the run folder."""
         cfg, device = self.cfg, torch.device(self.cfg.device)
         policy = deterministic_policy(self.model, cfg.policy.actor_obs)
-        results = []
+        results: list[EvalResult] = []
+        other = None
         for randomize in settings:
             env = make_eval_env(cfg.task, cfg.env, episodes, device, randomize)
-            results.append(evaluate_env(env, policy, seed=cfg.seed + EVAL_SEED_OFFSET))
+            result = evaluate_env(env, policy, seed=cfg.seed + EVAL_SEED_OFFSET)
+            results.append(dataclasses.replace(result, tank_j=tank_of(cfg.env)))
+            other = other or (switched_tank(cfg.env, env) if tank else None)
             env.close()
-        summary = {("randomization_on" if r.randomized else "randomization_off"): r.summary() for r in results}
+        if other is not None:
+            env = make_eval_env(cfg.task, other, episodes, device, True)
+            result = evaluate_env(env, policy, seed=cfg.seed + EVAL_SEED_OFFSET)
+            results.append(dataclasses.replace(result, tank_j=tank_of(other)))
+            env.close()
+        summary = {r.key: r.summary() for r in results}
         atomic_write_text(self.run_dir / f"{stem}.yaml", yaml.safe_dump(summary, sort_keys=False))
         rate = f", {1.0 / cfg.env.dt:g} Hz control" if stem != "eval" else ""
         plot_evaluation(results, self.run_dir / f"{stem}.png", f"{cfg.task}: {episodes} episodes per setting{rate}")

@@ -281,6 +281,15 @@ class BatchedTask(VecEnv):
         """Optional extra per-world metrics ``{name: [N]}`` for the log (errors in SI units)."""
         return {}
 
+    def _filter_metrics(self) -> dict[str, torch.Tensor]:
+        """Per-world figures ``{name: [N]}`` of a filter between the policy and the actuators (the energy tank), logged
+        as ``metric/tank_<name>``."""
+        return {}
+
+    def _filter_episode_metrics(self) -> dict[str, torch.Tensor]:
+        """Per-world figures of that filter for the episode ending now ``{name: [N]}`` (read only where done)."""
+        return {}
+
     def action_spec(self) -> ActionSpec:
         """How normalised actions map to robot commands (for the deployment contract)."""
         raise NotImplementedError
@@ -346,6 +355,7 @@ class BatchedTask(VecEnv):
             reward += value
             log[f"reward/{name}"] = value
         log.update({f"metric/{k}": v for k, v in self._metrics().items()})
+        log.update({f"metric/tank_{k}": v for k, v in self._filter_metrics().items()})
         self.episode_return += reward
         self.last_action = action
 
@@ -358,7 +368,8 @@ class BatchedTask(VecEnv):
             info.success = self._success() & done
             info.episode_return = self.episode_return.clone()
             info.episode_length = self.episode_step.clone()
-            info.episode_metrics = {k: v.clone() for k, v in self._episode_metrics().items()}
+            ends = {**self._episode_metrics(), **self._filter_episode_metrics()}
+            info.episode_metrics = {k: v.clone() for k, v in ends.items()}
             self._reset(done)
             obs = self._observe(refresh=done)
         self._obs = obs

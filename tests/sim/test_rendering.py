@@ -3,6 +3,8 @@ randomisation) its own light, colours and camera mount, redrawn per episode; the
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -68,3 +70,37 @@ def test_renderer_and_randomization_refuse_bad_input(lift: sim.VecEnv) -> None:
         VisualRandomization(light_scale=(1.2, 0.8))
     with pytest.raises(ValueError, match="camera_tilt_deg must be >= 0"):
         VisualRandomization(camera_tilt_deg=-1.0)
+
+
+def test_the_run_clip_shows_each_episode_and_frames_its_verdict(tmp_path: Path) -> None:
+    """``episodes.gif``: the worlds side by side at the control rate, each finished episode framed green or red."""
+    from PIL import Image
+
+    from robot_rl.clip import record_clip
+
+    cfg = load_config("panda-reach").env
+    still = lambda obs: torch.zeros(obs["policy"].shape[0], 7)  # noqa: E731 - holds the arm: no reach succeeds
+    path = record_clip("panda-reach", cfg, still, tmp_path / "episodes.gif", seed=3, worlds=3, size=(48, 64))
+    assert path == tmp_path / "episodes.gif"
+    clip = Image.open(path)
+    steps = sim.make("panda-reach", 1, torch.device("cpu"), cfg).max_episode_length
+    assert clip.size == (3 * 64, 48)
+    durations = []  # ms; the writer merges identical frames (this arm holds still) and adds up their durations
+    for k in range(clip.n_frames):
+        clip.seek(k)
+        durations.append(clip.info["duration"])
+    assert sum(durations) == steps * 40 + 1500  # every control step at 25 Hz, then the verdicts for 1.5 s
+    last = np.asarray(clip.convert("RGB"))
+    for w in range(3):
+        corner = last[0, w * 64 + 1].astype(int)
+        assert corner[0] > 180 and corner[1] < 80  # red: failed
+
+
+def test_a_task_without_a_mujoco_model_has_no_clip(tmp_path: Path) -> None:
+    from robot_rl.clip import record_clip
+
+    cfg = load_config("quadrotor-hover").env
+    path = record_clip(
+        "quadrotor-hover", cfg, lambda obs: torch.zeros(obs["policy"].shape[0], 4), tmp_path / "c.gif", 0
+    )
+    assert path is None and not (tmp_path / "c.gif").exists()

@@ -48,6 +48,7 @@ from sim.measurements import JointStates, Measurement, Pose
 from sim.randomization import ParamSpec, RandomizationTerm
 from sim.robots import panda
 from sim.tasks.base import BatchedTask, SensorNoise, check_fields, check_randomization, check_reward_scales
+from sim.tasks.panda.passivity import PassivityConfig, SetpointTanks
 from sim.vec_env import TaskConfigError
 
 ARM_BODIES = ("panda_link1", "panda_link2", "panda_link3", "panda_link4", "panda_link5", "panda_link6",
@@ -117,6 +118,8 @@ class PandaConfig:
         reward_scales: Scale of each named reward term, per second.
         randomization: Domain randomisation terms.
         noise: Onboard sensor noise.
+        passivity: The deploy-time energy tank on the arm's set-points during training and evaluation
+            (:mod:`sim.tasks.panda.passivity`; off unless ``passivity.tank_max_j`` is set; impedance control only).
     """
 
     backend: str = "mujoco"
@@ -134,6 +137,7 @@ class PandaConfig:
     reward_scales: dict[str, float] = field(default_factory=dict)
     randomization: list[RandomizationTerm] = field(default_factory=default_arm_randomization)
     noise: SensorNoise = field(default_factory=default_arm_noise)
+    passivity: PassivityConfig = field(default_factory=PassivityConfig)
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -146,6 +150,11 @@ class PandaConfig:
             )
         if self.control_mode not in ("impedance", "torque"):
             raise TaskConfigError(f"env.control_mode must be 'impedance' or 'torque', got '{self.control_mode}'")
+        if self.passivity.enabled and self.control_mode != "impedance":
+            raise TaskConfigError(
+                "env.passivity.tank_max_j needs env.control_mode=impedance (the tank in the training loop filters "
+                "set-points; torque commands are filtered only on the robot)"
+            )
         check_fields(self, ("dt", "physics_dt", "episode_length_s", "action_scale"), "env.")
         check_fields(self, ("stiffness", "damping", "init_joint_range", "action_history"), "env.", positive=False)
         if self.action_history < 0:
@@ -232,7 +241,7 @@ class PandaTask(BatchedTask):
             device=device,
             seed=seed,
             policy_terms=terms,
-            privileged_size=7 + 7 + num_actions + task_privileged + self._param_size + 1,
+            privileged_size=7 + 7 + num_actions + task_privileged + self._param_size + 1 + cfg.passivity.enabled,
             param_specs=specs,
             randomization=cfg.randomization,
             noise=cfg.noise,
@@ -263,6 +272,9 @@ class PandaTask(BatchedTask):
         self._dq = torch.zeros(num_envs, 7, **f32)
         self._tcp_pos = torch.zeros(num_envs, 3, **f32)
         self._tcp_rot = torch.zeros(num_envs, 3, 3, **f32)
+        self.tanks: SetpointTanks | None = None
+        if cfg.passivity.enabled:
+            self.tanks = SetpointTanks(cfg.passivity.params(cfg.damping), num_envs, cfg.stiffness, cfg.dt)
 
     # ---------------------------------------------------------------------------------- hooks for the tasks
     def _reset_task(self, rows: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
@@ -313,7 +325,10 @@ class PandaTask(BatchedTask):
         self._sync_model()
         if self._pushed:
             self.physics.set_external_force(self._hand, self.params["external_force"].to(self.physics.device))
-        self.physics.step(self.command(action).to(self.physics.device))
+        ctrl = self.command(action)
+        if self.tanks is not None:
+            ctrl[:, :7] = self.tanks.filter(ctrl[:, :7], self._q, self._dq)
+        self.physics.step(ctrl.to(self.physics.device))
         self._read_state()
         self._after_step()
 
@@ -342,6 +357,8 @@ class PandaTask(BatchedTask):
         self._reset_task(rows, qpos, qvel)
         self.physics.reset(rows.to(self.physics.device), qpos, qvel)
         self._read_state()
+        if self.tanks is not None:
+            self.tanks.reset(rows, self._q[rows])
 
     def _sync_model(self) -> None:
         """Write randomised parameters of the worlds whose values changed into the physics."""
@@ -424,7 +441,19 @@ class PandaTask(BatchedTask):
             v = self.params[k]
             parts.append(torch.where(nominal.abs() > 1e-9, v / nominal.clamp_min(1e-9) - 1.0, v))
         latency = self.params["action_latency"].floor()
+        if self.tanks is not None:  # the tank's level as a fraction of T_max
+            parts.append(torch.from_numpy(self.tanks.level / self.tanks.params.t_max).to(self._q)[:, None])
         return torch.cat((self._q, self._dq, self.last_action, *parts, latency), 1)
+
+    def _filter_metrics(self) -> dict[str, torch.Tensor]:
+        """The tank's level (J) and last set-point scaling per world, when the tank is in the loop."""
+        if self.tanks is None:
+            return {}
+        return {k: torch.from_numpy(getattr(self.tanks, k)).to(self._q) for k in ("level", "alpha")}
+
+    def _filter_episode_metrics(self) -> dict[str, torch.Tensor]:
+        """The lowest tank level of the episode ending now (J), when the tank is in the loop."""
+        return {} if self.tanks is None else {"lowest_tank_j": torch.from_numpy(self.tanks.lowest.copy()).to(self._q)}
 
     def _state_finite(self) -> torch.Tensor:
         return torch.isfinite(self._q).all(-1) & torch.isfinite(self._dq).all(-1)
@@ -435,12 +464,15 @@ class PandaTask(BatchedTask):
 
     def _task_state(self) -> dict[str, torch.Tensor]:
         goals = {f"goal/{k}": getattr(self, k).clone() for k in self.goal_state}
-        return {**goals, **{f"physics/{k}": v for k, v in self.physics.state().items()}}
+        tanks = {f"tank/{k}": v for k, v in self.tanks.state().items()} if self.tanks is not None else {}
+        return {**goals, **tanks, **{f"physics/{k}": v for k, v in self.physics.state().items()}}
 
     def _load_task_state(self, state: dict[str, torch.Tensor]) -> None:
         self.physics.load_state({k.removeprefix("physics/"): v for k, v in state.items() if k.startswith("physics/")})
         for k in self.goal_state:
             getattr(self, k).copy_(state[f"goal/{k}"])
+        if self.tanks is not None:
+            self.tanks.load_state({k.removeprefix("tank/"): v for k, v in state.items() if k.startswith("tank/")})
         for k in self._model_params:
             self._in_model[k].copy_(self.params[k])
         self._read_state()
