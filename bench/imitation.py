@@ -45,7 +45,7 @@ import torch
 
 import sim
 from robot_rl.bench import format_table
-from robot_rl.config import load_config
+from robot_rl.config import task_defaults
 from robot_rl.evaluate import EVAL_SEED_OFFSET, evaluate_env, make_eval_env
 from robot_rl.imitation.collect import collect
 from robot_rl.imitation.config import load_bc_config
@@ -61,7 +61,7 @@ DART_NOISE = {"panda-lift": 0.2, "panda-push": 0.05}
 def evaluate_expert(task: str, episodes: int, cube: str) -> ChunkEvalResult:
     """The scripted expert's success over ``episodes`` x :data:`EVAL_SEEDS` (the students' evaluation starts),
     acting on the ``cube`` position source (``exact`` or ``onboard``)."""
-    cfg = load_config(task)
+    cfg = task_defaults(task)
     results = []
     for seed in EVAL_SEEDS:
         env = make_eval_env(task, cfg.env, episodes, torch.device("cpu"), True)

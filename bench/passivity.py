@@ -11,6 +11,11 @@ Run::
 
     python bench/passivity.py runs/panda-reach/<run> --episodes 64
     python bench/passivity.py runs/panda-lift/<train-bc run> --episodes 100 --t-max 5 10 20 40 80
+    python bench/passivity.py RUN_TRAINED_WITH RUN_TRAINED_WITHOUT --episodes 500 --t-max 10 20 40 80 \
+        --plot docs/img/lift_tank_curve.png
+
+A run trained with the tank in the loop (``env.passivity``) is evaluated here without the simulator's tank: only this
+script's (the node's) tank is in front of its policy.
 """
 
 from __future__ import annotations
@@ -91,17 +96,58 @@ def run(run_dir: Path, episodes: int, t_max: float | None, seed: int) -> dict[st
     }
 
 
+def label(run_dir: Path) -> str:
+    """The run in a few words: task, folder, and the tank it trained with (if any)."""
+    run = open_run(run_dir)
+    trained = None if isinstance(run, BCRun) else getattr(run.cfg.env, "passivity", PassivityConfig()).tank_max_j
+    how = f"trained with a {trained:g} J tank" if trained is not None else "trained without a tank"
+    return f"{run_dir.parent.name}/{run_dir.name} ({how})"
+
+
+def plot(curves: dict[str, list[dict[str, float]]], path: Path) -> None:
+    """Success against ``T_max`` (log axis), one line per run, its no-tank success dashed in the same colour."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from robot_rl.logger import save_png
+
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for name, rows in curves.items():
+        tanks = [r for r in rows if r["tank T_max [J]"] == r["tank T_max [J]"]]  # not NaN: with a tank
+        (line,) = ax.plot([r["tank T_max [J]"] for r in tanks], [100 * r["success"] for r in tanks], "o-", label=name)
+        free = [r["success"] for r in rows if r not in tanks]
+        if free:
+            ax.axhline(100 * free[0], color=line.get_color(), ls="--", lw=1)
+    ax.set_xscale("log")
+    ax.set_xlabel("energy tank T_max [J] (starts half full)")
+    ax.set_ylabel("success [%] (dashed: no tank)")
+    ax.set_ylim(-2, 102)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    save_png(fig, path)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Evaluate without a tank and with several tank sizes; print the table."""
+    """Evaluate each run without a tank and with several tank sizes; print the table (and plot the curves)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("run", type=Path, help="panda-* run folder with policy.onnx (robot-rl train or train-bc)")
+    p.add_argument("runs", type=Path, nargs="+", help="panda-* run folders with policy.onnx (train or train-bc)")
     p.add_argument("--episodes", type=int, default=64)
     p.add_argument("--seed", type=int, default=3)
     p.add_argument("--t-max", type=float, nargs="+", default=[2.0, 5.0, 10.0, 20.0])
+    p.add_argument("--plot", type=Path, help="write success against T_max for every run as this PNG")
     args = p.parse_args(argv)
-    rows = [run(args.run, args.episodes, None, args.seed)]
-    rows += [run(args.run, args.episodes, t, args.seed) for t in args.t_max]
-    print(format_table(rows))
+    curves: dict[str, list[dict[str, float]]] = {}
+    for run_dir in args.runs:
+        rows = [run(run_dir, args.episodes, t, args.seed) for t in [None, *args.t_max]]
+        curves[label(run_dir)] = rows
+    print(format_table([{"run": name, **r} for name, rows in curves.items() for r in rows]))
+    if args.plot is not None:
+        plot(curves, args.plot)
+        print(f"wrote {args.plot}")
 
 
 if __name__ == "__main__":

@@ -181,6 +181,18 @@ def load_config(
     return from_plain(data)
 
 
+def task_defaults(task: str, overrides: list[str] | None = None) -> TrainConfig:
+    """The task's own defaults (its config class, without ``configs/<task>.yaml``) plus ``overrides``: the setting
+    the task's scripted expert acts in and its datasets are recorded in. The training file may differ from it where
+    the RL teacher trains in another (``panda-lift`` trains its teacher behind the energy tank, its gripper open at
+    zero).
+
+    Raises:
+        ConfigError: Unknown task or a bad override.
+    """
+    return load_config(task, None, overrides, base={"task": task}, base_name=f"the defaults of task '{task}'")
+
+
 def from_plain(data: dict[str, Any]) -> TrainConfig:
     """Build a :class:`TrainConfig` from plain data, parsing ``env`` with the task's own config class."""
     data = dict(data)

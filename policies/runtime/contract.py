@@ -165,7 +165,8 @@ class Contract:
         joint_names: Actuated joints or motors in command order.
         default_pose: Nominal joint positions (empty for robots without joints, e.g. multirotors).
         normalization: Where observation normalisation lives (``"in_graph"``: baked into the ONNX graph).
-        filter: Defaults for the passivity filter and safety layer (tank sizes in J, rate limits, ...).
+        filter: Defaults for the passivity filter and safety layer (tank sizes in J, rate limits, ...);
+            ``trained_with_tank_j`` (J) marks a policy trained behind the tank, which a node must not run without it.
         extra: Task-specific facts a deployment needs (hover target, physical parameters used, ...).
         input_name: ONNX input tensor name.
         output_name: ONNX output tensor name.
@@ -248,6 +249,10 @@ class Contract:
         if not isinstance(self.filter, dict):
             raise ContractError(f"filter must be a mapping, got {type(self.filter).__name__}")
         _finite_tree(self.filter, "filter")
+        if "trained_with_tank_j" in self.filter:  # the policy trained behind the tank: the node must keep it on
+            trained = _number(self.filter["trained_with_tank_j"], "filter.trained_with_tank_j")
+            if not trained > 0:
+                raise ContractError(f"filter.trained_with_tank_j must be > 0 J, got {trained}")
         if not isinstance(self.extra, dict):
             raise ContractError(f"extra must be a mapping, got {type(self.extra).__name__}")
         _finite_tree(self.extra, "extra")

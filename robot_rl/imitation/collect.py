@@ -105,11 +105,11 @@ def collect(
         DatasetError: ``out`` exists, or the teacher kept no episode in ``MAX_ATTEMPT_FACTOR * episodes`` tries
             (nothing is written then).
     """
-    from robot_rl.config import load_config
+    from robot_rl.config import task_defaults
 
     expert_cls = None
     if isinstance(teacher, str):
-        cfg = load_config(teacher, None, [f"device={device}"])
+        cfg = task_defaults(teacher, [f"device={device}"])
         expert_cls = sim.get_task(teacher).expert_cls()
         teacher_name = f"scripted expert ({expert_cls.__name__})"
     else:

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from policies.runtime.chunking import ChunkedOnnxPolicy
-from robot_rl.config import load_config
+from robot_rl.config import task_defaults
 from robot_rl.evaluate import EVAL_SEED_OFFSET, evaluate_env, make_eval_env
 from robot_rl.imitation.collect import collect
 from robot_rl.imitation.config import load_bc_config
@@ -115,7 +115,7 @@ def test_a_wrist_camera_student_lifts_where_the_biased_cube_estimate_alone_fails
     # The exported graph through the robot-side runtime, fed the wrist camera's images like the robot would be.
     episodes = 32
     policy = ChunkedOnnxPolicy(runs["camera"] / "policy.onnx", num_envs=episodes, seed=0)
-    env = make_eval_env("panda-lift", load_config("panda-lift").env, episodes, torch.device("cpu"), True)
+    env = make_eval_env("panda-lift", task_defaults("panda-lift").env, episodes, torch.device("cpu"), True)
     camera = CameraRenderer(env, {"wrist": (32, 32)})
 
     def act(obs: dict[str, torch.Tensor]) -> torch.Tensor:

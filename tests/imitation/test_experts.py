@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import sim
-from robot_rl.config import load_config
+from robot_rl.config import task_defaults
 from robot_rl.evaluate import EVAL_SEED_OFFSET, evaluate_env, make_eval_env
 from sim.tasks.panda.experts import LiftExpert
 
@@ -23,7 +23,7 @@ CASES = [
 
 @pytest.mark.parametrize(("task", "cube", "bar"), CASES)
 def test_expert_succeeds_on_exact_and_onboard_cube(task: str, cube: str, bar: int) -> None:
-    cfg = load_config(task)
+    cfg = task_defaults(task)
     env = make_eval_env(task, cfg.env, 12, torch.device("cpu"), True)
     expert = sim.get_task(task).expert_cls()(env, cube=cube)
     seen: list[float] = []
@@ -43,7 +43,7 @@ def test_expert_succeeds_on_exact_and_onboard_cube(task: str, cube: str, bar: in
 
 
 def test_unknown_cube_source_is_refused() -> None:
-    cfg = load_config("panda-lift")
+    cfg = task_defaults("panda-lift")
     env = make_eval_env("panda-lift", cfg.env, 1, torch.device("cpu"), True)
     with pytest.raises(ValueError, match=r"unknown cube source 'camera'.*exact, onboard"):
         LiftExpert(env, cube="camera")
@@ -55,7 +55,7 @@ def test_press_expert_clicks_the_named_button_and_a_wrong_press_ends_the_episode
     pressing a button that was not named ends the episode as a failure (the goal is moved to another button)."""
     from sim.tasks.panda.press import BUTTONS, PandaPress
 
-    cfg = load_config("panda-press")
+    cfg = task_defaults("panda-press")
     env = make_eval_env("panda-press", cfg.env, 12, torch.device("cpu"), True)
     assert isinstance(env, PandaPress)
     expert = sim.get_task("panda-press").expert_cls()(env)

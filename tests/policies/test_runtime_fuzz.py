@@ -193,6 +193,9 @@ def test_every_malformed_number_is_refused_by_name(contract: Contract, data: st.
         (lambda d: d.update(normalization="outside"), "normalization 'outside' is not one of"),
         (lambda d: d.update(default_pose=[0.0]), "default_pose has 1 entries, joint_names has 4"),
         (lambda d: d.update(filter=[1]), "filter must be a mapping"),
+        (lambda d: d.update(filter={"trained_with_tank_j": "40"}), "filter.trained_with_tank_j must be a number"),
+        (lambda d: d.update(filter={"trained_with_tank_j": True}), "filter.trained_with_tank_j must be a number"),
+        (lambda d: d.update(filter={"trained_with_tank_j": -1.0}), "filter.trained_with_tank_j must be > 0 J"),
     ],
 )
 def test_malformed_contract_values_are_named(contract: Contract, edit: Callable[[dict[str, Any]], None], match: str):

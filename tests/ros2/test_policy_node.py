@@ -508,6 +508,27 @@ def test_a_position_policy_without_impedance_stiffness_is_refused_when_the_tank_
     assert run_graph(data, sim=False, duration_s=0.1, namespace=ros).fault != "unconfigured"
 
 
+def test_a_policy_trained_behind_the_tank_is_refused_without_it(ros: str, tmp_path: Path) -> None:
+    """A policy trained with the tank in the loop commands jumps only the tank makes gentle: passivity:=false is
+    refused by name; with the tank the same model configures, sized as trained."""
+    import sim
+    from policies.nets import ActorCritic
+    from policies.nets.export import export_onnx
+    from robot_rl.config import load_config
+
+    env = sim.make("panda-reach", 1, cfg=load_config("panda-reach", overrides=["env.passivity.tank_max_j=30"]).env)
+    contract = env.contract(["policy"])  # type: ignore[attr-defined]
+    assert contract.filter["trained_with_tank_j"] == 30.0 and contract.filter["tank_init_j"] == 15.0
+    model = ActorCritic(env.obs_sizes["policy"], env.obs_sizes["critic"], env.num_actions)  # type: ignore[attr-defined]
+    path = export_onnx(model, contract, tmp_path)
+    data = read_params(PKG / "config" / "panda_reach_sim.yaml")
+    data["policy_node"].update(model_path=str(path), passivity=False)
+    with pytest.raises(DeployError, match="refused to configure"):
+        run_graph(data, sim=False, duration_s=0.1, namespace=ros)
+    data["policy_node"].update(passivity=True)
+    assert run_graph(data, sim=False, duration_s=0.1, namespace=ros).fault != "unconfigured"
+
+
 def _lift_camera_student(tmp_path: Path, size: int = 16) -> Path:
     """An untrained lift student that sees the wrist camera (``size`` x ``size``), exported: what the node must
     feed (its skill is tested in tests/imitation)."""

@@ -509,13 +509,22 @@ class PandaTask(BatchedTask):
         89 % unfiltered, 91 % with ``T_max`` 20 J, 80 % with 10 J, 31 % with 5 J — the policy was trained without the
         tank. Lift and push move the cube against gravity and friction and need more (their classes say how much).
         Near people set 1–2 J (``tank_max_j``) and accept slower motion.
+
+        A policy trained behind the tank (``env.passivity``) deploys behind the same tank: its sizes are the
+        defaults, and ``trained_with_tank_j`` tells the node that it must not run the policy without one (such a
+        policy commands set-point jumps that only the tank makes gentle).
         """
+        p = self.cfg.passivity
+        sizes = {"tank_init_j": self.tank_max_j / 2, "tank_min_j": 0.1, "tank_max_j": self.tank_max_j}
+        trained: dict[str, float] = {}
+        if p.tank_max_j is not None:
+            sizes = {"tank_init_j": p.initial_j, "tank_min_j": p.tank_min_j, "tank_max_j": p.tank_max_j}
+            trained = {"trained_with_tank_j": p.tank_max_j}
         return {
-            "tank_init_j": self.tank_max_j / 2,
-            "tank_min_j": 0.1,
-            "tank_max_j": self.tank_max_j,
-            "tank_margin_j": 0.0,
+            **sizes,
+            "tank_margin_j": p.tank_margin_j if p.enabled else 0.0,
             "harvest_damping": list(self.cfg.damping),
+            **trained,
         }
 
     def default_pose(self) -> list[float]:

@@ -117,6 +117,12 @@ class PolicyNode(Node):
             policy = self._load_policy()
             self.inputs = make_inputs(self, policy, self._accept, self._reject)
             arm = self.inputs if isinstance(self.inputs, ArmInputs) else None
+            trained = policy.contract.filter.get("trained_with_tank_j")
+            if trained is not None and not self.p("passivity"):
+                raise ContractError(
+                    f"the policy was trained behind a {trained:g} J energy tank (contract filter.trained_with_tank_j) "
+                    "and commands set-point jumps only the tank makes gentle; keep passivity:=true"
+                )
             self.tank = self._make_tank(policy, arm) if arm is not None and self.p("passivity") else None
             a = policy.contract.action
             safe = tuple(self.p("safe_command")) if self.p("safe_mode") == "command" else ()

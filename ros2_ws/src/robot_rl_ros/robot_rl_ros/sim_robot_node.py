@@ -29,6 +29,7 @@ kept); randomisation as configured; a finished episode starts the next.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -64,6 +65,8 @@ class SimRobotNode(Node):
         task, seed = param("task").value, int(param("seed").value)
         length = float(param("episode_length_s").value)
         env_cfg = sim.train_env_config(task, [f"episode_length_s={length}"] if length > 0 else [])
+        if getattr(env_cfg, "passivity", None) is not None:  # the robot has no tank: the policy node's is the one
+            env_cfg = dataclasses.replace(env_cfg, passivity=type(env_cfg.passivity)())
         rate = float(param("rate_hz").value)
         if not (math.isfinite(rate) and rate >= 0):
             raise ValueError(f"parameter rate_hz is {rate}; expected Hz > 0, or 0 for the task's control rate")
