@@ -540,3 +540,27 @@ def test_inspect_prints_text_from_the_file_with_its_terminal_escapes_defused(
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\u202e" not in out
     assert "note: \\x1b[2J\\x1b[31mall checks passed\\u202e" in out
+
+
+def test_a_run_trained_behind_the_tank_reports_it_and_shows_its_episodes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """panda-reach with ``env.passivity``: the summary gives randomisation on and off behind the tank and on without
+    it, ``eval.yaml`` keys them apart, the contract carries the tank it trained with, and ``episodes.gif`` is listed."""
+    root = tmp_path / "runs"
+    argv = [
+        "train", "panda-reach", "--num-envs", "8", "--max-iterations", "1", "--set", "ppo.num_steps=4",
+        "--set", "runner.eval_episodes=3", "--set", "runner.eval_interval=0", "--set", "env.passivity.tank_max_j=20",
+        "--run-root", str(root), "--quiet",
+    ]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    (run,) = (root / "panda-reach").iterdir()
+    for line in ("eval, randomisation on, energy tank 20 J:", "randomisation off, energy tank 20 J:", "on: criterion"):
+        assert line in out, (line, out)
+    summary = yaml.safe_load((run / "eval.yaml").read_text())
+    assert list(summary) == ["randomization_on_tank_20J", "randomization_off_tank_20J", "randomization_on"]
+    assert summary["randomization_on_tank_20J"]["lowest_tank_j"] >= 0.1 - 1e-9
+    contract = Contract.load_yaml(run / "contract.yaml")
+    assert contract.filter["trained_with_tank_j"] == 20.0 and contract.filter["tank_max_j"] == 20.0
+    assert (run / "episodes.gif").is_file() and str(run / "episodes.gif") in out
