@@ -281,6 +281,11 @@ class BatchedTask(VecEnv):
         """Optional extra per-world metrics ``{name: [N]}`` for the log (errors in SI units)."""
         return {}
 
+    def _filter_action(self, action: torch.Tensor) -> torch.Tensor:
+        """What a filter between the policy and the robot (the energy tank) sends on, as normalised actions ``[N, A]``;
+        applied where the deploy node applies it: to the newest action, before the transport latency."""
+        return action
+
     def _filter_metrics(self) -> dict[str, torch.Tensor]:
         """Per-world figures ``{name: [N]}`` of a filter between the policy and the actuators (the energy tank), logged
         as ``metric/tank_<name>``."""
@@ -338,7 +343,7 @@ class BatchedTask(VecEnv):
         """Advance all worlds by ``dt``; see the module docstring for the order of operations."""
         if actions.shape != (self.num_envs, self.num_actions):
             raise ValueError(f"actions must have shape {(self.num_envs, self.num_actions)}, got {tuple(actions.shape)}")
-        action = actions.to(self.device, torch.float32).clamp(-1.0, 1.0)
+        action = self._filter_action(actions.to(self.device, torch.float32).clamp(-1.0, 1.0))
         self.action_queue = torch.roll(self.action_queue, 1, 1)
         self.action_queue[:, 0] = action
         latency = self.params["action_latency"][:, 0].floor().long().clamp(0, self.max_latency)

@@ -325,10 +325,7 @@ class PandaTask(BatchedTask):
         self._sync_model()
         if self._pushed:
             self.physics.set_external_force(self._hand, self.params["external_force"].to(self.physics.device))
-        ctrl = self.command(action)
-        if self.tanks is not None:
-            ctrl[:, :7] = self.tanks.filter(ctrl[:, :7], self._q, self._dq)
-        self.physics.step(ctrl.to(self.physics.device))
+        self.physics.step(self.command(action).to(self.physics.device))
         self._read_state()
         self._after_step()
 
@@ -444,6 +441,17 @@ class PandaTask(BatchedTask):
         if self.tanks is not None:  # the tank's level as a fraction of T_max
             parts.append(torch.from_numpy(self.tanks.level / self.tanks.params.t_max).to(self._q)[:, None])
         return torch.cat((self._q, self._dq, self.last_action, *parts, latency), 1)
+
+    def _filter_action(self, action: torch.Tensor) -> torch.Tensor:
+        """The energy tank, where the ROS 2 node runs it: the newest command's set-points (about the joint positions
+        now) are filtered, then mapped back to normalised actions as the node's ``normalized_action`` does (clipped
+        to ``[-1, 1]``), and those travel through the latency queue. Without a tank: ``action`` as is."""
+        if self.tanks is None:
+            return action
+        base = self._q if self.cfg.targets == "relative" else self.home
+        filtered = self.tanks.filter(self.command(action)[:, :7], self._q, self._dq)
+        arm = ((filtered - base) / self.cfg.action_scale).clamp(-1.0, 1.0)
+        return torch.cat((arm, action[:, 7:]), 1)
 
     def _filter_metrics(self) -> dict[str, torch.Tensor]:
         """The tank's level (J) and last set-point scaling per world, when the tank is in the loop."""
