@@ -10,9 +10,10 @@ simulator computes is ever tracked by autograd; code that edits task state direc
 
 Order of one ``step`` (control period ``dt``)::
 
-    a_k = clip(actions, -1, 1)                      # what the policy asked for
-    a_applied = a_{k - latency}                     # per-world action latency, in control steps
-    _simulate(a_applied)                            # physics advances by dt
+    a_k = _filter_action(clip(actions, -1, 1))      # what the policy asked for (through a deploy-side filter)
+    c_k = _transmit(a_k)                            # what leaves for the robot now (default: a_k itself)
+    c_applied = c_{k - latency}                     # per-world transport latency, in control steps
+    _simulate(c_applied)                            # physics advances by dt
     reward = sum_i scale_i * term_i * dt            # named reward terms, scales from config
     terminated, truncated = _terminated(), step >= max_episode_length
     obs = observe()                                 # noisy onboard signals -> ObservationBuilder, privileged state
@@ -191,6 +192,7 @@ class BatchedTask(VecEnv):
         noise: SensorNoise,
         reward_scales: dict[str, float],
         max_latency: int = MAX_LATENCY,
+        transmit_size: int | None = None,
     ) -> None:
         if not episode_length_s >= dt:  # NaN-safe: an episode shorter than one control period never runs
             raise TaskConfigError(
@@ -222,7 +224,7 @@ class BatchedTask(VecEnv):
         self.episode_step = torch.zeros(n, dtype=torch.long, device=device)
         self.episode_return = torch.zeros(n, device=device)
         self.last_action = torch.zeros(n, a, device=device)
-        self.action_queue = torch.zeros(n, max_latency + 1, a, device=device)
+        self.action_queue = torch.zeros(n, max_latency + 1, transmit_size or a, device=device)
         self.obs_bias = {k: torch.zeros(n, self._signal_size(k), device=device) for k in noise.bias_std}
         self.last_signals: dict[str, torch.Tensor] = {}
         """The onboard signals of the latest observation, noise and bias included (what the robot's sensors
@@ -280,6 +282,17 @@ class BatchedTask(VecEnv):
     def _metrics(self) -> dict[str, torch.Tensor]:
         """Optional extra per-world metrics ``{name: [N]}`` for the log (errors in SI units)."""
         return {}
+
+    def _transmit(self, action: torch.Tensor) -> torch.Tensor:
+        """What leaves the controller for the robot when action ``[N, A]`` is computed, ``[N, C]`` (``C`` =
+        ``transmit_size``); after the world's latency it reaches :meth:`_simulate`. Default: the normalised action.
+        A robot that holds absolute set-points computed from what it measured at command time (the Panda's relative
+        joint targets) transmits those set-points, so a late command is applied as it was computed."""
+        return action
+
+    def _transmit_idle(self, mask: torch.Tensor) -> torch.Tensor | float:
+        """What the latency queue of just-reset worlds ``mask`` holds (default 0: the zero action)."""
+        return 0.0
 
     def _filter_action(self, action: torch.Tensor) -> torch.Tensor:
         """What a filter between the policy and the robot (the energy tank) sends on, as normalised actions ``[N, A]``;
@@ -345,7 +358,7 @@ class BatchedTask(VecEnv):
             raise ValueError(f"actions must have shape {(self.num_envs, self.num_actions)}, got {tuple(actions.shape)}")
         action = self._filter_action(actions.to(self.device, torch.float32).clamp(-1.0, 1.0))
         self.action_queue = torch.roll(self.action_queue, 1, 1)
-        self.action_queue[:, 0] = action
+        self.action_queue[:, 0] = self._transmit(action)
         latency = self.params["action_latency"][:, 0].floor().long().clamp(0, self.max_latency)
         self._simulate(self.action_queue[self._rows, latency])
         self.episode_step += 1
@@ -432,7 +445,7 @@ class BatchedTask(VecEnv):
         self.episode_step[mask] = 0
         self.episode_return[mask] = 0.0
         self.last_action[mask] = 0.0
-        self.action_queue[mask] = 0.0
+        self.action_queue[mask] = self._transmit_idle(mask)
         for name, bias in self.obs_bias.items():
             std = self.noise.bias_std[name] if self.randomizer.enabled else 0.0
             bias[mask] = std * torch.randn(bias[mask].shape, generator=self.gen, device=self.device)

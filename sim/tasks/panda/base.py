@@ -9,9 +9,10 @@ Action ``a`` ``[N, 7 (+1)]`` in ``[-1, 1]``; the exported contract maps it exact
 
 - ``impedance``: joint targets ``q_d = clip(q + action_scale * a, q_min, q_max)``, rad, relative to the measured
   joint positions ``q`` (contract ``action.reference: joint_pos``), or with ``targets: absolute``
-  ``q_d = clip(home + action_scale * a, q_min, q_max)``. The simulator adds the true ``q`` at the moment the
-  command is applied; a robot adds its measured ``q`` when the command is computed (encoder noise and the
-  latency the training randomises apart, the same);
+  ``q_d = clip(home + action_scale * a, q_min, q_max)``. Both the simulator and a robot add ``q`` when the
+  command is computed (the simulator the true ``q``, the robot its measured one) and hold that absolute set-point
+  through the transport latency the training randomises (``_transmit``: a late command arrives as it was
+  computed, as the energy tank priced it);
 - ``torque``: joint torques ``tau = clip(action_scale * tau_max * a, -tau_max, tau_max)``, N m (added to the
   robot's gravity compensation);
 - tasks with a gripper command append the finger opening per finger, m (0 closed .. 0.04 open):
@@ -246,6 +247,7 @@ class PandaTask(BatchedTask):
             randomization=cfg.randomization,
             noise=cfg.noise,
             reward_scales=cfg.reward_scales,
+            transmit_size=8,
         )
         self.physics = make_physics(cfg.backend, model, num_envs, cfg.substeps, device)
         for name in self._fields_needed():
@@ -321,11 +323,20 @@ class PandaTask(BatchedTask):
             grip = torch.full_like(arm[:, :1], self.finger_opening)
         return torch.cat((arm_ctrl, grip), 1)
 
-    def _simulate(self, action: torch.Tensor) -> None:
+    def _transmit(self, action: torch.Tensor) -> torch.Tensor:
+        """The actuator set-points ``[N, 8]`` computed now (relative targets: about the joint positions now), which
+        the latency delays as a robot's transport delays them: a late command is held as it was computed."""
+        return self.command(action)
+
+    def _transmit_idle(self, mask: torch.Tensor) -> torch.Tensor:
+        """A just-reset world's queue holds the command of the zero action (hold the joints where they are)."""
+        return self.command(torch.zeros(self.num_envs, self.num_actions, device=self.device))[mask][:, None]
+
+    def _simulate(self, ctrl: torch.Tensor) -> None:
         self._sync_model()
         if self._pushed:
             self.physics.set_external_force(self._hand, self.params["external_force"].to(self.physics.device))
-        self.physics.step(self.command(action).to(self.physics.device))
+        self.physics.step(ctrl.to(self.physics.device))
         self._read_state()
         self._after_step()
 
