@@ -10,9 +10,14 @@ For each PPO run folder of a ``panda-*`` task (``robot-rl train panda-lift``, ..
 - success of the exported ``policy.onnx`` through the energy tank at each ``--t-max`` (the ROS 2 node's
   implementation, as ``bench/passivity.py`` runs it), randomisation on.
 
+With ``--students``, for each ``robot-rl train-bc`` run folder whose demonstrations a PPO teacher recorded
+(``robot-rl collect --teacher RUN``): the student (executed as its run says) against that teacher on the same
+held-out seeds, starts, randomisation and tank, ``--episodes`` split over ``--student-seeds``.
+
 Run::
 
     python bench/manipulation.py runs/panda-lift/<run> runs/panda-push/<run> --episodes 500 --t-max 20 40 80
+    python bench/manipulation.py --students runs/panda-lift/<stamp>-bc-mlp-0 runs/panda-lift/<stamp>-bc-diffusion-0
 """
 
 from __future__ import annotations
@@ -25,7 +30,9 @@ from pathlib import Path
 from passivity import run as tank_run
 
 from robot_rl.bench import format_table
+from robot_rl.imitation.evaluate import evaluate_chunk_policy, evaluate_teacher
 from robot_rl.runs import PPORun
+from robot_rl.runs.bc import BCRun
 
 LEVELS = (0.25, 0.5, 0.7, 0.85, 0.9)
 """Success levels whose first time is reported, fractions of the periodic evaluation's episodes."""
@@ -49,14 +56,55 @@ def training_figures(run_dir: Path, levels: tuple[float, ...]) -> dict[str, floa
     return out
 
 
+def student_row(student_dir: Path, args: argparse.Namespace) -> dict[str, object]:
+    """One student against its PPO teacher (``--teacher``, else the run folder its demonstrations name),
+    ``--episodes`` split over ``--student-seeds``, in the demonstrations' task config."""
+    student = BCRun.load(student_dir)
+    student.execute_with(args.action_horizon, args.ensemble_decay)
+    teacher_dir: Path | None = args.teacher
+    teacher_dir = teacher_dir or (Path(student.teacher) if student.teacher else None)
+    episodes, seeds = args.episodes, args.student_seeds
+    if teacher_dir is None or not (teacher_dir / "checkpoint.pt").is_file():
+        raise SystemExit(
+            f"{student_dir}: its demonstrations name no PPO run folder as teacher ({student.teacher!r}); "
+            "collect them with robot-rl collect --teacher RUN, or name it with --teacher"
+        )
+    teacher = PPORun.load(teacher_dir)
+    per_seed = max(1, episodes // len(seeds))
+    spec = student.spec()
+    mine = evaluate_chunk_policy(
+        student.policy, spec, student.task, student.env_cfg, student.obs_groups, per_seed, seeds
+    )
+    theirs = evaluate_teacher(teacher.model, student.task, student.env_cfg, student.obs_groups, per_seed, seeds)
+    execution = f"Ta {spec.action_horizon}" if spec.ensemble_decay is None else f"ensemble m={spec.ensemble_decay:g}"
+    return {
+        "student": f"{student.task} {student.cfg.policy.kind} {student_dir.name}",
+        "execution": execution,
+        "teacher": teacher_dir.name,
+        "episodes": float(mine.episodes),
+        "student success": mine.success_rate,
+        "teacher success": theirs.success_rate,
+        "gap [points]": 100 * (theirs.success_rate - mine.success_rate),
+    }
+
+
 def main(argv: list[str] | None = None) -> None:
     """Print one row per run folder."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("runs", type=Path, nargs="+", help="PPO run folders of panda-* tasks")
+    p.add_argument("runs", type=Path, nargs="*", help="PPO run folders of panda-* tasks")
     p.add_argument("--episodes", type=int, default=500, help="held-out episodes per setting (default: 500)")
     p.add_argument("--t-max", type=float, nargs="*", default=[], help="energy tank sizes, J (default: none)")
     p.add_argument("--levels", type=float, nargs="+", default=list(LEVELS))
+    p.add_argument("--students", type=Path, nargs="*", default=[], help="train-bc run folders of PPO teachers")
+    p.add_argument("--teacher", type=Path, help="PPO teacher of every --students run (default: as recorded)")
+    p.add_argument("--action-horizon", type=int, help="students: actions per plan, ensembling off (robot-rl eval)")
+    p.add_argument("--ensemble-decay", type=float, help="students: temporal-ensembling weight (robot-rl eval)")
+    p.add_argument("--student-seeds", type=int, nargs="+", default=[0, 1], help="held-out seeds (default: 0 1)")
     args = p.parse_args(argv)
+    if not args.runs and not args.students:
+        p.error("give PPO run folders, --students, or both")
+    if args.students:
+        print(format_table([student_row(s, args) for s in args.students]))
     rows = []
     for run_dir in args.runs:
         run = PPORun.load(run_dir)
@@ -73,7 +121,8 @@ def main(argv: list[str] | None = None) -> None:
         for t_max in args.t_max:
             row[f"tank {t_max:g} J"] = tank_run(run_dir, args.episodes, t_max, seed=3)["success"]
         rows.append(row)
-    print(format_table(rows))
+    if rows:
+        print(format_table(rows))
 
 
 if __name__ == "__main__":

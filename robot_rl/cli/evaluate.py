@@ -126,14 +126,7 @@ def _eval_bc(run: Any, args: argparse.Namespace) -> int:
         in_range("--steps", args.steps, 1, run.cfg.policy.train_steps)
         run.cfg.policy = dataclasses.replace(run.cfg.policy, inference_steps=args.steps)
         run.policy.sampler = dataclasses.replace(run.policy.sampler, inference_steps=args.steps)
-    if args.action_horizon is not None:
-        in_range("--action-horizon", args.action_horizon, 1, run.cfg.policy.pred_horizon)
-        run.cfg.policy = dataclasses.replace(run.cfg.policy, action_horizon=args.action_horizon, ensemble_decay=None)
-        run.policy.horizons = dataclasses.replace(run.policy.horizons, action=args.action_horizon)
-    if args.ensemble_decay is not None:
-        if not math.isfinite(args.ensemble_decay):
-            raise ConfigError(f"--ensemble-decay must be a finite number, got {args.ensemble_decay}")
-        run.cfg.policy = dataclasses.replace(run.cfg.policy, ensemble_decay=args.ensemble_decay)
+    run.execute_with(args.action_horizon, args.ensemble_decay)
     if args.visual != "dataset" and not run.policy.cameras:
         raise ConfigError(f"--visual {args.visual}: this student sees no camera")
     visual: VisualRandomization | Literal["dataset"] | None = "dataset"

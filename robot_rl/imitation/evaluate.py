@@ -16,10 +16,19 @@ from typing import Any
 import numpy as np
 import torch
 
+from policies.nets import ActorCritic
 from policies.nets.chunk import ChunkPolicy
 from policies.runtime.chunking import ChunkExecutor
 from policies.runtime.contract import ChunkSpec
-from robot_rl.evaluate import EVAL_SEED_OFFSET, EvalResult, PolicyFn, evaluate_env, make_eval_env, pick
+from robot_rl.evaluate import (
+    EVAL_SEED_OFFSET,
+    EvalResult,
+    PolicyFn,
+    deterministic_policy,
+    evaluate_env,
+    make_eval_env,
+    pick,
+)
 from sim.rendering import CameraRenderer, VisualRandomization
 
 Z_95 = 1.959964
@@ -154,5 +163,36 @@ def evaluate_chunk_policy(
         results.append(evaluate_env(env, fn, seed=seed + EVAL_SEED_OFFSET))
         if cameras is not None:
             cameras.close()
+        env.close()
+    return ChunkEvalResult(results, list(seeds))
+
+
+def evaluate_teacher(
+    model: ActorCritic,
+    task: str,
+    env_cfg: Any,
+    groups: list[str],
+    episodes: int,
+    seeds: Sequence[int],
+    randomize: bool = True,
+) -> ChunkEvalResult:
+    """The PPO teacher's deterministic actor on the seeds and in the task config its student is evaluated in
+    (:func:`evaluate_chunk_policy`): the same starts, randomised parameters and tank, so the two compare episode
+    for episode.
+
+    Args:
+        model: The teacher's actor-critic (``action_mean`` of the ``groups`` observation).
+        task: Task name.
+        env_cfg: The task config of the student's demonstrations (the teacher's, tank included).
+        groups: Observation groups the teacher's actor reads.
+        episodes: Episodes per seed.
+        seeds: Evaluation seeds (offset by ``EVAL_SEED_OFFSET``), as the student's.
+        randomize: Domain randomisation on.
+    """
+    device = next(model.parameters()).device
+    results = []
+    for seed in seeds:
+        env = make_eval_env(task, env_cfg, episodes, device, randomize)
+        results.append(evaluate_env(env, deterministic_policy(model, groups), seed=seed + EVAL_SEED_OFFSET))
         env.close()
     return ChunkEvalResult(results, list(seeds))

@@ -12,6 +12,7 @@ Checkpoint layout (``torch.save`` dict, ``weights_only``)::
     dims        {"obs_dim", "action_dim", "cameras": {camera: [height, width]}}
     contract    the observation/action contract of the demonstrations (from the dataset) or None
     env         the task config the demonstrations were collected under (plain) or None
+    teacher     who recorded the demonstrations (a PPO run folder or a scripted expert; the dataset's words) or None
     obs_groups  observation groups the student reads
     camera_mounts  where the dataset's cameras were mounted (robot-rl collect --images), by camera name
     visual_randomization  the dataset's visual randomisation (plain) or None; evaluation renders with it
@@ -170,6 +171,9 @@ def train_bc(cfg: BCConfig, resume: Path | None = None, quiet: bool = False, exp
         )
     if not isinstance(meta.get("task", ""), str):
         raise DatasetError(f"dataset '{dataset.root}': robot_rl.task must be a task name, got {meta['task']!r}")
+    teacher = meta.get("teacher")
+    if teacher is not None and not isinstance(teacher, str):
+        raise DatasetError(f"dataset '{dataset.root}': robot_rl.teacher must be text, got {teacher!r}")
     mounts = meta.get("cameras") if isinstance(meta.get("cameras"), dict) else {}
     visual_plain = meta.get("visual_randomization") if isinstance(meta.get("visual_randomization"), dict) else None
     visual = visual_randomization(visual_plain)
@@ -215,6 +219,7 @@ def train_bc(cfg: BCConfig, resume: Path | None = None, quiet: bool = False, exp
             "contract": None if contract is None else contract.to_dict(),
             "env": None if env_cfg is None else to_dict(env_cfg),
             "task": task,
+            "teacher": teacher,
             "obs_groups": groups,
             "camera_mounts": mounts,
             "visual_randomization": visual_plain,

@@ -4,6 +4,7 @@ exported. Checkpoint format ``robot-rl-bc-checkpoint-v1`` (see :mod:`robot_rl.im
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -88,6 +89,33 @@ class BCRun:
             cfg.task = task
         groups = list(state.get("obs_groups") or ["policy"])
         return cls(run_dir, cfg, policy.to(device).eval(), contract, env_cfg, groups, state)
+
+    @property
+    def teacher(self) -> str | None:
+        """Who recorded the demonstrations: a PPO run folder or a scripted expert (``None``: the dataset does not
+        say)."""
+        teacher = self.checkpoint.get("teacher")
+        return teacher if isinstance(teacher, str) else None
+
+    def execute_with(self, action_horizon: int | None = None, ensemble_decay: float | None = None) -> None:
+        """Execute the student otherwise than it was trained to (evaluation only; the checkpoint is not touched):
+        ``action_horizon`` actions per plan, ensembling off unless ``ensemble_decay`` is given too; ``None``: as
+        the run says.
+
+        Raises:
+            ConfigError: ``action_horizon`` outside ``1..pred_horizon``, or ``ensemble_decay`` not finite (one line,
+                naming the flag).
+        """
+        if action_horizon is not None:
+            horizon = self.cfg.policy.pred_horizon
+            if not 1 <= action_horizon <= horizon:
+                raise ConfigError(f"--action-horizon must be in [1, {horizon}], got {action_horizon}")
+            self.cfg.policy = dataclasses.replace(self.cfg.policy, action_horizon=action_horizon, ensemble_decay=None)
+            self.policy.horizons = dataclasses.replace(self.policy.horizons, action=action_horizon)
+        if ensemble_decay is not None:
+            if not math.isfinite(ensemble_decay):
+                raise ConfigError(f"--ensemble-decay must be a finite number, got {ensemble_decay}")
+            self.cfg.policy = dataclasses.replace(self.cfg.policy, ensemble_decay=ensemble_decay)
 
     def spec(self) -> ChunkSpec:
         """Contract chunk section of this student."""

@@ -16,7 +16,10 @@ import yaml
 
 from policies.runtime.chunking import ChunkedOnnxPolicy
 from robot_rl.config import load_config
+from robot_rl.imitation.evaluate import evaluate_chunk_policy, evaluate_teacher
 from robot_rl.runner import OnPolicyRunner
+from robot_rl.runs import PPORun
+from robot_rl.runs.bc import BCRun
 
 TINY_TRAINING = [
     "policy.pred_horizon=8",
@@ -88,7 +91,7 @@ def test_collected_dataset_reads_with_pyarrow_alone_as_documented(dataset: Path)
     assert [e["length"] for e in episodes] == [75] * 6
 
 
-def test_train_bc_evaluates_exports_and_resumes(dataset: Path, tmp_path: Path) -> None:
+def test_train_bc_evaluates_exports_and_resumes(teacher: Path, dataset: Path, tmp_path: Path) -> None:
     sets = [arg for s in TINY_STUDENT for arg in ("--set", s)]
     args = ["train-bc", "--policy", "diffusion", "--dataset", dataset, "--run-root", tmp_path, "--quiet", *sets]
     result = robot_rl(*args, "--max-steps", "10")
@@ -99,6 +102,15 @@ def test_train_bc_evaluates_exports_and_resumes(dataset: Path, tmp_path: Path) -
         assert (run / name).is_file(), name
     summary = yaml.safe_load((run / "eval.yaml").read_text())
     assert summary["episodes"] == 12 and len(summary["success_ci95"]) == 2 and summary["seeds"] == [0, 1, 2]
+    student = BCRun.load(run)
+    assert student.teacher is not None and Path(student.teacher).resolve() == teacher.resolve()
+    # the teacher on the student's seeds: the same starts and randomised parameters, episode for episode
+    mine = evaluate_chunk_policy(student.policy, student.spec(), "panda-reach", student.env_cfg, ["policy"], 3, [1])
+    theirs = evaluate_teacher(PPORun.load(teacher).model, "panda-reach", student.env_cfg, ["policy"], 3, [1])
+    (a,), (b,) = mine.per_seed, theirs.per_seed
+    assert a.start_params.keys() == b.start_params.keys() and a.start_params
+    for name, values in a.start_params.items():
+        np.testing.assert_array_equal(values, b.start_params[name], err_msg=name)
     policy = ChunkedOnnxPolicy(run / "policy.onnx")
     assert policy.chunk.pred_horizon == 8 and policy.chunk.sampler["inference_steps"] == 3
     assert policy.chunk.ensemble_decay == -0.3  # configs/bc-diffusion.yaml: temporal ensembling
