@@ -34,7 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from policies.runtime.contract import ContractError
+from policies.runtime.contract import Contract, ContractError
+from policies.runtime.text import printable
 
 
 @dataclass(frozen=True)
@@ -184,6 +185,27 @@ class EnergyTank:
             step.command[0], float(step.alpha[0]), self.tank, float(step.injected[0]), float(step.harvested[0]),
             float(step.overflow[0]),
         )  # fmt: skip
+
+
+def impedance_stiffness(contract: Contract, num_joints: int) -> np.ndarray:
+    """The diagonal joint stiffness ``K`` ``[J]`` (N m/rad) that prices a set-point jump of a position policy:
+    the contract's ``extra.impedance.stiffness_nm_per_rad``.
+
+    Raises:
+        ContractError: Missing, of another length than ``num_joints``, not finite or negative (one line).
+    """
+    impedance = contract.extra.get("impedance", {})
+    raw = impedance.get("stiffness_nm_per_rad", []) if isinstance(impedance, dict) else []
+    try:
+        k = np.asarray(raw, dtype=np.float64)
+    except (TypeError, ValueError):
+        k = np.zeros(0)
+    if k.shape != (num_joints,) or not (np.isfinite(k).all() and (k >= 0).all()):
+        raise ContractError(
+            f"the passivity filter needs extra.impedance.stiffness_nm_per_rad with {num_joints} finite values >= 0 "
+            f"for position commands, got {printable(raw)}"
+        )
+    return k
 
 
 @dataclass(frozen=True)

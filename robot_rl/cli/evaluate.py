@@ -151,17 +151,53 @@ def _eval_sim_to_sim(run: Any, simulator: str, episodes: int) -> int:
         run.export()
     criterion = type(run.env).criterion
     results = [run_episodes(onnx, simulator, episodes, run.cfg.seed, rnd, criterion) for rnd in (True, False)]
+    trained = _training_engine_success(run)
     for r in results:
         verdict = "MET" if r.met else "not met"
-        print(
-            f"{simulator}, randomisation {'on ' if r.randomized else 'off'}: criterion {verdict}  "
-            + "  ".join(f"{k}={v:.4g}" for k, v in r.figures.items())
+        line = f"{simulator}, randomisation {'on ' if r.randomized else 'off'}: criterion {verdict}  " + "  ".join(
+            f"{k}={v:.4g}" for k, v in r.figures.items()
         )
+        mujoco = trained.get(r.randomized)
+        if mujoco:
+            ratio = float(r.episodes["success"].mean()) / mujoco
+            line += f"  ({ratio:.0%} of the training simulator's {mujoco:.1%}, eval.yaml)"
+        print(line)
     out = run.run_dir / f"sim2sim_{simulator}.yaml"
-    summary = {("randomization_on" if r.randomized else "randomization_off"): r.summary() for r in results}
+    summary = {
+        ("randomization_on" if r.randomized else "randomization_off"): {
+            **r.summary(),
+            **({"training_simulator_success": trained[r.randomized]} if r.randomized in trained else {}),
+        }
+        for r in results
+    }
     atomic_write_text(out, yaml.safe_dump(summary, sort_keys=False))
     print(f"wrote {out}")
     return 0
+
+
+def _training_engine_success(run: Any) -> dict[bool, float]:
+    """Success in the training simulator by randomisation, in the run's own setting (its tank, if it trained with
+    one: the tank the sim-to-sim harness runs too), from the run's ``eval.yaml``; empty where there is none."""
+    import yaml
+
+    from robot_rl.evaluate import tank_of
+
+    path = run.run_dir / "eval.yaml"
+    try:
+        saved = yaml.safe_load(path.read_text()) if path.is_file() else None
+    except (OSError, yaml.YAMLError):
+        return {}
+    if not isinstance(saved, dict):
+        return {}
+    tank = tank_of(run.cfg.env)
+    suffix = f"_tank_{tank:g}J" if tank is not None else ""
+    out = {}
+    for randomized in (True, False):
+        entry = saved.get(f"randomization_{'on' if randomized else 'off'}{suffix}")
+        value = entry.get("success_rate") if isinstance(entry, dict) else None
+        if isinstance(value, int | float) and 0 < value <= 1:
+            out[randomized] = float(value)
+    return out
 
 
 def _eval_sweep(run: Any, sweep: Any, episodes: int) -> int:

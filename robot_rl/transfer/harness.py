@@ -24,6 +24,7 @@ from tqdm import tqdm
 
 from policies.runtime.contract import Contract
 from policies.runtime.onnx_policy import LAST_ACTION_SIGNAL, OnnxPolicy
+from policies.runtime.passivity import EnergyTank, TankParams, impedance_stiffness
 from robot_rl.logger import interactive
 from sim.typed_config import ConfigError
 
@@ -82,6 +83,47 @@ def plug(simulator: str, task: str) -> SimFactory:
 
 
 @dataclass
+class DeployTank:
+    """The contract's energy tank in front of a position policy's arm set-points (what the ROS 2 node runs).
+
+    Attributes:
+        tank: The tank (sizes and harvest damping from the contract's ``filter``).
+        stiffness: Impedance stiffness pricing a jump ``[J]``, N m/rad.
+        period: Control period, s.
+    """
+
+    tank: EnergyTank
+    stiffness: np.ndarray
+    period: float
+
+    def reset(self) -> None:
+        """Refill to ``T_0`` for a new episode."""
+        self.tank.reset()
+
+    def filter(
+        self, command: np.ndarray, setpoint: np.ndarray | None, signals: dict[str, np.ndarray]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Scale the jump from ``setpoint`` (``None``: the measured joints, the episode's first step) to the arm part
+        of ``command [1, A]``; returns the filtered command and the new set-point ``[J]``."""
+        n = len(self.stiffness)
+        q = signals["joint_pos"][0].astype(np.float64)
+        dq = signals["joint_vel"][0].astype(np.float64)
+        out = command.astype(np.float64).copy()
+        previous = q if setpoint is None else setpoint
+        out[0, :n] = self.tank.setpoint(out[0, :n], previous, q, dq, self.stiffness, self.period).command
+        return out.astype(np.float32), out[0, :n].copy()
+
+
+def deploy_tank(contract: Contract) -> DeployTank | None:
+    """The tank a policy trained behind one deploys with (contract ``filter.trained_with_tank_j``), else ``None``."""
+    if "trained_with_tank_j" not in contract.filter or contract.action.kind != "position":
+        return None
+    n = next(t.size for t in contract.observation if t.source == "joint_pos")
+    tank = EnergyTank(TankParams.from_contract(dict(contract.filter)), n)
+    return DeployTank(tank, impedance_stiffness(contract, n), contract.control_period_s)
+
+
+@dataclass
 class TransferResult:
     """Per-episode figures of a sim-to-sim evaluation and the task's verdict on them."""
 
@@ -117,12 +159,16 @@ def run_episodes(
 ) -> TransferResult:
     """Run ``episodes`` episodes of the exported policy in ``simulator`` and apply the task's ``criterion``.
 
-    The command before the first step is the contract's ``offset`` (normalised action 0), as on a robot.
+    The command before the first step is the contract's ``offset`` (normalised action 0), as on a robot. A policy
+    trained behind the energy tank (contract ``filter.trained_with_tank_j``) runs behind the contract's tank, as the
+    ROS 2 node runs it (it refuses to run such a policy without): each arm set-point jump is priced against the
+    measured joints (:class:`~policies.runtime.passivity.EnergyTank`, refilled to ``T_0`` every episode).
     """
     import time
 
     policy = OnnxPolicy(policy_path)
     contract = policy.contract
+    tank = deploy_tank(contract)
     sim = plug(simulator, contract.task)(contract)
     rng = np.random.default_rng(seed)
     rows: dict[str, list[float]] = {}
@@ -133,9 +179,14 @@ def run_episodes(
             signals = sim.reset(rng, randomize)
             policy.reset()
             command = np.asarray([contract.action.offset], dtype=np.float32)
+            if tank is not None:
+                tank.reset()
+            setpoint: np.ndarray | None = None
             for _ in range(sim.steps):
                 signals[LAST_ACTION_SIGNAL] = policy.normalized_action(command)
                 command = policy(signals)
+                if tank is not None:
+                    command, setpoint = tank.filter(command, setpoint, signals)
                 signals = sim.step(command)
             for k, v in sim.figures().items():
                 rows.setdefault(k, []).append(v)

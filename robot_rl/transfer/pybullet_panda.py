@@ -64,7 +64,7 @@ class PandaReachBullet:
         pb.setTimeStep(1.0 / PHYSICS_HZ, physicsClientId=self.client)
         pb.setGravity(0, 0, -9.81, physicsClientId=self.client)
         self.robot = pb.loadURDF(
-            "franka_panda/panda.urdf",
+            self._urdf(pybullet_data.getDataPath()),
             useFixedBase=True,
             flags=pb.URDF_USE_INERTIA_FROM_FILE,
             physicsClientId=self.client,
@@ -84,8 +84,6 @@ class PandaReachBullet:
     # ------------------------------------------------------------------------------------------------ episode
     def reset(self, rng: np.random.Generator, randomize: bool) -> dict[str, np.ndarray]:
         """New start pose near home, a new target from the contract's envelope, new parameters if randomised."""
-        pb, c = self.pb, self.client
-        self._rng, self._randomize = rng, randomize
         env = self.envelope
         low, high = np.asarray(env["target_low_m"]), np.asarray(env["target_high_m"])
         self.target_pos = low + (high - low) * rng.random(3)
@@ -93,6 +91,13 @@ class PandaReachBullet:
         cy, sy = math.cos(yaw), math.sin(yaw)
         self.target_rot = np.array([[cy, -sy, 0], [sy, cy, 0], [0, 0, 1]]) @ np.diag([1.0, -1.0, -1.0])
         q0 = self.home + float(env["init_joint_range_rad"]) * (2 * rng.random(7) - 1)
+        self._reset_arm(rng, randomize, q0)
+        return self._signals()
+
+    def _reset_arm(self, rng: np.random.Generator, randomize: bool, q0: np.ndarray) -> None:
+        """Put the arm at ``q0`` with open fingers; draw link masses, joint friction and latency if randomised."""
+        pb, c = self.pb, self.client
+        self._rng, self._randomize = rng, randomize
         for j, q in zip(self.arm, q0, strict=True):
             pb.resetJointState(self.robot, j, q, 0.0, physicsClientId=c)
         for j in self.fingers:
@@ -111,14 +116,16 @@ class PandaReachBullet:
         )  # fmt: skip
         self._latency = int(rng.integers(0, 2)) if randomize else 0
         self._pending = []
-        return self._signals()
 
     def step(self, command: np.ndarray) -> dict[str, np.ndarray]:
         """Hold ``command`` (after the drawn latency) for one control period of 1 kHz joint control."""
-        self._pending.append(np.asarray(command, dtype=np.float64).reshape(-1)[:7])
-        applied = self._pending[0] if len(self._pending) > self._latency else None
+        self._pending.append(np.asarray(command, dtype=np.float64).reshape(-1))
+        received = self._pending[0] if len(self._pending) > self._latency else None
         if len(self._pending) > self._latency:
             self._pending.pop(0)
+        applied = None if received is None else received[:7]
+        if received is not None:
+            self._command_gripper(received)
         for _ in range(self.substeps):
             q, dq = self._joints()
             if applied is None:
@@ -133,6 +140,13 @@ class PandaReachBullet:
             )
             self.pb.stepSimulation(physicsClientId=self.client)
         return self._signals()
+
+    def _urdf(self, data_path: str) -> str:
+        """The robot file to load: ``pybullet_data``'s own Panda."""
+        return "franka_panda/panda.urdf"
+
+    def _command_gripper(self, command: np.ndarray) -> None:
+        """Apply the gripper part of a received command (the reach policy commands none: fingers stay open)."""
 
     def figures(self) -> dict[str, float]:
         """Final TCP position and orientation errors and the success flag, as the training task defines them."""
@@ -155,7 +169,7 @@ class PandaReachBullet:
 
     def _gravity(self, q: np.ndarray) -> np.ndarray:
         """Gravity torques of the robot's own (possibly randomised) model, N m: what libfranka compensates."""
-        fingers = [0.04, 0.04]
+        fingers = [s[0] for s in self.pb.getJointStates(self.robot, self.fingers, physicsClientId=self.client)]
         zeros = [0.0] * 9
         tau = self.pb.calculateInverseDynamics(
             self.robot, [*q.tolist(), *fingers], zeros, zeros, physicsClientId=self.client
@@ -167,7 +181,8 @@ class PandaReachBullet:
         rot = np.asarray(self.pb.getMatrixFromQuaternion(state[5])).reshape(3, 3)
         return np.asarray(state[4]) + TCP_OFFSET * rot[:, 2], rot
 
-    def _signals(self) -> dict[str, np.ndarray]:
+    def _arm_signals(self) -> dict[str, np.ndarray]:
+        """Joint states and the TCP pose as the robot reports them (with encoder noise if randomised)."""
         q, dq = self._joints()
         if self._randomize:
             q = q + self._rng.normal(0.0, 0.001, 7)
@@ -180,6 +195,11 @@ class PandaReachBullet:
             "joint_vel": dq.reshape(1, 7),
             "tcp_pos": tcp_pos.reshape(1, 3),
             "tcp_rot6": tcp_rot[:, :2].T.reshape(1, 6),
+        }
+
+    def _signals(self) -> dict[str, np.ndarray]:
+        return {
+            **self._arm_signals(),
             "target_pos": self.target_pos.reshape(1, 3),
             "target_rot6": self.target_rot[:, :2].T.reshape(1, 6),
         }

@@ -727,9 +727,15 @@ class CubeTask(PandaTask):
             **self.arm_contract_extra(),
             "object": f"{size:g} m cube; object_position: its centre in the base frame from a camera tracker, "
             f"{self.object_delay} control period(s) old",
+            "cube": {
+                "size_m": size,
+                "mass_kg": self.randomizer.specs["object_mass"].nominal[0],
+                "estimate_delay_periods": self.object_delay,
+            },
             "training_envelope": {
                 "cube_low_m": list(c.cube_low),
                 "cube_high_m": list(c.cube_high),
+                "init_joint_range_rad": c.init_joint_range,
                 **envelope,
                 "episode_length_s": c.episode_length_s,
             },

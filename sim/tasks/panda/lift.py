@@ -158,5 +158,6 @@ SPEC = TaskSpec(
     robot="panda",
     success=">= 85% of 5 s episodes end with the cube held >= 10 cm above the table",
     expert="sim.tasks.panda.experts:LiftExpert",
+    transfer={"pybullet": "robot_rl.transfer.pybullet_panda_cube:PandaLiftBullet"},
 )
 """The task's registration (sim/tasks/__init__.py lists it)."""

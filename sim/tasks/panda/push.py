@@ -178,5 +178,6 @@ SPEC = TaskSpec(
     robot="panda",
     success=">= 90% of 5 s episodes end with the cube within 5 cm of the goal",
     expert="sim.tasks.panda.experts:PushExpert",
+    transfer={"pybullet": "robot_rl.transfer.pybullet_panda_cube:PandaPushBullet"},
 )
 """The task's registration (sim/tasks/__init__.py lists it)."""

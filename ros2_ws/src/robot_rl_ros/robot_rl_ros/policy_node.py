@@ -54,7 +54,7 @@ from std_msgs.msg import Bool, Float64MultiArray, String
 
 from policies.runtime import ContractError, OnnxPolicy, open_policy
 from policies.runtime.contract import MAX_CONTROL_RATE_HZ
-from policies.runtime.passivity import EnergyTank, TankParams
+from policies.runtime.passivity import EnergyTank, TankParams, impedance_stiffness
 from policies.runtime.robot_check import check_robot
 from policies.runtime.safety import SafetyConfig, SafetyLayer
 from policies.runtime.text import printable
@@ -243,18 +243,7 @@ class PolicyNode(Node):
                 section[key] = float(self.p(key))
         n = inputs.arm_joints
         if c.action.kind == "position":
-            impedance = c.extra.get("impedance", {})
-            raw = impedance.get("stiffness_nm_per_rad", []) if isinstance(impedance, dict) else []
-            try:
-                k = np.asarray(raw, dtype=np.float64)
-            except (TypeError, ValueError):
-                k = np.zeros(0)
-            if k.shape != (n,) or not (np.isfinite(k).all() and (k >= 0).all()):
-                raise ContractError(
-                    f"the passivity filter needs extra.impedance.stiffness_nm_per_rad with {n} finite values >= 0 "
-                    f"for position commands, got {printable(raw)}"
-                )
-            self._stiffness = k
+            self._stiffness = impedance_stiffness(c, n)
         return EnergyTank(TankParams.from_contract(section), n)
 
     # ------------------------------------------------------------------------------------------------- inputs

@@ -1,0 +1,99 @@
+"""The cube tasks in PyBullet (``robot-rl eval RUN --sim pybullet`` for ``panda-lift`` / ``panda-push``): the hand
+holds a cube as the real one does, the scene follows the contract, and a policy trained behind the energy tank runs
+behind the contract's tank there too."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+import sim
+from policies.runtime.contract import Contract, ContractError
+from robot_rl.config import load_config
+from robot_rl.transfer.harness import deploy_tank
+from robot_rl.transfer.pybullet_panda_cube import PandaLiftBullet, PandaPushBullet
+
+
+def contract_of(task: str, tank_j: float | None = None) -> Contract:
+    """The contract ``task``'s training config exports (with a tank in the loop of ``tank_j`` J if given)."""
+    env_cfg = load_config(task, None, []).env
+    passivity = dataclasses.replace(env_cfg.passivity, tank_max_j=tank_j, tank_init_j=None)
+    env = sim.make(task, 1, torch.device("cpu"), dataclasses.replace(env_cfg, passivity=passivity))
+    try:
+        return env.contract(["policy"])
+    finally:
+        env.close()
+
+
+def test_the_hand_closes_on_the_cube_to_its_width_and_holds_it_against_gravity() -> None:
+    contract = contract_of("panda-lift")
+    bullet = PandaLiftBullet(contract)
+    try:
+        signals = bullet.reset(np.random.default_rng(0), randomize=False)
+        assert signals["finger_pos"][0, 0] == pytest.approx(0.04)
+        q = signals["joint_pos"][0]
+        tcp = bullet._tcp()[0].tolist()
+        bullet.pb.resetBasePositionAndOrientation(bullet.cube, tcp, [0, 0, 0, 1], physicsClientId=bullet.client)
+        hold = np.concatenate([q, [0.0]])[None]  # the arm where it is, the fingers closed
+        for _ in range(25):  # 1 s
+            signals = bullet.step(hold)
+        fingers = [bullet.pb.getJointState(bullet.robot, j, physicsClientId=bullet.client)[0] for j in bullet.fingers]
+        # one motor drives both fingers, and each pad's face sits on its joint's plane: the reading is half the width
+        assert fingers == pytest.approx([0.025, 0.025], abs=0.002)
+        assert signals["finger_pos"][0, 0] == pytest.approx(0.025, abs=0.002)
+        assert np.linalg.norm(bullet._cube_pos() - bullet._tcp()[0]) < 0.01, "the cube slipped out of the hand"
+    finally:
+        bullet.close()
+
+
+def test_the_scene_follows_the_contract_and_the_estimate_is_late_by_its_delay() -> None:
+    contract = contract_of("panda-push")
+    bullet = PandaPushBullet(contract)
+    rng = np.random.default_rng(1)
+    try:
+        env = contract.extra["training_envelope"]
+        for _ in range(5):
+            signals = bullet.reset(rng, randomize=False)
+            xy = bullet._cube_pos()[:2]
+            assert np.all(xy >= np.asarray(env["cube_low_m"])) and np.all(xy <= np.asarray(env["cube_high_m"]))
+            assert bullet._cube_pos()[2] == pytest.approx(contract.extra["cube"]["size_m"] / 2, abs=1e-3)
+            far = env["goal_distance_m"][1]
+            assert signals["goal_xy"].shape == (1, 2)
+            distance = float(np.linalg.norm(signals["goal_xy"][0] - xy))
+            assert distance <= far + 1e-9  # clipped to the envelope's margin, so it may come out nearer
+            assert signals["finger_pos"][0, 0] == pytest.approx(0.0, abs=1e-6)  # push: fingers closed
+        # the tracker reports where the cube was one control period ago (without randomisation: exactly)
+        before = bullet._cube_pos()
+        bullet.pb.resetBasePositionAndOrientation(
+            bullet.cube, (before + np.array([0.05, 0.0, 0.0])).tolist(), [0, 0, 0, 1], physicsClientId=bullet.client
+        )
+        q = bullet._joints()[0]
+        seen = bullet.step(q[None])["object_pos"][0]
+        assert seen == pytest.approx(before, abs=1e-6)
+        seen = bullet.step(q[None])["object_pos"][0]
+        assert seen[0] == pytest.approx(before[0] + 0.05, abs=2e-3)
+    finally:
+        bullet.close()
+
+
+def test_a_contract_without_the_cube_facts_is_refused_by_name() -> None:
+    contract = contract_of("panda-lift")
+    contract.extra.pop("cube")
+    with pytest.raises(ContractError, match=r"extra\.cube .* is missing: export the run again"):
+        PandaLiftBullet(contract)
+
+
+def test_a_policy_trained_behind_the_tank_runs_behind_the_contracts_tank() -> None:
+    assert deploy_tank(contract_of("panda-lift", tank_j=None)) is None
+    tank = deploy_tank(contract_of("panda-lift", tank_j=5.0))
+    assert tank is not None and tank.tank.params.t_max == 5.0
+    q = np.zeros(7)
+    signals = {"joint_pos": q[None].astype(np.float32), "joint_vel": np.zeros((1, 7), np.float32)}
+    command = np.concatenate([q + 0.2, [0.01]])[None].astype(np.float32)  # a 57 J jump; 2.4 J to spend
+    filtered, setpoint = tank.filter(command, None, signals)
+    assert 0 < filtered[0, 0] < 0.2 and filtered[0, 7] == pytest.approx(0.01)  # scaled; the gripper is not
+    np.testing.assert_allclose(setpoint, filtered[0, :7], rtol=1e-6)
+    assert tank.tank.tank == pytest.approx(tank.tank.params.t_min, abs=1e-6)
