@@ -90,8 +90,12 @@ def run(args: argparse.Namespace) -> int:
     loaded = open_run(args.run, args.device)
     check_folder_writable(args.run, "run folder")
     if isinstance(loaded, BCRun):
-        if args.sim or args.sweep or args.control_rate:
-            raise ConfigError("--sim, --sweep and --control-rate are not available for train-bc runs yet")
+        if args.sweep or args.control_rate:
+            raise ConfigError("--sweep and --control-rate are not available for train-bc runs yet")
+        if args.sim:
+            loaded.execute_with(args.action_horizon, args.ensemble_decay)
+            loaded.export()  # the student as it is to run, with the contract's execution
+            return _eval_sim_to_sim(loaded, args.sim, args.episodes)
         return _eval_bc(loaded, args)
     if args.sim:
         return _eval_sim_to_sim(loaded, args.sim, args.episodes)
@@ -144,12 +148,13 @@ def _eval_sim_to_sim(run: Any, simulator: str, episodes: int) -> int:
 
     from policies.runtime.files import atomic_write_text
     from robot_rl.transfer.harness import plug, run_episodes
+    from sim.registry import get_task
 
-    plug(simulator, run.cfg.task)  # a task without a model in that simulator fails here, naming what exists
+    plug(simulator, run.task)  # a task without a model in that simulator fails here, naming what exists
     onnx = run.run_dir / "policy.onnx"
     if not onnx.exists():
         run.export()
-    criterion = type(run.env).criterion
+    criterion = get_task(run.task).factory.criterion  # type: ignore[attr-defined]
     results = [run_episodes(onnx, simulator, episodes, run.cfg.seed, rnd, criterion) for rnd in (True, False)]
     trained = _training_engine_success(run)
     for r in results:
@@ -189,6 +194,12 @@ def _training_engine_success(run: Any) -> dict[bool, float]:
         return {}
     if not isinstance(saved, dict):
         return {}
+    from robot_rl.runs import BCRun
+
+    if isinstance(run, BCRun):  # a student: eval.yaml pools its seeds, randomisation as recorded
+        value = saved.get("success_rate")
+        ok = isinstance(value, int | float) and 0 < value <= 1
+        return {bool(saved.get("randomization", True)): float(value)} if ok else {}
     tank = tank_of(run.cfg.env)
     suffix = f"_tank_{tank:g}J" if tank is not None else ""
     out = {}

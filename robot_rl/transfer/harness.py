@@ -22,8 +22,9 @@ from typing import Protocol
 import numpy as np
 from tqdm import tqdm
 
+from policies.runtime.chunking import open_policy
 from policies.runtime.contract import Contract
-from policies.runtime.onnx_policy import LAST_ACTION_SIGNAL, OnnxPolicy
+from policies.runtime.onnx_policy import LAST_ACTION_SIGNAL
 from policies.runtime.passivity import EnergyTank, TankParams, impedance_stiffness
 from robot_rl.logger import interactive
 from sim.typed_config import ConfigError
@@ -157,7 +158,8 @@ def run_episodes(
     criterion: Callable[[dict[str, np.ndarray]], tuple[bool, dict[str, float]]],
     progress: bool = True,
 ) -> TransferResult:
-    """Run ``episodes`` episodes of the exported policy in ``simulator`` and apply the task's ``criterion``.
+    """Run ``episodes`` episodes of the exported policy (PPO or a state-only student, chunks executed as its contract
+    says) in ``simulator`` and apply the task's ``criterion``.
 
     The command before the first step is the contract's ``offset`` (normalised action 0), as on a robot. A policy
     trained behind the energy tank (contract ``filter.trained_with_tank_j``) runs behind the contract's tank, as the
@@ -166,8 +168,12 @@ def run_episodes(
     """
     import time
 
-    policy = OnnxPolicy(policy_path)
+    policy = open_policy(policy_path)
     contract = policy.contract
+    if contract.chunk is not None and contract.chunk.cameras:
+        raise TransferError(
+            f"'{policy_path}' sees cameras ({', '.join(contract.chunk.cameras)}); the sim-to-sim harness renders none"
+        )
     tank = deploy_tank(contract)
     sim = plug(simulator, contract.task)(contract)
     rng = np.random.default_rng(seed)
