@@ -86,8 +86,9 @@ class PandaCubeBullet(PandaReachBullet):
         cube: Any = contract.extra.get("cube")
         if not isinstance(cube, dict) or not {"size_m", "mass_kg", "estimate_delay_periods"} <= cube.keys():
             raise ContractError(
-                "the contract's extra.cube (size_m, mass_kg, estimate_delay_periods) is missing: export the run "
-                "again (robot-rl export onnx RUN) to write it"
+                "the contract's extra.cube (size_m, mass_kg, estimate_delay_periods) is missing (written before "
+                "contracts carried it): export the run again (robot-rl export onnx RUN); a student: collect its "
+                "dataset again"
             )
         self.half = float(cube["size_m"]) / 2
         self.cube_mass = float(cube["mass_kg"])
