@@ -198,8 +198,9 @@ def _training_engine_success(run: Any) -> dict[bool, float]:
 
     if isinstance(run, BCRun):  # a student: eval.yaml pools its seeds, randomisation as recorded
         value = saved.get("success_rate")
-        ok = isinstance(value, int | float) and 0 < value <= 1
-        return {bool(saved.get("randomization", True)): float(value)} if ok else {}
+        if not (isinstance(value, int | float) and 0 < value <= 1):
+            return {}
+        return {bool(saved.get("randomization", True)): float(value)}
     tank = tank_of(run.cfg.env)
     suffix = f"_tank_{tank:g}J" if tank is not None else ""
     out = {}
