@@ -12,7 +12,7 @@ sheet: 70 N continuous, 140 N maximum) to the commanded opening (``panda-lift``:
 ``panda-push``: closed).
 
 Randomisation (``randomize=True``), PyBullet's own on top of the arm's (masses, joint friction, latency, encoder
-noise): cube mass x U(0.7, 1.3), cube friction U(0.6, 1.0) (PyBullet's finger friction is its default 1.0), and
+noise): cube mass x U(0.7, 1.3), cube friction U(0.6, 1.0) (the URDF gives the fingers 1.0), and
 the cube tracker's estimate with 5 mm noise and a per-episode bias of 1 cm (standard deviations). Without
 randomisation the estimate is exact but still late by the contract's delay.
 """
