@@ -93,9 +93,13 @@ def run(args: argparse.Namespace) -> int:
         if args.sweep or args.control_rate:
             raise ConfigError("--sweep and --control-rate are not available for train-bc runs yet")
         if args.sim:
+            if args.action_horizon is None and args.ensemble_decay is None:
+                return _eval_sim_to_sim(loaded, args.sim, args.episodes)
+            import tempfile
+
             loaded.execute_with(args.action_horizon, args.ensemble_decay)
-            loaded.export()  # the student as it is to run, with the contract's execution
-            return _eval_sim_to_sim(loaded, args.sim, args.episodes)
+            with tempfile.TemporaryDirectory(prefix="robot-rl-sim2sim-") as tmp:  # the run's policy.onnx stays as it is
+                return _eval_sim_to_sim(loaded, args.sim, args.episodes, loaded.export(Path(tmp)))
         return _eval_bc(loaded, args)
     if args.sim:
         return _eval_sim_to_sim(loaded, args.sim, args.episodes)
@@ -142,8 +146,9 @@ def _eval_bc(run: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def _eval_sim_to_sim(run: Any, simulator: str, episodes: int) -> int:
-    """``robot-rl eval RUN --sim SIM``: the exported policy in an independent simulator, DR on and off."""
+def _eval_sim_to_sim(run: Any, simulator: str, episodes: int, onnx: Path | None = None) -> int:
+    """``robot-rl eval RUN --sim SIM``: the exported policy (``onnx``, default the run's ``policy.onnx``, exported
+    if missing) in an independent simulator, DR on and off."""
     import yaml
 
     from policies.runtime.files import atomic_write_text
@@ -151,9 +156,10 @@ def _eval_sim_to_sim(run: Any, simulator: str, episodes: int) -> int:
     from sim.registry import get_task
 
     plug(simulator, run.task)  # a task without a model in that simulator fails here, naming what exists
-    onnx = run.run_dir / "policy.onnx"
-    if not onnx.exists():
-        run.export()
+    if onnx is None:
+        onnx = run.run_dir / "policy.onnx"
+        if not onnx.exists():
+            run.export()
     criterion = get_task(run.task).factory.criterion  # type: ignore[attr-defined]
     results = [run_episodes(onnx, simulator, episodes, run.cfg.seed, rnd, criterion) for rnd in (True, False)]
     trained = _training_engine_success(run)

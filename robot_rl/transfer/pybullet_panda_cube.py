@@ -38,10 +38,14 @@ ESTIMATE_BIAS_M = 0.01
 
 
 PAD_HALF_M = (0.009, 0.008, 0.018)
-"""Half extents of a finger pad's collision box, m (x along the hand, y the closing axis, z along the finger)."""
+"""Half extents of a finger pad's collision box, m (x along the hand, y the closing axis, z along the finger): the
+training model's pad geoms (``sim/robots/assets/panda.xml``, ``left_pad`` / ``right_pad``)."""
 PAD_CENTRE_M = (0.0, 0.008, 0.035)
-"""Pad centre in the left finger's frame, m (the right finger mirrors y): its inner face lies on the finger joint's
-plane, so a grasp reads the object's width (Franka Hand: reported width = object width)."""
+"""Pad centre in the left finger's frame, m (the right finger mirrors y; same source): its inner face lies on the
+finger joint's plane, so a grasp reads the object's width, as libfranka's ``GripperState::width`` does."""
+CUBE_FRICTION = 0.8
+"""Nominal sliding friction of the cube: the training scene's cube geom (``sim.robots.panda``, ``friction[0]``);
+the floor is ``plane.urdf``'s own (1.0), and Bullet multiplies the two."""
 
 
 def pad_urdf(data_path: str, out_dir: Path) -> Path:
@@ -118,7 +122,7 @@ class PandaCubeBullet(PandaReachBullet):
         pb.resetBasePositionAndOrientation(self.cube, [*self.cube_xy, self.half], [0, 0, 0, 1], physicsClientId=c)
         pb.resetBaseVelocity(self.cube, [0, 0, 0], [0, 0, 0], physicsClientId=c)
         mass = self.cube_mass * (rng.uniform(0.7, 1.3) if randomize else 1.0)
-        friction = rng.uniform(0.6, 1.0) if randomize else 0.8
+        friction = rng.uniform(0.6, 1.0) if randomize else CUBE_FRICTION
         pb.changeDynamics(self.cube, -1, mass=mass, lateralFriction=friction, physicsClientId=c)
         self._bias = rng.normal(0.0, ESTIMATE_BIAS_M, 3) if randomize else np.zeros(3)
         self._seen = [self._cube_pos()] * (self.delay + 1)
