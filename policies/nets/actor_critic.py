@@ -48,6 +48,16 @@ class ActorCritic(nn.Module):
         self.critic = mlp(critic_obs_dim, critic_hidden, 1, activation, out_gain=1.0)
         self.log_std = nn.Parameter(torch.full((num_actions,), math.log(init_noise_std)))
 
+    @property
+    def obs_dim(self) -> int:
+        """Size ``D_a`` of the actor input."""
+        return self.actor_normalizer.mean.numel()
+
+    @property
+    def num_actions(self) -> int:
+        """Action size ``A``."""
+        return self.log_std.numel()
+
     def action_mean(self, actor_obs: torch.Tensor) -> torch.Tensor:
         """Deterministic action ``[B, A]`` (unclipped mean) from raw actor observations ``[B, D_a]``."""
         return self.actor(self.actor_normalizer(actor_obs))

@@ -20,6 +20,7 @@ import copy
 import tempfile
 import warnings
 from pathlib import Path
+from typing import Protocol
 
 import onnx
 import onnx.checker
@@ -27,7 +28,6 @@ import onnx.helper
 import torch
 from torch import nn
 
-from policies.nets.actor_critic import ActorCritic
 from policies.nets.chunk import ChunkPolicy
 from policies.runtime.contract import METADATA_KEY, Contract, ContractError
 from policies.runtime.files import atomic_path
@@ -37,11 +37,27 @@ PRODUCER_NAME = "robot-rl"
 CONTRACT_YAML = "contract.yaml"
 
 
+class Actor(Protocol):
+    """What export needs of a trained actor (a :class:`~policies.nets.actor_critic.ActorCritic`, or an rsl_rl actor
+    read by :mod:`policies.nets.rsl_rl`): an ``nn.Module`` with its input and output sizes and its deterministic
+    action from raw observations ``[B, obs_dim] -> [B, num_actions]`` (normalised units, unclipped)."""
+
+    @property
+    def obs_dim(self) -> int: ...
+
+    @property
+    def num_actions(self) -> int: ...
+
+    def action_mean(self, actor_obs: torch.Tensor) -> torch.Tensor: ...
+
+    def first_non_finite(self) -> str | None: ...
+
+
 class DeployedActor(nn.Module):
     """Deterministic robot-side policy: raw observations in, commands in contract units out.
 
     Args:
-        model: Trained actor-critic; its actor normaliser and actor MLP are used (the critic is ignored).
+        model: Trained actor (:class:`Actor`: an actor-critic's normaliser and actor MLP; its critic is ignored).
         contract: Deployment contract; ``contract.action`` gives ``offset``, ``scale``, ``low``, ``high``.
 
     Shapes: ``obs: [B, obs_dim] float32 -> command: [B, A] float32``.
@@ -52,7 +68,7 @@ class DeployedActor(nn.Module):
     low: torch.Tensor
     high: torch.Tensor
 
-    def __init__(self, model: ActorCritic, contract: Contract) -> None:
+    def __init__(self, model: Actor, contract: Contract) -> None:
         super().__init__()
         self.policy = model
         a = contract.action
@@ -77,10 +93,9 @@ class DeployedActor(nn.Module):
         return torch.minimum(torch.maximum(command, self.low), self.high)
 
 
-def check_compatible(model: ActorCritic, contract: Contract) -> None:
+def check_compatible(model: Actor, contract: Contract) -> None:
     """Raise :class:`ContractError` unless ``contract`` describes ``model``'s actor input and output sizes."""
-    obs_dim = model.actor_normalizer.mean.numel()
-    num_actions = model.log_std.numel()
+    obs_dim, num_actions = model.obs_dim, model.num_actions
     if contract.obs_dim != obs_dim:
         raise ContractError(
             f"contract obs_dim is {contract.obs_dim} (terms {[t.name for t in contract.observation]}), "
@@ -95,13 +110,13 @@ def check_compatible(model: ActorCritic, contract: Contract) -> None:
         )
 
 
-def to_onnx_model(model: ActorCritic, contract: Contract) -> onnx.ModelProto:
+def to_onnx_model(model: Actor, contract: Contract) -> onnx.ModelProto:
     """Trace the deployed actor into a checked ONNX model carrying the contract (in memory).
 
     ``model`` is left untouched: a CPU copy in eval mode is exported.
 
     Args:
-        model: Trained actor-critic (any device, any mode).
+        model: Trained actor (an actor-critic, or an rsl_rl actor; any device, any mode).
         contract: Deployment contract matching the actor's sizes.
 
     Returns:
@@ -115,6 +130,7 @@ def to_onnx_model(model: ActorCritic, contract: Contract) -> onnx.ModelProto:
     check_compatible(model, contract)
     if (bad := model.first_non_finite()) is not None:
         raise ContractError(f"the model's '{bad}' holds non-finite values; refusing to export it")
+    assert isinstance(model, nn.Module)
     actor = DeployedActor(copy.deepcopy(model).cpu().float(), contract).eval().requires_grad_(False)
     dynamic = {contract.input_name: {0: "batch"}, contract.output_name: {0: "batch"}}
     proto = _trace(actor, {contract.input_name: torch.zeros(2, contract.obs_dim)}, contract.output_name, dynamic)
@@ -220,7 +236,7 @@ def write_onnx(proto: onnx.ModelProto, contract: Contract, out_dir: str | Path, 
     return path
 
 
-def export_onnx(model: ActorCritic, contract: Contract, out_dir: str | Path, name: str = "policy.onnx") -> Path:
+def export_onnx(model: Actor, contract: Contract, out_dir: str | Path, name: str = "policy.onnx") -> Path:
     """Export the actor of ``model`` to ``out_dir/name`` and mirror the contract to ``out_dir/contract.yaml``.
 
     Both files are staged beside their destination and moved into place only after the model has been
@@ -228,7 +244,7 @@ def export_onnx(model: ActorCritic, contract: Contract, out_dir: str | Path, nam
     files behind.
 
     Args:
-        model: Trained actor-critic (not modified).
+        model: Trained actor (an actor-critic or an rsl_rl actor; not modified).
         contract: Deployment contract; its ``obs_dim`` and ``action.size`` must match the actor.
         out_dir: Destination folder (created if missing).
         name: File name of the ONNX model.

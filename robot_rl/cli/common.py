@@ -11,6 +11,7 @@ from typing import NoReturn
 
 from firmware_export.graph import UnsupportedModelError
 from firmware_export.targets import ToolchainError
+from policies.nets.rsl_rl import RslRlCheckpointError
 from policies.runtime.contract import ContractError
 from policies.runtime.files import OutputFolderError
 from policies.runtime.onnx_policy import PolicyFileError
@@ -28,6 +29,7 @@ USER_ERRORS = (
     TaskConfigError,
     ContractError,
     CheckpointError,
+    RslRlCheckpointError,
     UnknownTaskError,
     EntryPointError,
     UnsupportedModelError,

@@ -20,8 +20,20 @@ def add_parser(sub: Any) -> None:
     ex = sub.add_parser("export", help="export a trained policy for deployment")
     ex_sub = ex.add_subparsers(dest="format", required=True, metavar="FORMAT", parser_class=OneLineParser)
     onnx = ex_sub.add_parser("onnx", help="ONNX graph with the deployment contract inside (+ contract.yaml)")
-    onnx.add_argument("run", type=Path, help="run folder")
-    onnx.add_argument("--out", type=Path, help="output folder (default: the run folder)")
+    onnx.add_argument("run", type=Path, help="run folder, or an rsl_rl checkpoint (model_<it>.pt) with --task")
+    onnx.add_argument("--out", type=Path, help="output folder (default: the run folder, or beside the checkpoint)")
+    onnx.add_argument("--task", help="rsl_rl checkpoint: the robot-rl task it was trained on (its contract)")
+    onnx.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="rsl_rl checkpoint: an env setting it was trained with, beside the task's training file "
+        "(e.g. action_scale=0.5)",
+    )
+    onnx.add_argument(
+        "--activation", default="elu", help="rsl_rl checkpoint: the actor's activation (default: elu, rsl_rl's)"
+    )
     fw = ex_sub.add_parser(
         "firmware", help="dependency-free C99 for a microcontroller, built, sized and verified against onnxruntime"
     )
@@ -56,6 +68,10 @@ def run(args: argparse.Namespace) -> int:
     """``robot-rl export onnx RUN`` and ``robot-rl export firmware RUN|ONNX``."""
     if args.format in ("firmware", "ros2-node"):
         return run_firmware(args)
+    if args.run.suffix == ".pt" and not args.run.is_dir():
+        return run_rsl_rl(args)
+    if args.task is not None or args.set:
+        raise ConfigError("--task and --set are for an rsl_rl checkpoint (model_<it>.pt); a run folder knows both")
     from robot_rl.runs import open_run
 
     if args.out is not None:
@@ -64,6 +80,26 @@ def run(args: argparse.Namespace) -> int:
     check_folder_writable(args.out or args.run, "output folder")
     path = loaded.export(args.out)
     print(f"wrote {path} and {path.parent / 'contract.yaml'}")
+    return 0
+
+
+def run_rsl_rl(args: argparse.Namespace) -> int:
+    """``robot-rl export onnx model_<it>.pt --task TASK``: an rsl_rl actor with the task's contract inside."""
+    import sim
+    from policies.nets.export import export_onnx
+    from policies.nets.rsl_rl import RslRlActor
+
+    if args.task is None:
+        raise ConfigError(f"'{args.run}' is an rsl_rl checkpoint: name the task it was trained on with --task")
+    out = args.out or args.run.parent
+    check_folder_writable(out, "output folder")
+    actor = RslRlActor.load(args.run, args.activation)
+    env = sim.make(args.task, 1, "cpu", sim.registry.train_env_config(args.task, args.set))
+    try:
+        path = export_onnx(actor, env.contract(["policy"]), out)
+    finally:
+        env.close()
+    print(f"wrote {path} and {path.parent / 'contract.yaml'} (rsl_rl actor, task {args.task})")
     return 0
 
 
