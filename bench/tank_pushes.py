@@ -6,8 +6,8 @@ The policy of a PPO run (the kept ``best.pt``) acts in its task with randomisati
 run's own tank, else the contract's deploy ``T_max``). Every ``--interval-s`` each world draws new pushes, held until
 the next draw: on the hand, ``--arm-push-n`` newtons along the hand's current velocity (the direction that pumps
 energy into the arm; a random direction while the hand is still), and on the cube ``--object-push-n`` newtons in a
-random direction. Printed: episodes, success, the lowest tank level any episode reached against ``T_min``, and how
-often the tank scaled a set-point.
+random direction (a task without a free object, ``panda-insert``: the arm only). Printed: episodes, success, the
+lowest tank level any episode reached against ``T_min``, and how often the tank scaled a set-point.
 
 Run::
 
@@ -42,7 +42,7 @@ def run_batch(run: PPORun, env_cfg: object, worlds: int, seed: int, args: argpar
     policy = deterministic_policy(run.model, run.cfg.policy.actor_obs)
     torch.manual_seed(seed)
     obs = env.reset(seed=seed)
-    hand, cube = env._hand, env._cube_body  # type: ignore[attr-defined]
+    hand, cube = env._hand, getattr(env, "_cube_body", None)  # type: ignore[attr-defined]  # insert: no free object
     every = max(1, round(args.interval_s / env.dt))
     previous = env._tcp_pos.clone()  # type: ignore[attr-defined]
     scaled, steps = np.zeros(worlds), np.zeros(worlds)
@@ -52,7 +52,9 @@ def run_batch(run: PPORun, env_cfg: object, worlds: int, seed: int, args: argpar
         if step % every == 0:
             velocity = env._tcp_pos - previous  # type: ignore[attr-defined]
             env.physics.set_external_force(hand, args.arm_push_n * unit(velocity))  # type: ignore[attr-defined]
-            env.physics.set_external_force(cube, args.object_push_n * unit(torch.zeros(worlds, 3)))  # type: ignore[attr-defined]
+            if cube is not None:
+                push = args.object_push_n * unit(torch.zeros(worlds, 3))
+                env.physics.set_external_force(cube, push)  # type: ignore[attr-defined]
         previous = env._tcp_pos.clone()  # type: ignore[attr-defined]
         obs, _, terminated, truncated, info = env.step(policy(obs))
         scaled += (info.log["metric/tank_alpha"].numpy() < 1.0) & ~ended

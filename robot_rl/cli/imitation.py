@@ -22,7 +22,8 @@ def add_parser(sub: Any) -> None:
         "--teacher",
         required=True,
         metavar="RUN|scripted",
-        help="trained PPO run folder, or 'scripted' for the task's scripted expert (panda-push, panda-lift)",
+        help="trained PPO run folder, or 'scripted' for the task's scripted expert (which tasks have one: "
+        "'robot-rl tasks')",
     )
     col.add_argument("--episodes", type=int, required=True, help="episodes to keep")
     col.add_argument("--out", type=Path, required=True, metavar="DIR", help="new dataset folder (must not exist)")

@@ -12,4 +12,5 @@ BUILTIN: dict[str, str] = {
     "panda-push": "sim.tasks.panda.push:SPEC",
     "panda-lift": "sim.tasks.panda.lift:SPEC",
     "panda-press": "sim.tasks.panda.press:SPEC",
+    "panda-insert": "sim.tasks.panda.insert:SPEC",
 }

@@ -356,7 +356,7 @@ def test_exported_relative_targets_match_the_simulator(task: str, tmp_path: Path
 
 
 @mjwarp
-@pytest.mark.parametrize("task", ["panda-reach", "panda-push", "panda-lift"])
+@pytest.mark.parametrize("task", ["panda-reach", "panda-push", "panda-lift", "panda-insert"])
 def test_every_panda_task_runs_on_mjwarp(task: str) -> None:
     """Contract smoke test on the second backend: build, reset, step with randomisation, finite observations of the
     declared sizes, a contract identical to the mujoco backend's."""
