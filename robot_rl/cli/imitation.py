@@ -51,6 +51,19 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="randomise light, colours, camera mount and pixel noise per episode (sim/rendering.py defaults)",
     )
+    col.add_argument(
+        "--student",
+        type=Path,
+        metavar="RUN",
+        help="DAgger: this state-only train-bc run drives, the teacher labels every state it visits (all episodes "
+        "kept); with a PPO teacher",
+    )
+    col.add_argument(
+        "--include",
+        type=Path,
+        metavar="DATASET",
+        help="copy this dataset's episodes in first (DAgger: the demonstrations the student learned from)",
+    )
     col.add_argument("--quiet", action="store_true", help="no progress bar")
 
     bc = sub.add_parser("train-bc", help="train an action-chunk policy (diffusion or MLP) from demonstrations")
@@ -75,7 +88,7 @@ def add_parser(sub: Any) -> None:
 def run_collect(args: argparse.Namespace) -> int:
     """``robot-rl collect TASK --teacher RUN --episodes N --out DIR``."""
     from robot_rl.imitation.collect import collect
-    from robot_rl.runs import PPORun
+    from robot_rl.runs import BCRun, PPORun
     from sim.rendering import VisualRandomization
 
     in_range("--episodes", args.episodes, 1, MAX_EPISODES)
@@ -88,6 +101,10 @@ def run_collect(args: argparse.Namespace) -> int:
     if args.out.exists():
         raise ConfigError(f"--out '{args.out}' already exists; datasets are never overwritten")
     check_folder_writable(args.out.parent, "output folder")
+    if args.student is not None and args.teacher == "scripted":
+        raise ConfigError("--student (DAgger) needs a PPO teacher to label the student's states")
+    if args.student is not None and args.images:
+        raise ConfigError("--student (DAgger) drives with a state-only student; --images is not supported with it")
     teacher: Any = args.task
     if args.teacher == "scripted":
         from sim.registry import get_task, task_names
@@ -99,6 +116,7 @@ def run_collect(args: argparse.Namespace) -> int:
         teacher = PPORun.load(Path(args.teacher), args.device)
         if teacher.cfg.task != args.task:
             raise ConfigError(f"teacher '{args.teacher}' was trained on '{teacher.cfg.task}', not '{args.task}'")
+    student = None if args.student is None else BCRun.load(args.student, args.device)
     summary = collect(
         teacher,
         args.episodes,
@@ -112,6 +130,8 @@ def run_collect(args: argparse.Namespace) -> int:
         cameras=tuple(args.images),
         image_size=args.image_size,
         visual=VisualRandomization() if args.visual_randomization else None,
+        student=student,
+        include=args.include,
     )
     print("\n".join(summary.lines()))
     return 0

@@ -9,6 +9,11 @@ units. Randomisation stays on, so the demonstrations cover the training distribu
 Optionally, DART-style (Laskey et al. 2017), the executed action is the teacher's plus Gaussian noise while the
 recorded label stays the teacher's clean action: the student then sees how the teacher recovers from small
 deviations.
+
+DAgger-style (Ross et al. 2011), a trained state-only student drives instead (``student``; its own execution, plus
+the DART noise if asked) and the teacher labels every state the student visits with what it would have done; every
+episode is kept, failures included (where the student went wrong is what it must learn). ``include`` first copies a
+dataset's episodes (the demonstrations the student learned from) into the new one: the aggregate to train on.
 """
 
 from __future__ import annotations
@@ -22,8 +27,10 @@ from tqdm import tqdm
 
 import sim
 from robot_rl.evaluate import pick
-from robot_rl.imitation.dataset import DatasetError, DatasetWriter, Episode, encode_image
+from robot_rl.imitation.dataset import DatasetError, DatasetWriter, Episode, encode_image, load_dataset
+from robot_rl.imitation.evaluate import ChunkActor
 from robot_rl.logger import interactive
+from robot_rl.runs.bc import BCRun
 from robot_rl.runs.ppo import PPORun
 from sim.rendering import CameraRenderer, RenderError, VisualRandomization
 from sim.typed_config import to_dict
@@ -42,6 +49,8 @@ class CollectSummary:
         attempted: Episodes rolled out.
         successes: Successful episodes among those attempted.
         frames: Frames written.
+        driver: Who acted: ``teacher``, or ``student`` (DAgger: the teacher only labelled).
+        included: Episodes copied from an included dataset (counted in ``kept`` and ``frames``).
         bytes: Size of the dataset folder, bytes.
         removed_stale: Staging folders of killed collections of the same dataset, removed first.
     """
@@ -53,6 +62,8 @@ class CollectSummary:
     frames: int
     bytes: int
     removed_stale: int = 0
+    driver: str = "teacher"
+    included: int = 0
 
     @property
     def success_rate(self) -> float:
@@ -61,10 +72,11 @@ class CollectSummary:
 
     def lines(self) -> list[str]:
         """Readable summary."""
+        copied = f" and {self.included} copied" if self.included else ""
         return [
             f"dataset: {self.out}",
-            f"episodes kept: {self.kept} of {self.attempted} rolled out "
-            f"(teacher success {self.success_rate:.1%}, {self.successes} successful)",
+            f"episodes kept: {self.kept - self.included} of {self.attempted} rolled out{copied} "
+            f"({self.driver} success {self.success_rate:.1%}, {self.successes} successful)",
             f"frames: {self.frames:,}   size: {self.bytes / 1e6:.2f} MB",
         ] + ([f"removed {self.removed_stale} staging folder(s) of killed collections"] if self.removed_stale else [])
 
@@ -82,6 +94,8 @@ def collect(
     cameras: tuple[str, ...] = (),
     image_size: int = 96,
     visual: VisualRandomization | None = None,
+    student: BCRun | None = None,
+    include: Path | None = None,
 ) -> CollectSummary:
     """Roll out ``teacher`` until ``episodes`` episodes are kept and write them to ``out``.
 
@@ -100,10 +114,15 @@ def collect(
             (:class:`~sim.rendering.CameraRenderer`); each frame shows the state its observation was taken in.
         image_size: Height and width of rendered images, pixels.
         visual: Visual randomisation of the rendered images, drawn anew for every episode (``None``: none).
+        student: DAgger: this state-only student (of the same task and observation layout) drives; the teacher only
+            labels; every episode is kept.
+        include: A dataset of the same task and layout whose episodes are copied in first (before ``episodes`` new
+            ones).
 
     Raises:
-        DatasetError: ``out`` exists, or the teacher kept no episode in ``MAX_ATTEMPT_FACTOR * episodes`` tries
-            (nothing is written then).
+        DatasetError: ``out`` exists, the teacher kept no episode in ``MAX_ATTEMPT_FACTOR * episodes`` tries
+            (nothing is written then), or the student or included dataset does not fit the teacher's task and
+            observation layout (named).
     """
     from robot_rl.config import task_defaults
 
@@ -136,6 +155,26 @@ def collect(
         "contract": contract.to_dict(),
         "action_units": "normalised [-1, 1]; the contract's action section maps them to robot commands",
     }
+    driver: ChunkActor | None = None
+    if student is not None:
+        if student.task != cfg.task or student.policy.cameras or student.policy.obs_dim != contract.obs_dim:
+            raise DatasetError(
+                f"student '{student.run_dir}' ({student.task or 'foreign data'}, {student.policy.obs_dim} inputs"
+                f"{', cameras' if student.policy.cameras else ''}) cannot drive {cfg.task} for this teacher "
+                f"({contract.obs_dim} onboard inputs, no cameras)"
+            )
+        keep_failed = True
+        extra["dagger"] = {"student": str(student.run_dir), "execution": asdict(student.spec())}
+    base = None
+    if include is not None:
+        base = load_dataset(include)
+        names = list(base.info["features"]["observation.state"]["names"])
+        if base.robot_rl.get("task") != cfg.task or names != state_names:
+            raise DatasetError(
+                f"dataset '{include}' ({base.robot_rl.get('task')}, {len(names)} state values) does not fit "
+                f"{cfg.task} ({len(state_names)} state values in the teacher's layout)"
+            )
+        extra["included"] = {"dataset": str(include), "episodes": len(base.episodes)}
     robot_fact = contract.extra.get("robot")
     robot = str(robot_fact.get("name") if isinstance(robot_fact, dict) else robot_fact or cfg.task.split("-")[0])
     try:
@@ -159,12 +198,19 @@ def collect(
     rew_buf = np.zeros((num_envs, length), np.float32)
     step = np.zeros(num_envs, np.int64)
     rows = np.arange(num_envs)
-    kept = attempted = successes = frames = 0
+    kept = attempted = successes = frames = included = 0
     bar = tqdm(total=episodes, unit="episode", desc="collect", disable=quiet or not interactive(), dynamic_ncols=True)
     try:
         with writer:
+            for ep in base.episodes if base is not None else []:
+                writer.add_episode(ep)
+                kept += 1
+                included += 1
+                frames += ep.length
+            if student is not None:
+                driver = ChunkActor(student.policy, student.spec(), student.obs_groups, num_envs, gen)
             obs = env.reset(seed=seed)
-            while kept < episodes and attempted < MAX_ATTEMPT_FACTOR * episodes:
+            while kept - included < episodes and attempted < MAX_ATTEMPT_FACTOR * episodes:
                 with torch.inference_mode():
                     x = pick(obs, cfg.policy.actor_obs)
                     if expert is not None:
@@ -172,10 +218,10 @@ def collect(
                     else:
                         assert not isinstance(teacher, str)
                         action = teacher.model.action_mean(x).clamp(-1.0, 1.0)
-                    executed = action
+                    executed = action if driver is None else driver(obs).to(device_).clamp(-1.0, 1.0)
                     if action_noise > 0:
                         noise = torch.randn(action.shape, generator=gen, device=device_)
-                        executed = (action + action_noise * noise).clamp(-1.0, 1.0)
+                        executed = (executed + action_noise * noise).clamp(-1.0, 1.0)
                 obs_buf[rows, step] = x.cpu().numpy()
                 if camera is not None:
                     for c, views in camera.render().items():
@@ -191,6 +237,8 @@ def collect(
                     continue
                 if expert is not None:
                     expert.reset(finished)
+                if driver is not None:
+                    driver.reset(done)
                 if camera is not None:
                     camera.redraw(np.nonzero(done)[0])
                 assert info.success is not None
@@ -198,7 +246,7 @@ def collect(
                 for i in np.nonzero(done)[0]:
                     attempted += 1
                     successes += int(success[i])
-                    if (success[i] or keep_failed) and kept < episodes:
+                    if (success[i] or keep_failed) and kept - included < episodes:
                         n = int(step[i])
                         flags = np.zeros(n, bool)
                         flags[-1] = bool(success[i])
@@ -229,7 +277,8 @@ def collect(
             camera.close()
         env.close()
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
-    return CollectSummary(out, kept, attempted, successes, frames, size, writer.removed_stale)
+    who = "teacher" if driver is None else "student"
+    return CollectSummary(out, kept, attempted, successes, frames, size, writer.removed_stale, who, included)
 
 
 def summary_dict(summary: CollectSummary) -> dict[str, object]:

@@ -23,7 +23,6 @@ from policies.runtime.contract import ChunkSpec
 from robot_rl.evaluate import (
     EVAL_SEED_OFFSET,
     EvalResult,
-    PolicyFn,
     deterministic_policy,
     evaluate_env,
     make_eval_env,
@@ -100,33 +99,49 @@ class ChunkEvalResult:
         )
 
 
-def chunk_policy_fn(
-    policy: ChunkPolicy,
-    spec: ChunkSpec,
-    groups: list[str],
-    num_envs: int,
-    generator: torch.Generator,
-    cameras: CameraRenderer | None = None,
-) -> PolicyFn:
-    """A :data:`~robot_rl.evaluate.PolicyFn` that runs ``policy`` through a :class:`ChunkExecutor` (with the
-    images ``cameras`` renders of the current state, for a policy that sees cameras)."""
-    device = next(policy.parameters()).device
-    shape = (num_envs, policy.horizons.pred, policy.action_dim)
+class ChunkActor:
+    """A :data:`~robot_rl.evaluate.PolicyFn` that runs a chunk policy through a :class:`ChunkExecutor` (with the
+    images ``cameras`` renders of the current state, for a policy that sees cameras); :meth:`reset` starts new
+    episodes for the worlds that auto-reset (their histories and plans are dropped).
 
-    def sample(window: np.ndarray, images: dict[str, np.ndarray] | None = None) -> np.ndarray:
-        noise = torch.randn(shape, generator=generator, device=device)
-        views = {c: torch.from_numpy(x).to(device) for c, x in (images or {}).items()}
+    Args:
+        policy: The chunk policy (eval mode; its device is used).
+        spec: Horizons and ensembling to execute with.
+        groups: Observation groups it reads.
+        num_envs: Worlds.
+        generator: Sampler noise.
+        cameras: The renderer of a policy that sees cameras.
+    """
+
+    def __init__(
+        self,
+        policy: ChunkPolicy,
+        spec: ChunkSpec,
+        groups: list[str],
+        num_envs: int,
+        generator: torch.Generator,
+        cameras: CameraRenderer | None = None,
+    ) -> None:
+        self.policy, self.groups, self.cameras, self.generator = policy, groups, cameras, generator
+        self.device = next(policy.parameters()).device
+        self._shape = (num_envs, policy.horizons.pred, policy.action_dim)
+        self.executor = ChunkExecutor(num_envs, spec, policy.action_dim, self._sample)
+
+    def _sample(self, window: np.ndarray, images: dict[str, np.ndarray] | None = None) -> np.ndarray:
+        noise = torch.randn(self._shape, generator=self.generator, device=self.device)
+        views = {c: torch.from_numpy(x).to(self.device) for c, x in (images or {}).items()}
         with torch.inference_mode():
-            plan = policy.predict_action_chunk(torch.from_numpy(window).to(device), noise, images=views)
+            plan = self.policy.predict_action_chunk(torch.from_numpy(window).to(self.device), noise, images=views)
         return plan.cpu().numpy()
 
-    executor = ChunkExecutor(num_envs, spec, policy.action_dim, sample)
+    def __call__(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Actions ``[N, A]`` for the current observations."""
+        images = self.cameras.render() if self.cameras is not None else None
+        return torch.from_numpy(self.executor(pick(obs, self.groups).cpu().numpy(), images)).to(self.device)
 
-    def act(obs: dict[str, torch.Tensor]) -> torch.Tensor:
-        images = cameras.render() if cameras is not None else None
-        return torch.from_numpy(executor(pick(obs, groups).cpu().numpy(), images)).to(device)
-
-    return act
+    def reset(self, mask: np.ndarray) -> None:
+        """Start new episodes in worlds ``mask [N]`` (bool)."""
+        self.executor.reset(mask)
 
 
 def evaluate_chunk_policy(
@@ -159,7 +174,7 @@ def evaluate_chunk_policy(
         env = make_eval_env(task, env_cfg, episodes, device, randomize)
         gen = torch.Generator(device=device).manual_seed(seed)
         cameras = CameraRenderer(env, policy.cameras, visual, seed + EVAL_SEED_OFFSET) if policy.cameras else None
-        fn = chunk_policy_fn(policy, spec, groups, episodes, gen, cameras)
+        fn = ChunkActor(policy, spec, groups, episodes, gen, cameras)
         results.append(evaluate_env(env, fn, seed=seed + EVAL_SEED_OFFSET))
         if cameras is not None:
             cameras.close()

@@ -158,6 +158,40 @@ def test_mlp_student_trains_on_the_same_data(dataset: Path, tmp_path: Path) -> N
     assert ChunkedOnnxPolicy(run / "policy.onnx").chunk.noise_input == ""
 
 
+def test_dagger_collection_lets_the_student_drive_and_the_teacher_label(
+    teacher: Path, dataset: Path, tmp_path: Path
+) -> None:
+    """``collect --student RUN --include DATASET``: the demonstrations are copied first, then the student's own
+    episodes follow (failures kept), every recorded action is the teacher's for the recorded state."""
+    trained = robot_rl(
+        "train-bc", "--policy", "mlp", "--dataset", dataset, "--run-root", tmp_path / "bc", "--quiet", "--max-steps",
+        "5", "--set", "train.eval_episodes=2", "--set", "policy.mlp_hidden=[16]", "--set", "policy.action_horizon=1",
+    )  # fmt: skip
+    assert trained.returncode == 0, trained.stderr
+    (student,) = (tmp_path / "bc" / "panda-reach").iterdir()
+    out = tmp_path / "dagger"
+    result = robot_rl(
+        "collect", "panda-reach", "--teacher", teacher, "--student", student, "--include", dataset, "--episodes", "3",
+        "--num-envs", "3", "--out", out, "--quiet",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "episodes kept: 3 of 3 rolled out and 6 copied (student success" in result.stdout
+    info = json.loads((out / "meta" / "info.json").read_text())
+    assert info["total_episodes"] == 9 and info["robot_rl"]["dagger"]["student"] == str(student)
+    assert info["robot_rl"]["included"] == {"dataset": str(dataset), "episodes": 6}
+    model = PPORun.load(teacher).model
+    for index in (0, 8):  # a copied demonstration and a DAgger episode: the teacher's labels both
+        table = pq.read_table(out / info["data_path"].format(episode_chunk=0, episode_index=index))
+        state = torch.tensor(table.column("observation.state").to_pylist(), dtype=torch.float32)
+        action = np.asarray(table.column("action").to_pylist())
+        with torch.inference_mode():
+            np.testing.assert_allclose(action, model.action_mean(state).clamp(-1, 1).numpy(), atol=1e-5)
+    scripted = robot_rl(
+        "collect", "panda-reach", "--teacher", "scripted", "--student", student, "--episodes", "1", "--out", out / "x"
+    )
+    assert scripted.returncode == 2 and "needs a PPO teacher" in scripted.stderr
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
