@@ -138,7 +138,8 @@ def test_the_console_scripts_fly_the_simulated_crazyflie_as_separate_processes(
         for proc in procs:
             proc.send_signal(signal.SIGINT)
         outcomes = [_exit(proc) for proc in procs]
-    assert [code for code, _ in outcomes] == [0, 0], outcomes  # Ctrl-C: a clean shutdown
+    report = "\n".join(f"exit status {code}, stderr ends:\n{err[-3000:]}" for code, err in outcomes)
+    assert [code for code, _ in outcomes] == [0, 0], report  # Ctrl-C: a clean shutdown (a str: shown whole)
 
 
 def _exit(proc: subprocess.Popen[str], timeout: float = 20.0) -> tuple[int | None, str]:

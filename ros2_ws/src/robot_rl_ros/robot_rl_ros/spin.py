@@ -12,6 +12,7 @@ Executors (``--executor`` of the console scripts and of ``robot-rl deploy``):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import time
 from collections.abc import Callable
@@ -75,9 +76,10 @@ def spin_node(make: Callable[[], Any], args: list[str] | None = None) -> None:
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
-        executor.shutdown()
-        node.destroy_node()
-        rclpy.try_shutdown()
+        for step in (executor.shutdown, node.destroy_node, rclpy.try_shutdown):
+            # a Ctrl-C delivered late (the loop ended on the already shut-down context) or a second one
+            with contextlib.suppress(KeyboardInterrupt):
+                step()
 
 
 def spin_for(
