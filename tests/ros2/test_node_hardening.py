@@ -290,11 +290,14 @@ def test_hostile_joint_states_are_refused_and_the_tank_never_sees_them(reach_mod
     arm = Arm(rig, reach_model)
     rig.start()
     rig.spin_until_commanding(arm.send, every=0.04)
+    # Until DDS has matched both topics a joint state may come without its tool pose and be refused (seen once under
+    # CI load): count from when the node commands.
+    before = rig.node.rejected
     rig.spin(0.4, arm.send, every=0.04)
-    assert rig.node.fault == "" and rig.commands and rig.node.rejected == 0
+    assert rig.node.fault == "" and rig.commands and rig.node.rejected == before
     held = rig.values()[-1]
     rig.spin(0.8, lambda: arm.send(kind), every=0.04)
-    assert rig.node.rejected >= 10 and rig.node.fault == "watchdog" and rig.state() == "inactive"
+    assert rig.node.rejected >= before + 10 and rig.node.fault == "watchdog" and rig.state() == "inactive"
     published = rig.node.published
     rig.spin(0.3, lambda: arm.send(kind), every=0.04)
     assert rig.node.published > published and rig.values()[-1] == held  # safe_mode hold: the last set-point
