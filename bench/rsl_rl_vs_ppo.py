@@ -74,6 +74,7 @@ def run_rsl_rl(cfg: TrainConfig, max_time: float) -> dict[str, Any]:
             met, ttc = True, time.perf_counter() - start
             break
     env.close()
+    eval_env.close()
     steps = iterations * cfg.num_envs * cfg.ppo.num_steps
     return {"met": met, "time_to_criterion_s": ttc, "env_steps": steps, "wall_s": time.perf_counter() - start}
 

@@ -199,7 +199,7 @@ def chunk_to_onnx_model(policy: ChunkPolicy, contract: Contract) -> onnx.ModelPr
     for cam, size in policy.cameras.items():
         if c.image_shape(cam)[:2] != size:
             raise ContractError(f"contract camera '{cam}' is {c.image_shape(cam)[:2]}, the policy sees {size}")
-    if (bad := _first_non_finite(policy)) is not None:
+    if (bad := first_non_finite(policy)) is not None:
         raise ContractError(f"the policy's '{bad}' holds non-finite values; refusing to export it")
     copy_ = copy.deepcopy(policy).cpu().float().eval().requires_grad_(False)
     steps = c.sampler.get("inference_steps")
@@ -217,7 +217,8 @@ def chunk_to_onnx_model(policy: ChunkPolicy, contract: Contract) -> onnx.ModelPr
     return _finish(_trace(module, inputs, contract.output_name, dynamic), contract, f"{policy.kind} chunk policy")
 
 
-def _first_non_finite(module: nn.Module) -> str | None:
+def first_non_finite(module: nn.Module) -> str | None:
+    """Name of the first parameter or buffer of ``module`` holding NaN or inf, or ``None``."""
     for name, t in [*module.named_parameters(), *module.named_buffers()]:
         if t.is_floating_point() and not bool(torch.isfinite(t).all()):
             return name

@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from policies.nets.export import first_non_finite
 from policies.nets.mlp import ACTIVATIONS
 
 RSL_RL_NORMALIZER_EPS = 1e-2
@@ -90,10 +91,7 @@ class RslRlActor(nn.Module):
 
     def first_non_finite(self) -> str | None:
         """Name of the first parameter or buffer holding NaN or inf, or ``None``."""
-        for name, t in (*self.named_parameters(), *self.named_buffers()):
-            if t.is_floating_point() and not bool(torch.isfinite(t).all()):
-                return name
-        return None
+        return first_non_finite(self)
 
     @classmethod
     def from_state_dict(cls, state: dict[str, torch.Tensor], activation: str = "elu", what: str = "") -> RslRlActor:

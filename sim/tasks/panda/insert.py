@@ -21,7 +21,8 @@ Success: at the time limit the peg tip is at least ``insert_depth`` below the bo
 Criterion: >= 70 % of evaluation episodes.
 
 Dimensions are a modelling choice within ISO 286 peg-and-hole practice (a 20 mm pin in a 22 mm bore), not a
-part's drawing; steel on aluminium slides at a friction coefficient of about 0.5 (randomised 0.25-0.75).
+part's drawing. The peg's nominal friction coefficient, 0.5, is a modelling choice too (no measured pair), randomised
+0.25-0.75 to cover dry and lubricated metal contact.
 """
 
 from __future__ import annotations
@@ -70,8 +71,8 @@ WALL = 0.02
 SEGMENTS = 16
 """The bore is a regular polygon of this many flat faces (boxes), inscribed radius :data:`HOLE_RADIUS`."""
 FIXTURE_CLAMP_N = 500.0
-"""Dry friction holding the fixture on the table in each direction, N (a clamped fixture; far above the 70 N the
-impedance-controlled arm can push with at these gains)."""
+"""Dry friction holding the fixture on the table in each direction, N: a modelling choice for a clamped fixture,
+chosen well above the contact forces this arm produces in training (not a clamp's data sheet)."""
 
 
 def add_fixture(spec: mujoco.MjSpec) -> None:
