@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from firmware_export.graph import Graph, Node, UnsupportedModelError
+from firmware_export.graph import Graph, Node, UnsupportedModelError, weight_nk
 from policies.runtime.contract import Contract
 from policies.runtime.passivity import TankParams
 from policies.runtime.text import c_comment
@@ -95,6 +95,9 @@ C_WORDS = frozenset(
         "expf",
         "fmaxf",
         "fminf",
+        "signed",
+        "char",
+        "long",
         "memcpy",
         "memmove",
         "f",
@@ -165,6 +168,18 @@ def c_array(values: np.ndarray, per_line: int = 8) -> str:
     return "\n    " + ",\n    ".join(rows) + "\n"
 
 
+ROUND_MAGIC = "12582912.0f"
+"""1.5 * 2^23: ``(v + M) - M`` rounds a float with ``|v| < 2^22`` to the nearest integer, ties to even, in the
+default IEEE rounding mode (ONNX ``QuantizeLinear``'s rounding) with two additions instead of a ``rintf`` call."""
+
+
+def c_int_array(values: np.ndarray, per_line: int = 24) -> str:
+    """Comma-separated integer literals, a few dozen per line."""
+    flat = [str(int(v)) for v in np.asarray(values).reshape(-1)]
+    rows = [", ".join(flat[i : i + per_line]) for i in range(0, len(flat), per_line)]
+    return "\n    " + ",\n    ".join(rows) + "\n"
+
+
 def generate(graph: Graph, contract: Contract, prefix: str = "rr") -> CSources:
     """C header and source for ``graph`` with the observation helpers and constants of ``contract``.
 
@@ -213,7 +228,10 @@ class _Body:
             sym = f"k{len(self.consts)}"
             arr = self.graph.constants[name] if values is None else values
             self.consts[name] = sym
-            decl = f"static const float {sym}[{max(1, arr.size)}] = {{{c_array(arr)}}};"
+            if arr.dtype == np.int8:
+                decl = f"static const signed char {sym}[{max(1, arr.size)}] = {{{c_int_array(arr)}}};"
+            else:
+                decl = f"static const float {sym}[{max(1, arr.size)}] = {{{c_array(arr)}}};"
             self.const_defs.append(f"/* {c_comment(name)}: {list(np.shape(arr))} */\n{decl}")
         return self.consts[name]
 
@@ -260,6 +278,9 @@ class _Body:
         if op in ("Gemm", "MatMul"):
             self._gemm(node)
             return
+        if op == "QGemm":
+            self._qgemm(node)
+            return
         if op in UNARY or op in ("Elu", "LeakyRelu"):
             x = f"{self._ref(ins[0])}[i]"
             if op == "Elu":
@@ -296,19 +317,12 @@ class _Body:
     def _gemm(self, node: Node) -> None:
         g = self.graph
         x, w_name = node.inputs[0], node.inputs[1]
-        w = g.constants[w_name].astype(np.float32)
-        # Stored [N, K]: the inner loop walks contiguous memory.
-        w_nk = w if node.op == "Gemm" and node.attrs.get("transB", 0) else w.T
+        w_nk = weight_nk(g, node).astype(np.float32)  # stored [N, K]: the inner loop walks contiguous memory
         alpha = float(node.attrs.get("alpha", 1.0)) if node.op == "Gemm" else 1.0
         beta = float(node.attrs.get("beta", 1.0)) if node.op == "Gemm" else 1.0
         n_out, k = w_nk.shape
         m = g.shapes[x][0]
-        bias = np.zeros(n_out, dtype=np.float32)
-        if node.op == "Gemm" and len(node.inputs) > 2 and node.inputs[2]:
-            c = g.constants[node.inputs[2]]
-            if c.size not in (1, n_out):
-                raise UnsupportedModelError(f"node '{node.name}' (Gemm): bias of shape {c.shape} is not supported")
-            bias = np.broadcast_to(beta * c.reshape(-1), (n_out,)).astype(np.float32)
+        bias = self._bias(node, n_out, beta)
         wsym = self._const(f"{w_name} ({node.name}, [N, K])", np.ascontiguousarray(alpha * w_nk, dtype=np.float32))
         bsym = self._const(f"bias of {node.name}", bias)
         xin, out = self._ref(x), self._buf(node)
@@ -327,6 +341,54 @@ class _Body:
             "        }",
             f"        for (; k < {k}; ++k) a0 += w[k] * x[k];",
             f"        {out}[m * {n_out} + n] = (a0 + a1) + (a2 + a3);",
+            "    }",
+            "}",
+        ]
+
+    def _bias(self, node: Node, n_out: int, beta: float) -> np.ndarray:
+        """The bias of a matrix product, ``beta * C`` broadcast to ``[N]`` (zeros without one)."""
+        if len(node.inputs) < 3 or not node.inputs[2] or node.op == "MatMul":
+            return np.zeros(n_out, dtype=np.float32)
+        c = self.graph.constants[node.inputs[2]]
+        if c.size not in (1, n_out):
+            raise UnsupportedModelError(f"node '{node.name}' ({node.op}): bias of shape {c.shape} is not supported")
+        return np.broadcast_to(beta * c.reshape(-1), (n_out,)).astype(np.float32)
+
+    def _qgemm(self, node: Node) -> None:
+        """An int8 product (:func:`firmware_export.graph.qgemm`): quantise the input row into an int8 buffer (a NaN
+        returns ``RR_ERR_NONFINITE_OUTPUT``; rounding by :data:`ROUND_MAGIC`), dot products in 32-bit integers, one
+        float scale per output."""
+        g = self.graph
+        w_nk = np.ascontiguousarray(weight_nk(g, node))
+        n_out, k = w_nk.shape
+        m = g.shapes[node.inputs[0]][0]
+        wsym = self._const(f"{node.inputs[1]} ({node.name}, int8 [N, K])", w_nk)
+        ssym = self._const(f"output scales of {node.name}", np.asarray(node.attrs["scale"]))
+        xsym = self._const(f"input steps of {node.name}", np.asarray(node.attrs["x_step"]))
+        bsym = self._const(f"bias of {node.name}", self._bias(node, n_out, float(node.attrs.get("beta", 1.0))))
+        xin, out = self._ref(node.inputs[0]), self._buf(node)
+        q = f"t{len(self.locals)}"
+        self.locals.append(f"signed char {q}[{k}];")
+        self.lines += [
+            f"/* QGemm {c_comment(node.name)}: int8 [{m}, {k}] x [{k}, {n_out}] */",
+            f"for (m = 0; m < {m}; ++m) {{",
+            f"    for (k = 0; k < {k}; ++k) {{",
+            f"        float v = {xin}[m * {k} + k] / {xsym}[k];",
+            "        if (v != v) return RR_ERR_NONFINITE_OUTPUT;",
+            "        v = v > 127.0f ? 127.0f : (v < -128.0f ? -128.0f : v);",
+            f"        {q}[k] = (signed char)((v + {ROUND_MAGIC}) - {ROUND_MAGIC});",
+            "    }",
+            f"    for (n = 0; n < {n_out}; ++n) {{",
+            f"        const signed char *w = {wsym} + n * {k};",
+            "        long a0 = 0, a1 = 0, a2 = 0, a3 = 0;",
+            f"        for (k = 0; k + 4 <= {k}; k += 4) {{",
+            f"            a0 += w[k] * {q}[k];",
+            f"            a1 += w[k + 1] * {q}[k + 1];",
+            f"            a2 += w[k + 2] * {q}[k + 2];",
+            f"            a3 += w[k + 3] * {q}[k + 3];",
+            "        }",
+            f"        for (; k < {k}; ++k) a0 += w[k] * {q}[k];",
+            f"        {out}[m * {n_out} + n] = (float)((a0 + a1) + (a2 + a3)) * {ssym}[n] + {bsym}[n];",
             "    }",
             "}",
         ]

@@ -60,6 +60,15 @@ EXPORT_KIND = "firmware"
 
 TOLERANCE = 1e-5
 """Largest accepted difference to onnxruntime, in normalised command units."""
+INT8_TOLERANCE = 1e-2
+"""The same for an int8 policy (``robot-rl export int8``), as a share of its largest normalised command (at least 1:
+the policy's range [-1, 1]); all but :data:`INT8_STEP_SHARE` of the vectors must also agree within
+:data:`TOLERANCE`. An activation within float rounding of a rounding boundary (the C library's and onnxruntime's
+``tanh`` differ in the last bit) may land one int8 step apart in the two; such a vector differs by a step times a
+weight, not by float rounding."""
+INT8_STEP_SHARE = 0.05
+"""Largest share of verification vectors an int8 policy may have beyond :data:`TOLERANCE` (an error in the kernel
+shows on most of them; the hover policy has about 1 in 1,000 a step apart, the every-operator test graph 2 %)."""
 QEMU_CPI_NOTE = "instructions counted by QEMU -icount (1 instruction = 1 ns of virtual time), read by SysTick"
 
 
@@ -78,6 +87,10 @@ class FirmwareReport:
         verified: ``{"host": max_diff, "cortex-m4f": max_diff}`` in normalised units, per run target.
         instructions_per_step: Executed instructions per ``rr_policy_step`` under QEMU (Cortex-M4F only).
         max_rate_hz_168mhz: Steps per second at 168 MHz assuming 1.0 cycle per instruction (``None``: not measured).
+        int8: Whether the matrix products compute in int8 (an ``robot-rl export int8`` model).
+        tolerance: The largest difference accepted (:data:`TOLERANCE`; for int8 :data:`INT8_TOLERANCE` times the
+            largest normalised command, at least 1).
+        int8_steps: Per run target, vectors beyond :data:`TOLERANCE` (int8 only: a rounding step apart).
     """
 
     target: str
@@ -90,12 +103,15 @@ class FirmwareReport:
     verified: dict[str, float] = field(default_factory=dict)
     instructions_per_step: float | None = None
     max_rate_hz_168mhz: float | None = None
+    int8: bool = False
+    tolerance: float = TOLERANCE
+    int8_steps: dict[str, int] = field(default_factory=dict)
 
     def lines(self) -> list[str]:
         """Readable summary lines."""
         out = [
             f"firmware for {self.target}: {self.out}",
-            f"  parameters {self.parameters:,}, {self.macs:,} MACs per step",
+            f"  parameters {self.parameters:,}, {self.macs:,} {'int8 ' if self.int8 else ''}MACs per step",
         ]
         if self.flash_bytes is not None:
             out.append(
@@ -103,8 +119,14 @@ class FirmwareReport:
                 f"stack per step {self.stack_bytes:,} B"
             )
         for where, diff in self.verified.items():
+            steps = (
+                f"; {self.int8_steps[where]} vector(s) an int8 rounding step apart (beyond {TOLERANCE:g})"
+                if self.int8_steps.get(where)
+                else ""
+            )
             out.append(
-                f"  verified on {where}: max |C - onnxruntime| = {diff:.2e} (normalised), tolerance {TOLERANCE:g}"
+                f"  verified on {where}: max |C - onnxruntime| = {diff:.2e} (normalised), "
+                f"tolerance {self.tolerance:g}{steps}"
             )
         if self.instructions_per_step is not None and self.max_rate_hz_168mhz is not None:
             out.append(
@@ -154,7 +176,8 @@ def export_firmware(
         )
     graph = from_model(model)
     sources = generate(graph, contract).files
-    report = FirmwareReport(target, str(out), graph.parameters, graph.macs)
+    report = FirmwareReport(target, str(out), graph.parameters, graph.macs, int8=graph.quantized)
+    report.tolerance = INT8_TOLERANCE if graph.quantized else TOLERANCE
     with tempfile.TemporaryDirectory(prefix="robot-rl-firmware-") as scratch:
         work = Path(scratch)
         package = work / "package"
@@ -204,11 +227,24 @@ def _build_and_measure(
         if nan_status != -1:
             raise ToolchainError(f"{name}: a NaN input returned {nan_status}, expected RR_ERR_NONFINITE_INPUT (-1)")
         scale = np.asarray(contract.action.scale, dtype=np.float64)
-        diff = float(np.max(np.abs(got.astype(np.float64) - expected.astype(np.float64)) / scale))
-        if not diff <= TOLERANCE:
+        per_vector = np.max(np.abs(got.astype(np.float64) - expected.astype(np.float64)) / scale, axis=1)
+        diff = float(per_vector.max())
+        if report.int8:
+            offset = np.asarray(contract.action.offset, dtype=np.float64)
+            largest = float(np.max(np.abs(expected.astype(np.float64) - offset) / scale))
+            report.tolerance = INT8_TOLERANCE * max(1.0, largest)
+        if not diff <= report.tolerance:
             raise ToolchainError(
-                f"{name}: generated C differs from onnxruntime by {diff:.3g} (normalised) > {TOLERANCE:g}"
+                f"{name}: generated C differs from onnxruntime by {diff:.3g} (normalised) > {report.tolerance:g}"
             )
+        if report.int8:
+            steps = int((per_vector > TOLERANCE).sum())
+            if steps > INT8_STEP_SHARE * len(per_vector):
+                raise ToolchainError(
+                    f"{name}: generated int8 C differs from onnxruntime beyond {TOLERANCE:g} on {steps} of "
+                    f"{len(per_vector)} vectors (more than {INT8_STEP_SHARE:.0%}: not rounding steps, an error)"
+                )
+            report.int8_steps[name] = steps
         report.verified[name] = diff
         if cost is not None:
             per_step = cost["step_ticks"] / cost["step_reps"] * cost["calib_instr"] / max(cost["calib_ticks"], 1)

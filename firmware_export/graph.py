@@ -8,6 +8,11 @@ symbolic, or a shape that depends on run-time data is refused with :class:`Unsup
 
 Every operator also has a numpy implementation here (:data:`NUMPY_OPS`): it folds constants and gives a reference
 independent of both onnxruntime and the C code.
+
+An int8 policy (``robot-rl export int8``, :mod:`firmware_export.quantize`) carries ``QuantizeLinear`` /
+``DequantizeLinear`` in front of its matrix products. :func:`from_model` fuses each such product, with its quantised
+input and its int8 weight, into one ``QGemm`` node (int8 weights kept as int8, integer accumulation; see
+:func:`qgemm`); a quantisation node anywhere else is refused.
 """
 
 from __future__ import annotations
@@ -64,10 +69,14 @@ class Graph:
 
     def run(self, x: np.ndarray) -> np.ndarray:
         """Evaluate the graph with numpy on one input of shape ``shapes[input_name]`` (a reference)."""
+        return self.evaluate(x)[self.output_name]
+
+    def evaluate(self, x: np.ndarray) -> dict[str, np.ndarray]:
+        """Every tensor of the graph (constants included) for one input of shape ``shapes[input_name]``."""
         values: dict[str, np.ndarray] = {**self.constants, self.input_name: np.asarray(x, dtype=np.float32)}
         for n in self.nodes:
-            values[n.output] = NUMPY_OPS[n.op]([values[i] for i in n.inputs], n.attrs).astype(np.float32)
-        return values[self.output_name]
+            values[n.output] = NUMPY_OPS[n.op]([values[i] for i in n.inputs if i], n.attrs).astype(np.float32)
+        return values
 
     @property
     def parameters(self) -> int:
@@ -80,15 +89,48 @@ class Graph:
         """Multiply-accumulates of one inference in ``Gemm`` / ``MatMul`` nodes."""
         total = 0
         for n in self.nodes:
-            if n.op in ("Gemm", "MatMul"):
+            if n.op in MATRIX_OPS:
                 total += int(np.prod(self.shapes[n.output])) * gemm_k(self, n)
         return total
 
+    @property
+    def quantized(self) -> bool:
+        """Whether any matrix product computes in int8 (``QGemm``)."""
+        return any(n.op == "QGemm" for n in self.nodes)
+
+
+MATRIX_OPS = ("Gemm", "MatMul", "QGemm")
+"""Matrix products: weights constant, ``[M, K] x [K, N]``."""
+
 
 def gemm_k(graph: Graph, node: Node) -> int:
-    """Inner dimension ``K`` of a ``Gemm`` / ``MatMul`` node."""
+    """Inner dimension ``K`` of a ``Gemm`` / ``MatMul`` / ``QGemm`` node."""
     a = graph.shapes[node.inputs[0]]
     return a[0] if node.attrs.get("transA", 0) else a[-1]
+
+
+def weight_nk(graph: Graph, node: Node) -> np.ndarray:
+    """The weight of a matrix product as ``[N, K]`` (output channel first), in its stored dtype."""
+    w = graph.constants[node.inputs[1]]
+    return w if node.op != "MatMul" and node.attrs.get("transB", 0) else w.T
+
+
+def quantize_input(x: np.ndarray, step: np.ndarray | float) -> np.ndarray:
+    """``clip(round_half_even(x / step), -128, 127)`` in float32 arithmetic (ONNX ``QuantizeLinear``, zero point
+    0; ``step`` a scalar or one per channel of the last axis), as int8 values held in float32."""
+    q = np.rint(np.asarray(x, dtype=np.float32) / np.asarray(step, dtype=np.float32))
+    return np.clip(q, -128.0, 127.0).astype(np.float32)
+
+
+def qgemm(x: list[np.ndarray], a: dict[str, Any]) -> np.ndarray:
+    """An int8 matrix product: ``x[0]`` (float ``[M, K]``) quantised with the steps ``a["x_step"]`` (``[K]``), times
+    the int8 weight ``x[1]`` (``[N, K]`` if ``transB`` else ``[K, N]``) summed exactly in integers, scaled per output
+    channel by ``a["scale"]`` (``alpha * dequantisation scale * w_scale[n]``, float32), plus ``beta * x[2]``."""
+    xq = quantize_input(x[0], a["x_step"]).astype(np.int64)
+    w = x[1].astype(np.int64)
+    acc = xq @ (w.T if a.get("transB", 0) else w)
+    y = acc.astype(np.float32) * np.asarray(a["scale"], dtype=np.float32)
+    return y + np.float32(a.get("beta", 1.0)) * x[2] if len(x) > 2 else y
 
 
 # ------------------------------------------------------------------------------------------------ numpy ops
@@ -125,6 +167,7 @@ def _flatten(x: list[np.ndarray], a: dict[str, Any]) -> np.ndarray:
 
 NUMPY_OPS: dict[str, Callable[[list[np.ndarray], dict[str, Any]], np.ndarray]] = {
     "Gemm": _gemm,
+    "QGemm": qgemm,
     "MatMul": lambda x, a: x[0] @ x[1],
     "Add": lambda x, a: x[0] + x[1],
     "Sub": lambda x, a: x[0] - x[1],
@@ -205,8 +248,7 @@ def from_model(model: onnx.ModelProto) -> Graph:
     shapes: dict[str, tuple[int, ...]] = {inp.name: tuple(shape)}
     shapes.update({k: tuple(v.shape) for k, v in consts.items()})
     nodes: list[Node] = []
-    for raw in g.node:
-        node = _node(raw)
+    for node in _fuse_int8(_single_assignment([_node(raw) for raw in g.node], set(shapes)), consts):
         if node.op == "Constant":
             consts[node.output] = _float_constant(node.output, node.attrs["value"])
             shapes[node.output] = tuple(consts[node.output].shape)
@@ -221,7 +263,7 @@ def from_model(model: onnx.ModelProto) -> Graph:
             consts[node.output] = _float_constant(node.output, np.asarray(value))
             shapes[node.output] = tuple(consts[node.output].shape)
             continue
-        if node.op not in C_OPS:
+        if node.op not in C_OPS and node.op != "QGemm":
             raise UnsupportedModelError(
                 f"node '{node.name}': operator {node.op} is not supported on a microcontroller "
                 f"(supported: {', '.join(C_OPS)})"
@@ -234,6 +276,108 @@ def from_model(model: onnx.ModelProto) -> Graph:
     if out in consts:
         raise UnsupportedModelError(f"graph output '{out}' does not depend on the input")
     return Graph(inp.name, out, nodes, consts, shapes)
+
+
+def _single_assignment(nodes: list[Node], given: set[str]) -> list[Node]:
+    """``nodes``, each writing a tensor nothing else defines (ONNX's rule; a name written twice would make the
+    graph's meaning depend on who reads it first).
+
+    Raises:
+        UnsupportedModelError: Naming the node and the tensor it would overwrite.
+    """
+    defined = set(given)
+    for node in nodes:
+        if node.output in defined:
+            raise UnsupportedModelError(
+                f"node '{node.name}' ({node.op}) writes tensor '{node.output}', which the graph already defines "
+                "(an input, an initializer or another node's output)"
+            )
+        defined.add(node.output)
+    return nodes
+
+
+QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
+
+
+def _fuse_int8(nodes: list[Node], consts: dict[str, np.ndarray]) -> list[Node]:
+    """Replace each ``Gemm``/``MatMul`` whose input is ``DequantizeLinear(QuantizeLinear(x))`` and whose weight is
+    ``DequantizeLinear`` of an int8 initializer by one ``QGemm`` (the pattern :mod:`firmware_export.quantize`
+    writes); the quantisation nodes it consumed are dropped.
+
+    Raises:
+        UnsupportedModelError: A quantisation node outside that pattern, or one whose zero point, scale, dtype or
+            axis the int8 C kernel does not compute (named).
+    """
+    for n in nodes:
+        if n.op == "QGemm":  # the name of the fused node here, not an operator a file may bring
+            raise UnsupportedModelError(f"node '{n.name}': operator QGemm is not supported on a microcontroller")
+    if not any(n.op in QDQ_OPS for n in nodes):
+        return nodes
+    producer = {n.output: n for n in nodes}
+    used: set[str] = set()
+    out: list[Node] = []
+    for node in nodes:
+        if node.op not in ("Gemm", "MatMul"):
+            out.append(node)
+            continue
+        dq_x, dq_w = producer.get(node.inputs[0]), producer.get(node.inputs[1])
+        if dq_x is None or dq_w is None or dq_x.op != "DequantizeLinear" or dq_w.op != "DequantizeLinear":
+            out.append(node)
+            continue
+        q_x = producer.get(dq_x.inputs[0])
+        if q_x is None or q_x.op != "QuantizeLinear":
+            raise UnsupportedModelError(
+                f"node '{node.name}' ({node.op}): its input is dequantised from '{dq_x.inputs[0]}', which no "
+                "QuantizeLinear produces; only the QuantizeLinear -> DequantizeLinear pattern is supported"
+            )
+        trans_b = int(node.attrs.get("transB", 0)) if node.op == "Gemm" else 0
+        w_q = consts.get(dq_w.inputs[0])
+        if w_q is None or w_q.dtype != np.int8 or w_q.ndim != 2:
+            raise UnsupportedModelError(
+                f"node '{node.name}' ({node.op}): its quantised weight must be a 2-D int8 initializer"
+            )
+        channel_axis = 0 if trans_b else 1
+        x_step = _qdq_scale(q_x, consts, w_q.shape[1 - channel_axis], node.name)
+        x_unit = float(_qdq_scale(dq_x, consts, 1, node.name)[0])
+        w_scale = _qdq_scale(dq_w, consts, w_q.shape[channel_axis], node.name, channel_axis)
+        alpha = float(node.attrs.get("alpha", 1.0))
+        scale = (alpha * x_unit * w_scale.astype(np.float64)).astype(np.float32)
+        used.update((q_x.output, dq_x.output, dq_w.output))
+        attrs = {"transB": trans_b, "beta": float(node.attrs.get("beta", 1.0)), "x_step": x_step, "scale": scale}
+        inputs = [q_x.inputs[0], dq_w.inputs[0], *(node.inputs[2:3] if node.op == "Gemm" else [])]
+        out.append(Node("QGemm", node.name, inputs, node.output, attrs))
+    for n in out:
+        if n.op in QDQ_OPS and n.output not in used:
+            raise UnsupportedModelError(
+                f"node '{n.name}': {n.op} is supported only in front of a matrix product, on its input and on an "
+                "int8 weight (the pattern `robot-rl export int8` writes)"
+            )
+    return [n for n in out if n.op not in QDQ_OPS]
+
+
+def _qdq_scale(node: Node, consts: dict[str, np.ndarray], channels: int, where: str, axis: int = 1) -> np.ndarray:
+    """The scale of a quantisation node (constant, finite, positive; a scalar or one per channel along ``axis``) as
+    float32 ``[channels]``, checking that its zero point is an int8 zero.
+
+    Raises:
+        UnsupportedModelError: Naming ``where`` and what the int8 kernel cannot compute.
+    """
+    what = f"node '{where}': {node.op} '{node.name}'"
+    ins = node.inputs
+    if len(ins) < 2 or ins[1] not in consts:
+        raise UnsupportedModelError(f"{what} needs a constant scale")
+    scale = consts[ins[1]].astype(np.float32).reshape(-1)
+    if scale.size not in (1, channels) or not (np.isfinite(scale).all() and (scale > 0).all()):
+        raise UnsupportedModelError(f"{what}: its scale must be finite and positive, one value or one per channel")
+    if len(ins) > 2 and ins[2]:
+        zero = consts.get(ins[2])
+        if zero is None or zero.dtype != np.int8 or np.any(zero != 0):
+            raise UnsupportedModelError(f"{what}: only int8 with zero point 0 (symmetric) is supported")
+    elif node.op == "QuantizeLinear":
+        raise UnsupportedModelError(f"{what}: without a zero point it quantises to uint8; int8 is supported")
+    if scale.size > 1 and int(node.attrs.get("axis", 1)) != axis:
+        raise UnsupportedModelError(f"{what}: per-channel scales must lie along axis {axis}")
+    return np.broadcast_to(scale, (channels,)).astype(np.float32)
 
 
 def _node(raw: onnx.NodeProto) -> Node:
@@ -263,7 +407,7 @@ def _float_constant(name: str, arr: np.ndarray) -> np.ndarray:
 def _infer(node: Node, shapes: dict[str, tuple[int, ...]], consts: dict[str, np.ndarray]) -> tuple[int, ...]:
     """Static output shape of a computed node (numpy on zeros of the input shapes: same rules as the C code)."""
     ins = [i for i in node.inputs if i]
-    if node.op in ("Gemm", "MatMul"):
+    if node.op in MATRIX_OPS:
         if node.inputs[1] not in consts or (len(ins) > 2 and ins[2] not in consts):
             raise UnsupportedModelError(f"node '{node.name}' ({node.op}): weights and bias must be constant")
         if len(shapes[ins[0]]) != 2 or len(shapes[ins[1]]) != 2 or node.attrs.get("transA", 0):

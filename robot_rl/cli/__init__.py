@@ -7,7 +7,7 @@ beside it with ``add_parser(sub)`` and its ``run`` functions side by side (``tra
     robot-rl eval RUN [--episodes N] [--sim pybullet | --sweep PARAM=LO:HI | --control-rate HZ]
     robot-rl collect TASK --teacher RUN|scripted --episodes N --out DIR
     robot-rl train-bc --policy diffusion|mlp --dataset DIR [--set key=value ...] [--resume RUN]
-    robot-rl export onnx|firmware|ros2-node RUN [--out DIR]
+    robot-rl export onnx|int8|firmware|ros2-node RUN [--out DIR]
     robot-rl deploy --params FILE [--sim] [--record RUN.mcap]      robot-rl replay RUN.mcap
     robot-rl inspect policy.onnx|RUN      robot-rl tasks      robot-rl bench
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from firmware_export.graph import UnsupportedModelError
+from firmware_export.quantize import CalibrationError
 from firmware_export.targets import ToolchainError
 from policies.nets.rsl_rl import RslRlCheckpointError
 from policies.runtime.contract import ContractError
@@ -33,6 +34,7 @@ USER_ERRORS = (
     UnknownTaskError,
     EntryPointError,
     UnsupportedModelError,
+    CalibrationError,
     ToolchainError,
     DistributedConfigError,
     OutputFolderError,

@@ -1,5 +1,5 @@
-"""``robot-rl export onnx|firmware|ros2-node``: a run's policy for deployment (ONNX with its contract, C99 for a
-microcontroller, a native ROS 2 node)."""
+"""``robot-rl export onnx|int8|firmware|ros2-node``: a run's policy for deployment (ONNX with its contract, an
+int8 copy measured against it, C99 for a microcontroller, a native ROS 2 node)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from typing import Any
 from firmware_export.targets import TARGETS as FIRMWARE_TARGETS
 from policies.runtime.files import check_export_folder
 from robot_rl.checkpoint import CheckpointError
-from robot_rl.cli.common import OneLineParser, check_folder_writable, in_range
+from robot_rl.cli.common import MAX_EPISODES, OneLineParser, check_folder_writable, in_range
+from robot_rl.transfer.harness import SIMULATORS
 from sim.typed_config import ConfigError
 
 
@@ -34,10 +35,33 @@ def add_parser(sub: Any) -> None:
     onnx.add_argument(
         "--activation", default="elu", help="rsl_rl checkpoint: the actor's activation (default: elu, rsl_rl's)"
     )
+    q = ex_sub.add_parser(
+        "int8",
+        help="int8 copy of a PPO run's policy (per-channel weights, calibrated activations), measured against float",
+    )
+    q.add_argument("run", type=Path, help="PPO run folder")
+    q.add_argument("--out", type=Path, help="output folder (default: the run folder)")
+    q.add_argument(
+        "--calibration-episodes",
+        type=int,
+        default=64,
+        help="randomised episodes whose policy inputs set the activation ranges (default: 64; own seeds)",
+    )
+    q.add_argument(
+        "--episodes",
+        type=int,
+        default=256,
+        help="held-out episodes per setting to fly float and int8 side by side (default: 256; 0: skip)",
+    )
+    q.add_argument(
+        "--sim",
+        choices=SIMULATORS,
+        help="also fly both files in this independent simulator (randomisation on, --episodes of them)",
+    )
     fw = ex_sub.add_parser(
         "firmware", help="dependency-free C99 for a microcontroller, built, sized and verified against onnxruntime"
     )
-    fw.add_argument("source", type=Path, help="run folder or exported policy.onnx")
+    fw.add_argument("source", type=Path, help="run folder, or an exported policy.onnx / policy_int8.onnx")
     fw.add_argument("--target", default="cortex-m4f", choices=list(FIRMWARE_TARGETS), help="default: cortex-m4f")
     fw.add_argument(
         "--out",
@@ -68,6 +92,8 @@ def run(args: argparse.Namespace) -> int:
     """``robot-rl export onnx RUN`` and ``robot-rl export firmware RUN|ONNX``."""
     if args.format in ("firmware", "ros2-node"):
         return run_firmware(args)
+    if args.format == "int8":
+        return run_int8(args)
     if args.run.suffix == ".pt" and not args.run.is_dir():
         return run_rsl_rl(args)
     if args.task is not None or args.set:
@@ -101,6 +127,66 @@ def run_rsl_rl(args: argparse.Namespace) -> int:
         env.close()
     print(f"wrote {path} and {path.parent / 'contract.yaml'} (rsl_rl actor, task {args.task})")
     return 0
+
+
+def run_int8(args: argparse.Namespace) -> int:
+    """``robot-rl export int8 RUN``: ``policy.onnx`` and ``policy_int8.onnx`` in the output folder, both flown on the
+    held-out evaluation (``int8.yaml``), and optionally in an independent simulator."""
+    import yaml
+
+    from policies.runtime.files import atomic_write_text
+    from robot_rl.quantization import compare, export_int8
+    from robot_rl.runs import PPORun, open_run
+
+    in_range("--calibration-episodes", args.calibration_episodes, 1, MAX_EPISODES)
+    in_range("--episodes", args.episodes, 0, MAX_EPISODES)
+    if args.sim and args.episodes == 0:
+        raise ConfigError("--sim flies --episodes episodes; give --episodes N > 0")
+    out: Path = args.out or args.run
+    if args.out is not None:
+        check_folder_writable(out, "output folder")
+    loaded = open_run(args.run)
+    if not isinstance(loaded, PPORun):
+        raise ConfigError(f"'{args.run}' is a train-bc student; int8 export is for PPO runs (one command per query)")
+    check_folder_writable(out, "output folder")
+    float_onnx = loaded.export(out)
+    int8_onnx, record = export_int8(loaded, float_onnx, out, args.calibration_episodes)
+    print(f"wrote {int8_onnx} (beside the float {float_onnx.name})")
+    print(f"  calibrated on {record.calibration_source}")
+    for layer in record.layers:
+        print(
+            f"  {layer.shape[0]:>4} -> {layer.shape[1]:<4} input ranges +-{min(layer.x_ranges):.3g}.."
+            f"{max(layer.x_ranges):.3g} of |x| <= {layer.x_max:.3g} (rms error {layer.x_rms_error:.2g}); "
+            f"weights within {layer.weight_error:.1e} of their largest"
+        )
+    if args.episodes == 0:
+        return 0
+    comparison = compare(loaded, float_onnx, int8_onnx, args.episodes)
+    print("\n".join(comparison.lines()))
+    summary = comparison.plain()
+    if args.sim:
+        summary[args.sim] = _int8_sim_to_sim(loaded, args.sim, float_onnx, int8_onnx, args.episodes)
+    atomic_write_text(out / "int8.yaml", yaml.safe_dump(summary, sort_keys=False))
+    print(f"wrote {out / 'int8.yaml'}; for a microcontroller: robot-rl export firmware {int8_onnx}")
+    return 0
+
+
+def _int8_sim_to_sim(run: Any, simulator: str, float_onnx: Path, int8_onnx: Path, episodes: int) -> dict[str, Any]:
+    """Both files in ``simulator`` with randomisation on; prints the two lines, returns their summaries."""
+    from robot_rl.transfer.harness import plug, run_episodes
+    from sim.registry import get_task
+
+    plug(simulator, run.task)
+    criterion = get_task(run.task).factory.criterion  # type: ignore[attr-defined]
+    out = {}
+    for kind, path in (("float", float_onnx), ("int8", int8_onnx)):
+        r = run_episodes(path, simulator, episodes, run.cfg.seed, True, criterion)
+        print(
+            f"{simulator}, randomisation on, {kind}: criterion {'MET' if r.met else 'not met'}  "
+            + "  ".join(f"{k}={v:.4g}" for k, v in r.figures.items())
+        )
+        out[kind] = r.summary()
+    return out
 
 
 def run_firmware(args: argparse.Namespace) -> int:

@@ -43,6 +43,8 @@ def run_inspect(args: argparse.Namespace) -> int:
     else:
         contract = load_contract(src)
     print(describe(contract))
+    if not src.is_dir():
+        print(_quantization(src))
     if args.robot is not None:
         from policies.runtime import yamlfile
         from policies.runtime.robot_check import check_robot
@@ -54,6 +56,24 @@ def run_inspect(args: argparse.Namespace) -> int:
         check_robot(contract, description)
         print(f"\nrobot description {args.robot}: every given field matches the contract")
     return 0
+
+
+def _quantization(path: Path) -> str:
+    """One paragraph: float, or the int8 scheme and calibration recorded in the file (text from the file escaped)."""
+    import onnx
+
+    from firmware_export.quantize import quantization_record
+    from policies.runtime.text import printable
+
+    record = quantization_record(onnx.load(str(path), load_external_data=False))
+    if record is None:
+        return "\narithmetic: float32"
+    layers = record.get("layers")
+    count = len(layers) if isinstance(layers, list) else "?"
+    return (
+        f"\narithmetic: {printable(str(record.get('scheme')))} ({count} matrix products)\n"
+        f"  calibrated on {printable(str(record.get('calibration_source')))}"
+    )
 
 
 def run_tasks(args: argparse.Namespace) -> int:
