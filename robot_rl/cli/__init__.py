@@ -4,7 +4,8 @@ beside it with ``add_parser(sub)`` and its ``run`` functions side by side (``tra
 
     robot-rl train quadrotor-hover [--num-envs N] [--device cpu|cuda] [--seed S] [--max-time SEC]
                                    [--config FILE] [--set key=value ...] [--resume RUN]
-    robot-rl eval RUN [--episodes N] [--sim pybullet | --sweep PARAM=LO:HI | --control-rate HZ]
+    robot-rl eval RUN [--episodes N] [--sim pybullet | --sweep PARAM=LO:HI | --control-rate HZ
+                      | --trajectory step|figure8|figure8-position]
     robot-rl collect TASK --teacher RUN|scripted --episodes N --out DIR
     robot-rl train-bc --policy diffusion|mlp --dataset DIR [--set key=value ...] [--resume RUN]
     robot-rl export onnx|int8|firmware|ros2-node RUN [--out DIR]

@@ -1,6 +1,7 @@
 """``robot-rl eval RUN``: a run in simulation, randomisation on and off; or its exported policy in an independent
 simulator (``--sim``), one parameter swept past its training range (``--sweep``), another control rate
-(``--control-rate``). Run folders of every kind (:func:`robot_rl.runs.open_run`)."""
+(``--control-rate``), a moving setpoint (``--trajectory``). Run folders of every kind
+(:func:`robot_rl.runs.open_run`)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,13 @@ def add_parser(sub: Any) -> None:
         help="instead: success and errors with one parameter scaled from LO to HI x nominal (e.g. link_mass=0.5:1.5)",
     )
     ev.add_argument("--points", type=int, default=11, help="values of a --sweep (default: 11)")
+    ev.add_argument(
+        "--trajectory",
+        choices=("step", "figure8", "figure8-position"),
+        help="instead: fly a moving setpoint (a 0.3 m step; a 0.3 m figure-eight, 6 s per lap, with its velocity or "
+        "as positions only) and measure rise time, overshoot and settling, or the tracking error; writes "
+        "tracking_<kind>.yaml/png (quadrotor tasks)",
+    )
     ev.add_argument(
         "--sweep-others",
         default="randomised",
@@ -77,8 +85,8 @@ def run(args: argparse.Namespace) -> int:
 
     in_range("--episodes", args.episodes, 1, MAX_EPISODES)
     check_device(args.device)
-    if sum(x is not None for x in (args.sim, args.sweep, args.control_rate)) > 1:
-        raise ConfigError("--sim, --sweep and --control-rate are separate evaluations; give one of them")
+    if sum(x is not None for x in (args.sim, args.sweep, args.control_rate, args.trajectory)) > 1:
+        raise ConfigError("--sim, --sweep, --control-rate and --trajectory are separate evaluations; give one of them")
     if args.control_rate is not None and not (math.isfinite(args.control_rate) and args.control_rate > 0):
         raise ConfigError(f"--control-rate must be a positive rate in Hz, got {args.control_rate}")
     if args.sweep_others != "randomised" and not args.sweep:
@@ -90,8 +98,8 @@ def run(args: argparse.Namespace) -> int:
     loaded = open_run(args.run, args.device)
     check_folder_writable(args.run, "run folder")
     if isinstance(loaded, BCRun):
-        if args.sweep or args.control_rate:
-            raise ConfigError("--sweep and --control-rate are not available for train-bc runs yet")
+        if args.sweep or args.control_rate or args.trajectory:
+            raise ConfigError("--sweep, --control-rate and --trajectory are not available for train-bc runs yet")
         if args.sim:
             if args.action_horizon is None and args.ensemble_decay is None:
                 return _eval_sim_to_sim(loaded, args.sim, args.episodes)
@@ -105,6 +113,8 @@ def run(args: argparse.Namespace) -> int:
         return _eval_sim_to_sim(loaded, args.sim, args.episodes)
     if args.sweep:
         return _eval_sweep(loaded, sweep, args.episodes)
+    if args.trajectory:
+        return _eval_trajectory(loaded, args.trajectory, args.episodes)
     stem = "eval"
     if args.control_rate is not None:
         from sim.tasks.base import at_control_period
@@ -119,6 +129,28 @@ def run(args: argparse.Namespace) -> int:
             + "  ".join(f"{k}={v:.4g}" for k, v in r.summary().items() if isinstance(v, float))
         )
     print(f"wrote {args.run / f'{stem}.yaml'} and {args.run / f'{stem}.png'}")
+    return 0
+
+
+def _eval_trajectory(run: Any, kind: str, episodes: int) -> int:
+    """``robot-rl eval RUN --trajectory KIND``: the moving setpoint, randomisation on and off
+    (:mod:`robot_rl.tracking`)."""
+    import yaml
+
+    from policies.runtime.files import atomic_write_text
+    from robot_rl.tracking import fly, plot_tracking
+
+    results = [fly(run, kind, episodes, randomize) for randomize in (True, False)]
+    for r in results:
+        print(
+            f"{kind}, randomisation {'on ' if r.randomized else 'off'}: "
+            + "  ".join(f"{k}={v:.4g}" for k, v in r.figures.items())
+        )
+    stem = run.run_dir / f"tracking_{kind}"
+    summary = {("randomization_on" if r.randomized else "randomization_off"): r.summary() for r in results}
+    atomic_write_text(stem.with_suffix(".yaml"), yaml.safe_dump(summary, sort_keys=False))
+    plot_tracking(results[0], stem.with_suffix(".png"), f"{run.task}: {kind}, randomisation on ({episodes} episodes)")
+    print(f"wrote {stem.with_suffix('.yaml')} and {stem.with_suffix('.png')}")
     return 0
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 import rclpy
-from geometry_msgs.msg import PointStamped, PoseStamped
+from geometry_msgs.msg import PointStamped, PoseStamped, TwistStamped
 from nav_msgs.msg import Odometry
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.lifecycle import TransitionCallbackReturn
@@ -219,6 +219,50 @@ def test_the_hover_point_parameter_and_topic_move_the_target_within_the_training
     targets.publish(near)
     rig.spin(0.3, drone.send)
     np.testing.assert_allclose(rig.node._signals["pos_w"][0], [-0.2, 0.0, -0.1], atol=1e-6)
+    rig.close()
+
+
+def test_a_velocity_setpoint_moves_the_velocity_the_policy_sees_until_it_times_out(hover_model: Path, ros: str) -> None:
+    """A commander flying the target along a path sends its velocity too: ``lin_vel_w`` is the drone's velocity minus
+    the target's, for odometry stamped within ``target_velocity_timeout_s`` of the setpoint, then 0 again; a setpoint
+    too fast, turning (yaw rate) or in another frame is refused and changes nothing."""
+    rig = Rig(
+        "quadrotor_sim.yaml",
+        hover_model,
+        ros,
+        target_topic="target",
+        target_velocity_topic="target_velocity",
+        target_velocity_timeout_s=0.3,
+        max_target_speed_m_s=0.5,
+    )
+    drone = Drone(rig, (0.0, 0.0, 0.0))  # hovering still
+    velocities = rig.peer.create_publisher(TwistStamped, "target_velocity", qos_profile_sensor_data)
+    rig.start()
+    rig.spin(0.3, drone.send)
+
+    def setpoint(x: float, frame: str = "world", yaw_rate: float = 0.0) -> TwistStamped:
+        msg = stamp(TwistStamped(), rig.peer)
+        msg.header.frame_id, msg.twist.linear.x, msg.twist.angular.z = frame, x, yaw_rate
+        return msg
+
+    before = rig.node.rejected
+    for bad in (setpoint(0.8), setpoint(0.2, frame="base_link"), setpoint(0.2, yaw_rate=0.1)):
+        velocities.publish(bad)
+        rig.spin(0.1, drone.send)
+        assert rig.node._signals is not None and np.abs(rig.node._signals["lin_vel_w"]).max() < 1e-6
+    assert rig.node.rejected == before + 3, rig.node.rejected
+    velocities.publish(setpoint(0.2))
+    rig.spin(0.1, drone.send)
+    np.testing.assert_allclose(rig.node._signals["lin_vel_w"][0], [-0.2, 0.0, 0.0], atol=1e-6)
+    rig.spin(0.5, drone.send)  # the commander went quiet: the target holds still again
+    assert np.abs(rig.node._signals["lin_vel_w"]).max() < 1e-6
+    assert rig.node.fault == ""
+    rig.close()
+
+
+def test_a_velocity_setpoint_without_its_position_topic_is_refused(hover_model: Path, ros: str) -> None:
+    rig = Rig("quadrotor_sim.yaml", hover_model, ros, target_velocity_topic="target_velocity")
+    assert rig.node.trigger_configure() == TransitionCallbackReturn.FAILURE  # logged: "... needs target_topic ..."
     rig.close()
 
 

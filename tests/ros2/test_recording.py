@@ -68,6 +68,8 @@ CORRUPT: list[tuple[str, Any, Any, str]] = [
     ("period-negative", {"control_period_s": "-0.02"}, None, "control_period_s is '-0.02', not a positive"),
     ("target-2-values", {"target_position_m": "[1, 2]"}, None, "target_position_m is malformed"),
     ("target-text", {"target_position_m": "up"}, None, "target_position_m is malformed"),
+    ("velocity-timeout-text", {"target_velocity_timeout_s": "never"}, None, "target_velocity_timeout_s is 'never'"),
+    ("velocity-timeout-zero", {"target_velocity_timeout_s": "0"}, None, "not a positive number of seconds"),
     ("command-3-values", {}, [[1.0, 2.0, 3.0]], "holds 3 values; the contract has 4 actuators"),
     ("command-nan", {}, [[1.0, 2.0, 3.0, math.nan]], "holds non-finite values"),
     ("command-float32-overflow", {}, [[1.0, 2.0, 3.0, 1e39]], "holds non-finite values"),
@@ -95,6 +97,51 @@ def test_the_cli_replay_of_a_malformed_recording_exits_2_in_one_line(
     assert main(["replay", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "the command at" in err and "holds non-finite values" in err
+
+
+def test_replay_applies_a_recorded_velocity_setpoint_as_the_node_did(model: Path, tmp_path: Path) -> None:
+    """A velocity setpoint applies to odometry stamped within the node's timeout of it (stamps only, so the replay
+    decides as the node did): commands made that way replay exactly, and not with another timeout."""
+    from geometry_msgs.msg import TwistStamped
+    from mcap_ros2.writer import Writer
+    from robot_rl_ros.messages import odometry_signals, velocity_at
+
+    from policies.runtime import open_policy
+
+    policy, timeout = open_policy(model), 0.1
+    setpoint = TwistStamped()
+    setpoint.header.stamp.nanosec, setpoint.header.frame_id, setpoint.twist.linear.x = 30_000_000, "world", 0.2
+    velocity = np.array([0.2, 0.0, 0.0])
+
+    def recording(name: str, meta_timeout: float) -> Path:
+        prev = np.asarray(policy.contract.action.offset, dtype=np.float32)[None]
+        path = tmp_path / name
+        with open(path, "wb") as f:
+            w = Writer(f)
+            w.add_metadata("robot_rl", {**_meta(model), "target_velocity_timeout_s": repr(meta_timeout)})
+            odom = w.register_msgdef("nav_msgs/msg/Odometry", msgdef(Odometry))
+            vel = w.register_msgdef("geometry_msgs/msg/TwistStamped", msgdef(TwistStamped))
+            cmd = w.register_msgdef("std_msgs/msg/Float64MultiArray", msgdef(Float64MultiArray))
+            w.write_message("/target_velocity", vel, to_plain(setpoint), log_time=35_000_000, publish_time=35_000_000)
+            for k in range(1, 11):  # odometry every 20 ms from 20 ms: the setpoint applies from 40 to 120 ms
+                t = k * 20_000_000
+                msg = Odometry()
+                fill_odometry(msg, np.array([0.1, 0.0, 0.0]), np.array([1.0, 0, 0, 0]), np.zeros(3), np.zeros(3))
+                msg.header.stamp.nanosec = t
+                moving = velocity_at(velocity if t >= 40_000_000 else None, 30_000_000, t, timeout)
+                command = policy({**odometry_signals(msg, [0.0, 0.0, 0.0], moving),
+                                  "last_action": policy.normalized_action(prev)})  # fmt: skip
+                w.write_message("/odom", odom, to_plain(msg), log_time=t, publish_time=t)
+                data = to_plain(Float64MultiArray(data=[float(v) for v in command[0]]))
+                w.write_message("/command", cmd, data, log_time=t + 1, publish_time=t + 1)
+                prev = command
+            w.finish()
+        return path
+
+    same = replay(recording("same.mcap", timeout))
+    assert same.steps == 10 and same.max_divergence < 1e-5, same
+    other = replay(recording("other.mcap", 10.0))  # the velocity would still apply after 120 ms
+    assert other.max_divergence > 1e-4, other
 
 
 def test_a_recording_cut_short_is_read_up_to_its_last_whole_chunk(model: Path, tmp_path: Path) -> None:

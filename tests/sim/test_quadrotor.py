@@ -324,6 +324,9 @@ def test_contract_describes_the_onboard_observation() -> None:
         ({"substeps": 0}, "env.substeps must be finite and positive"),
         ({"init_max_tilt_deg": 120.0}, r"init_max_tilt_deg must be in \[0, 90\)"),
         ({"init_pos_radius": 2.0}, "init_pos_radius must be below env.crash_distance"),
+        ({"setpoint_step_prob": 1.5}, r"setpoint_step_prob must be in \[0, 1\]"),
+        ({"setpoint_step_radius": 0.8}, r"setpoint_step_radius must be in \[0, env.init_pos_radius"),
+        ({"setpoint_step_prob": 0.5, "setpoint_step_window_s": (1.0, 3.5)}, "setpoint_step_window_s must satisfy"),
     ],
 )
 def test_invalid_task_config_is_refused(changes: dict[str, float], match: str) -> None:
@@ -331,3 +334,46 @@ def test_invalid_task_config_is_refused(changes: dict[str, float], match: str) -
 
     with pytest.raises(TaskConfigError, match=match):
         QuadrotorHoverConfig(**changes)  # type: ignore[arg-type]
+
+
+def test_setpoint_steps_move_the_target_once_within_the_window_and_the_envelope() -> None:
+    """With ``setpoint_step_prob = 1`` every episode's target jumps once, by at most ``setpoint_step_radius``, inside
+    ``setpoint_step_window_s``: the position the policy sees jumps by minus the step, the drone itself does not."""
+    cfg = QuadrotorHoverConfig(randomization=[], setpoint_step_prob=1.0, setpoint_step_radius=0.3)
+    env = sim.make("quadrotor-hover", 64, cfg=cfg)
+    assert isinstance(env, QuadrotorHover)
+    env.set_randomization(False)
+    env.reset(seed=0)
+    with torch.inference_mode():  # level and still: zero commands hover the nominal drone where it is
+        env.state.quat[:] = torch.tensor([1.0, 0.0, 0.0, 0.0])
+        env.state.vel[:] = 0.0
+        env.state.omega[:] = 0.0
+    moved_at = torch.full((64,), -1)
+    for k in range(round(2.5 / cfg.dt)):
+        before = env.state.pos + env.target
+        target = env.target.clone()
+        env.step(torch.zeros(64, 4))
+        jumped = (env.target - target).norm(dim=-1) > 0
+        assert ((env.state.pos + env.target) - before).norm(dim=-1).max() < 1e-3  # the drone stays; the target moves
+        moved_at[jumped] = k + 1
+    assert (moved_at >= round(0.5 / cfg.dt)).all() and (moved_at <= round(2.0 / cfg.dt)).all(), moved_at
+    assert env.target.norm(dim=-1).max() <= 0.3 + 1e-6 and env.target.norm(dim=-1).min() > 0
+
+
+def test_a_target_path_sets_the_velocity_the_policy_sees() -> None:
+    """``lin_vel_w`` is the drone's velocity minus the target's: a hovering drone under a target moving at 0.2 m/s
+    sees -0.2 m/s; the critic sees the same relative velocity."""
+    cfg = QuadrotorHoverConfig(randomization=[], noise=SensorNoise(std={}, bias_std={}))
+    env = sim.make("quadrotor-hover", 2, cfg=cfg)
+    assert isinstance(env, QuadrotorHover)
+    env.set_randomization(False)
+    env.reset(seed=0)
+    velocity = torch.tensor([0.2, 0.0, 0.0])
+    env.target_path = lambda t: (t[:, None] * velocity, velocity.expand(len(t), 3))
+    with torch.inference_mode():
+        env.state.vel[:] = 0.0
+    obs, *_ = env.step(torch.zeros(2, 4))
+    names = [t.name for t in env.contract(["policy"]).observation]
+    start = sum(t.dim for t in env.contract(["policy"]).observation[: names.index("linear_velocity")])
+    torch.testing.assert_close(obs["policy"][:, start], env.state.vel[:, 0] - 0.2)
+    torch.testing.assert_close(env.target[:, 0], torch.full((2,), 0.2 * cfg.dt))

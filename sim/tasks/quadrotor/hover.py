@@ -6,13 +6,23 @@ Seconds" (direct per-rotor RPM control). The mapping is part of the deployment c
 
 Onboard (``policy``) observation, 18 + 4 H (+ 3) values::
 
-    pos_w [3] m (world, relative to the target) | rot_mat [9] (body -> world, row-major) | lin_vel_w [3] m/s |
+    pos_w [3] m (world, relative to the target) | rot_mat [9] (body -> world, row-major) |
+    lin_vel_w [3] m/s (world, relative to the target's velocity: the robot's own velocity for a fixed target) |
     ang_vel_b [3] rad/s (gyro) | last_action [4] x H (normalised, newest first) |
     position_integral [3] m s (integral of pos_w, clipped; with ``position_integral_limit > 0``)
 
 The position integral is integral action: with it the policy can remove the steady-state offset an unknown mass or
 thrust leaves (docs/benchmarks.md, "robustness past the training range", measures it against a longer action
 history).
+
+Setpoints: ``pos_w`` is the position *relative to the target* and ``lin_vel_w`` the velocity relative to the
+target's, so the setpoint (position, and velocity for a moving one) is an input: the ROS 2 node's ``target_topic``
+and ``target_velocity_topic``, the firmware's commander. In a share ``setpoint_step_prob`` of the training episodes
+the target jumps once, by up to ``setpoint_step_radius`` in a random direction, at a random time in
+``setpoint_step_window_s``; evaluations move it along a path (:attr:`QuadrotorHover.target_path`,
+``robot-rl eval RUN --trajectory step|figure8|figure8-position``). The physics has no ground, no drag and no
+position-dependent force, so a moved target and a moved drone are the same flight, and a hover policy flies a target
+moving at constant velocity exactly as it hovers (only the target's acceleration is new to it).
 
 Privileged (``critic``) observation: the noise-free state, rotor speeds, the randomised parameters (relative to
 nominal), the disturbance force (in units of the nominal weight) and, with integral action, the actor's position
@@ -28,6 +38,7 @@ tail of bad episodes); checkpoints are ranked by the mean tail error with every 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -140,6 +151,11 @@ class QuadrotorHoverConfig:
             episode).
         success_pos_error: Mean tail position error below which an episode succeeds, m.
         fine_position_sigma: Width of the ``position_fine`` bonus ``exp(-|p|^2 / sigma^2)``, m.
+        setpoint_step_prob: Share of episodes in which the target jumps once (a setpoint step), in ``[0, 1]``.
+        setpoint_step_radius: Largest jump, m (uniform in a ball; at most ``init_pos_radius``, the envelope a new
+            target is bounded by on the robot).
+        setpoint_step_window_s: ``(earliest, latest)`` time of the jump in the episode, s (it must end before the
+            success window: the episode is judged on how it settles).
         reward_scales: Scale of each named reward term, per second.
         randomization: Domain randomisation terms.
         noise: Onboard sensor noise.
@@ -160,6 +176,9 @@ class QuadrotorHoverConfig:
     success_window_s: float = 2.0
     success_pos_error: float = 0.05
     fine_position_sigma: float = 0.2
+    setpoint_step_prob: float = 0.0
+    setpoint_step_radius: float = 0.3
+    setpoint_step_window_s: tuple[float, float] = (0.5, 2.0)
     reward_scales: dict[str, float] = field(default_factory=_default_rewards)
     randomization: list[RandomizationTerm] = field(default_factory=_default_randomization)
     noise: SensorNoise = field(default_factory=_default_noise)
@@ -182,7 +201,24 @@ class QuadrotorHoverConfig:
             raise TaskConfigError(f"env.init_max_tilt_deg must be in [0, 90), got {self.init_max_tilt_deg}")
         if self.init_pos_radius >= self.crash_distance:
             raise TaskConfigError("env.init_pos_radius must be below env.crash_distance (episodes would start crashed)")
+        check_fields(self, ("setpoint_step_prob", "setpoint_step_radius"), "env.", positive=False)
+        if not 0.0 <= self.setpoint_step_prob <= 1.0:
+            raise TaskConfigError(f"env.setpoint_step_prob must be in [0, 1], got {self.setpoint_step_prob}")
+        if not 0.0 <= self.setpoint_step_radius <= self.init_pos_radius:
+            raise TaskConfigError(
+                f"env.setpoint_step_radius must be in [0, env.init_pos_radius = {self.init_pos_radius}] m (a target "
+                f"farther than the envelope is refused on the robot), got {self.setpoint_step_radius}"
+            )
+        early, late = (float(v) for v in self.setpoint_step_window_s)
+        if self.setpoint_step_prob > 0 and not (0.0 <= early <= late <= self.episode_length_s - self.success_window_s):
+            raise TaskConfigError(
+                f"env.setpoint_step_window_s must satisfy 0 <= earliest <= latest <= episode_length_s - "
+                f"success_window_s = {self.episode_length_s - self.success_window_s:g} s, got {[early, late]}"
+            )
 
+
+TargetPath = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+"""Each world's time into its episode ``[N]`` (s) -> its target's position and velocity, ``[N, 3]`` m and m/s."""
 
 HOVER_MARGIN = 1.25
 """Required ratio of the weakest world's maximum thrust to its weight plus the largest disturbance force.
@@ -269,6 +305,15 @@ class QuadrotorHover(BatchedTask):
         self.tail_steps = min(max(1, round(cfg.success_window_s / cfg.dt)), self.max_episode_length)
         self.tail_error = torch.zeros(num_envs, device=device)
         self._nominal_inertia = torch.tensor(r.inertia, device=device)
+        self.target = torch.zeros(num_envs, 3, device=device)
+        """Each world's target relative to where its episode's target started, m (world frame)."""
+        self.target_vel = torch.zeros(num_envs, 3, device=device)
+        """Each world's target velocity, m/s (world frame; zero but on a :attr:`target_path`)."""
+        self.target_path: TargetPath | None = None
+        """If set, each world's target position and velocity (``[N, 3]`` m and m/s) at its time into the episode
+        ``t`` (``[N]``, s), applied every step."""
+        self._step_at = torch.full((num_envs,), -1, dtype=torch.long, device=device)
+        self._step_delta = torch.zeros(num_envs, 3, device=device)
 
     # ------------------------------------------------------------------------------------------- physics
     def physical_params(self) -> MultirotorParams:
@@ -300,8 +345,22 @@ class QuadrotorHover(BatchedTask):
         """Compile :meth:`_advance`: the RK4 steps' many small elementwise ops fuse into a few kernels."""
         self._advance_fn = torch.compile(self._advance, dynamic=False)
 
+    def move_target(self, delta: torch.Tensor) -> None:
+        """Move every world's target by ``delta`` (``[N, 3]`` or ``[3]``, m, world frame): the position, measured from
+        the target, moves by ``-delta`` (the integral term keeps integrating, as on the robot)."""
+        delta = torch.as_tensor(delta, dtype=torch.float32, device=self.device).expand(self.num_envs, 3)
+        self.state.pos = self.state.pos - delta
+        self.target = self.target + delta
+
     def _simulate(self, action: torch.Tensor) -> None:
         self.state = self._advance_fn(self.state, self.rotor_command(action), self.physical_params())
+        if self.cfg.setpoint_step_prob > 0:
+            hit = (self.episode_step + 1 == self._step_at).unsqueeze(-1)
+            self.move_target(torch.where(hit, self._step_delta, torch.zeros_like(self._step_delta)))
+        if self.target_path is not None:
+            position, velocity = self.target_path((self.episode_step + 1).float() * self.cfg.dt)
+            self.move_target(position.to(self.device, torch.float32) - self.target)
+            self.target_vel = velocity.to(self.device, torch.float32).expand(self.num_envs, 3).clone()
         err = self.state.pos.norm(dim=-1)
         in_tail = self.episode_step >= self.max_episode_length - self.tail_steps  # step k+1 is in the tail
         self.tail_error += torch.where(in_tail, err, torch.zeros_like(err))
@@ -319,16 +378,33 @@ class QuadrotorHover(BatchedTask):
         s.omega[idx] = cfg.init_ang_vel * (2 * torch.rand(n, 3, generator=gen, device=dev) - 1)
         s.rotor[idx] = self.hover
         self.tail_error[idx] = 0.0
+        self.target[idx] = 0.0
+        self.target_vel[idx] = 0.0
+        if cfg.setpoint_step_prob > 0:
+            early, late = (round(v / cfg.dt) for v in cfg.setpoint_step_window_s)
+            at = torch.randint(early, late + 1, (n,), generator=gen, device=dev)
+            jumps = torch.rand(n, generator=gen, device=dev) < cfg.setpoint_step_prob
+            self._step_at[idx] = torch.where(jumps, at, torch.full_like(at, -1))
+            way = torch.randn(n, 3, generator=gen, device=dev)
+            way = way / way.norm(dim=-1, keepdim=True).clamp_min(1e-9)
+            size = cfg.setpoint_step_radius * torch.rand(n, 1, generator=gen, device=dev).pow(1.0 / 3.0)
+            self._step_delta[idx] = way * size
 
     def _task_state(self) -> dict[str, torch.Tensor]:
         s = self.state
         fields = {"pos": s.pos, "quat": s.quat, "vel": s.vel, "omega": s.omega, "rotor": s.rotor}
-        return {**{k: v.clone() for k, v in fields.items()}, "tail_error": self.tail_error.clone()}
+        extra = {"tail_error": self.tail_error, "target": self.target, "target_vel": self.target_vel}
+        extra |= {"step_at": self._step_at}
+        return {k: v.clone() for k, v in {**fields, **extra, "step_delta": self._step_delta}.items()}
 
     def _load_task_state(self, state: dict[str, torch.Tensor]) -> None:
         keys = ("pos", "quat", "vel", "omega", "rotor")
         self.state = MultirotorState(*(state[k].to(self.device).clone() for k in keys))
         self.tail_error.copy_(state["tail_error"])
+        mine_by_name = {"target": self.target, "target_vel": self.target_vel, "step_at": self._step_at}
+        for name, mine in (*mine_by_name.items(), ("step_delta", self._step_delta)):
+            if name in state:  # checkpoints written before setpoint steps existed have none (and no steps)
+                mine.copy_(state[name])
 
     # ----------------------------------------------------------------------------------------- task logic
     def _signals(self) -> dict[str, torch.Tensor]:
@@ -336,7 +412,7 @@ class QuadrotorHover(BatchedTask):
         return {
             "pos_w": s.pos,
             "rot_mat": quat_to_matrix(s.quat).reshape(-1, 9),
-            "lin_vel_w": s.vel,
+            "lin_vel_w": s.vel - self.target_vel,
             "ang_vel_b": s.omega,
             "last_action": self.last_action,
         }
@@ -348,7 +424,7 @@ class QuadrotorHover(BatchedTask):
             (
                 s.pos,
                 quat_to_matrix(s.quat).reshape(-1, 9),
-                s.vel,
+                s.vel - self.target_vel,
                 s.omega,
                 s.rotor,
                 v["disturbance_force"] / weight,
@@ -436,7 +512,8 @@ class QuadrotorHover(BatchedTask):
         r, cfg = self.nominal, self.cfg
         return {
             "target_position_m": [0.0, 0.0, 0.0],
-            "target_convention": "signal pos_w is the robot's position minus the target, world frame (z up), m",
+            "target_convention": "signal pos_w is the robot's position minus the target, world frame (z up), m; "
+            "signal lin_vel_w is the robot's velocity minus the target's (0 for a fixed target), world frame, m/s",
             "frames": "world z-up; body x forward, y left, z up; rot_mat is body->world, row-major",
             "robot": {"name": "crazyflie-2.x", "mass_kg": r.mass, "arm_length_m": r.arm_length},
             "airframe": airframe_facts(r),

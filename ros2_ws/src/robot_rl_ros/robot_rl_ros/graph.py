@@ -192,6 +192,7 @@ def _recorder(path: Path, values: dict[str, Any], policy: PolicyNode) -> Any:
             policy.policy.control_period_s,
             command_type=policy.p("command_type"),
             target=target,
+            velocity_timeout_s=float(policy.p("target_velocity_timeout_s")),
         )
     except RecordingError as exc:
         raise DeployError(str(exc)) from None

@@ -8,7 +8,10 @@ reads), never from the task's name:
   the ``target_position_m`` parameter (the odometry frame, m; unset: the contract's ``extra.target_position_m``) and
   moves with ``geometry_msgs/PointStamped`` on ``target_topic``, each new point refused when it lies farther from
   the robot than the contract's training envelope (``extra.training_envelope.init_pos_radius_m``): the policy never
-  learned to fly a larger step.
+  learned to fly a larger step. A moving target also sends its velocity (``geometry_msgs/TwistStamped``
+  on ``target_velocity_topic``, linear, odometry frame, at most ``max_target_speed_m_s``): ``lin_vel_w`` becomes the
+  robot's velocity minus the target's for odometry stamped up to ``target_velocity_timeout_s`` after the setpoint,
+  0 after that (a silent commander leaves a fixed target, never a phantom velocity).
 - :class:`ArmInputs` (``position`` / ``torque``: manipulators): ``sensor_msgs/JointState`` (joints by name), the tool,
   goal and object poses (``geometry_msgs/PoseStamped``) and camera images (``sensor_msgs/Image``). Each joint state
   (the robot's own clock) merges the newest of every required input into one set of signals, provided each is fresh:
@@ -29,7 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from geometry_msgs.msg import PointStamped, PoseStamped
+from geometry_msgs.msg import PointStamped, PoseStamped, TwistStamped
 from nav_msgs.msg import Odometry
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from robot_rl_ros.messages import (
@@ -37,11 +40,14 @@ from robot_rl_ros.messages import (
     as_float32,
     check_header,
     check_odometry_frames,
+    header_ns,
     image_signals,
     joint_state_signals,
     odometry_signals,
     pose_signals,
     position_signal,
+    target_velocity,
+    velocity_at,
 )
 from sensor_msgs.msg import Image, JointState
 
@@ -149,11 +155,25 @@ class OdometryInputs(Inputs):
                     "(extra.training_envelope.init_pos_radius_m) to bound a new target by"
                 )
             self.subscribe(PointStamped, node.p("target_topic"), "target", self._on_target, LATCHED)
+        self.velocity: np.ndarray | None = None  # the newest velocity setpoint, m/s, and its stamp
+        self.velocity_ns = 0
+        self.velocity_timeout_s = float(node.p("target_velocity_timeout_s"))
+        self.max_speed = float(node.p("max_target_speed_m_s"))
+        if node.p("target_velocity_topic"):
+            if not node.p("target_topic"):
+                raise ValueError("parameter target_velocity_topic needs target_topic: a velocity without its position")
+            if not (math.isfinite(self.velocity_timeout_s) and self.velocity_timeout_s > 0):
+                raise ValueError(f"parameter target_velocity_timeout_s must be > 0 s, got {self.velocity_timeout_s}")
+            if not (math.isfinite(self.max_speed) and self.max_speed > 0):
+                raise ValueError(f"parameter max_target_speed_m_s must be > 0 m/s, got {self.max_speed}")
+            topic = node.p("target_velocity_topic")
+            self.subscribe(TwistStamped, topic, "target velocity", self._on_target_velocity, qos_profile_sensor_data)
 
     def _on_odom(self, msg: Odometry) -> None:
         check_header(msg.header, self.now_ns(), self.max_age_s, "odometry", self.frame_id)
         check_odometry_frames(msg, self.child_frame_id)
-        signals = self.checked(odometry_signals(msg, self.target))
+        moving = velocity_at(self.velocity, self.velocity_ns, header_ns(msg.header), self.velocity_timeout_s)
+        signals = self.checked(odometry_signals(msg, self.target, moving))
         self.position = signals["pos_w"][0].astype(np.float64) + self.target
         self._accept(signals, "odom", msg)
 
@@ -174,6 +194,17 @@ class OdometryInputs(Inputs):
         self.target = new
         self.node.get_logger().info(f"target {new.round(3).tolist()} m")
         self.node.record("target", msg)
+
+    def _on_target_velocity(self, msg: TwistStamped) -> None:
+        """The moving target's velocity (odometry frame), applied to odometry stamped within the timeout."""
+        check_header(msg.header, self.now_ns(), self.max_age_s, "target velocity", self.frame_id)
+        self.velocity = target_velocity(msg, self.max_speed)
+        self.velocity_ns = header_ns(msg.header)
+        self.node.record("target_velocity", msg)
+
+    def reset(self) -> None:
+        """Forget the velocity setpoint of an earlier activation (the position target stays, as its parameter)."""
+        self.velocity, self.velocity_ns = None, 0
 
 
 class ArmInputs(Inputs):

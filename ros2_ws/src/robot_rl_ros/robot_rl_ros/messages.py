@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from geometry_msgs.msg import PoseStamped
+from geometry_msgs.msg import PoseStamped, TwistStamped
 from nav_msgs.msg import Odometry
 from sensor_msgs.msg import Image, JointState
 
@@ -120,9 +120,12 @@ def quat_to_matrix(w: float, x: float, y: float, z: float) -> np.ndarray:
     )
 
 
-def odometry_signals(msg: Odometry, target: Sequence[float] | np.ndarray) -> dict[str, np.ndarray]:
+def odometry_signals(
+    msg: Odometry, target: Sequence[float] | np.ndarray, target_velocity: Sequence[float] | np.ndarray | None = None
+) -> dict[str, np.ndarray]:
     """``pos_w``, ``rot_mat``, ``lin_vel_w``, ``ang_vel_b`` (each ``[1, k]`` float32) from an odometry message, the
-    position relative to ``target`` (m, the odometry frame).
+    position relative to ``target`` (m, the odometry frame) and the velocity relative to ``target_velocity`` (m/s,
+    the same frame; ``None``: a fixed target).
 
     Raises:
         MessageError: A value is not finite in float32 (before or after the frame change), or the orientation is
@@ -133,14 +136,47 @@ def odometry_signals(msg: Odometry, target: Sequence[float] | np.ndarray) -> dic
     raw = np.array([p.x, p.y, p.z, o.w, o.x, o.y, o.z, v.x, v.y, v.z, w.x, w.y, w.z], dtype=np.float64)
     rot = quat_to_matrix(*raw[3:7])
     # every value the policy reads, in float32: the position relative to the target, the world velocity, the rates
-    used = as_float32(np.concatenate((raw[0:3] - np.asarray(target, dtype=np.float64), rot @ raw[7:10], raw[10:13])),
-                      "odometry (position - target, world velocity, body rates)")  # fmt: skip
+    moving = np.zeros(3) if target_velocity is None else np.asarray(target_velocity, dtype=np.float64)
+    used = as_float32(np.concatenate((raw[0:3] - np.asarray(target, dtype=np.float64), rot @ raw[7:10] - moving,
+                                      raw[10:13])),
+                      "odometry (position - target, world velocity - target velocity, body rates)")  # fmt: skip
     return {
         "pos_w": used[None, 0:3],
         "rot_mat": rot.reshape(1, 9).astype(np.float32),
         "lin_vel_w": used[None, 3:6],
         "ang_vel_b": used[None, 6:9],
     }
+
+
+def header_ns(header: Any) -> int:
+    """A header's stamp in nanoseconds."""
+    return int(header.stamp.sec) * 1_000_000_000 + int(header.stamp.nanosec)
+
+
+def target_velocity(msg: TwistStamped, max_speed_m_s: float) -> np.ndarray:
+    """The linear velocity ``[3]`` (m/s, float64 of float32 values) of a velocity setpoint.
+
+    Raises:
+        MessageError: A value is not finite in float32, an angular velocity is set (the policy holds its yaw; yaw-rate
+            setpoints are not an input), or the speed exceeds ``max_speed_m_s``.
+    """
+    v, w = msg.twist.linear, msg.twist.angular
+    linear = as_float32([v.x, v.y, v.z], "target velocity").astype(np.float64)
+    if any(float(a) != 0.0 for a in (w.x, w.y, w.z)):
+        raise MessageError("target velocity sets an angular velocity; only linear velocity setpoints are an input")
+    speed = float(np.linalg.norm(linear))
+    if speed > max_speed_m_s:
+        raise MessageError(f"target velocity {speed:.3g} m/s is above max_target_speed_m_s ({max_speed_m_s:g} m/s)")
+    return linear
+
+
+def velocity_at(velocity: np.ndarray | None, velocity_ns: int, odometry_ns: int, timeout_s: float) -> np.ndarray:
+    """The velocity setpoint that applies to odometry stamped ``odometry_ns``: ``velocity`` (stamped
+    ``velocity_ns``) until ``timeout_s`` after its stamp, else 0 (hold the position target). Stamps only, so a
+    replay decides as the node did."""
+    if velocity is None or odometry_ns - velocity_ns > timeout_s * 1e9:
+        return np.zeros(3)
+    return velocity
 
 
 def fill_odometry(msg: Odometry, pos: np.ndarray, quat: np.ndarray, vel_w: np.ndarray, omega_b: np.ndarray) -> None:

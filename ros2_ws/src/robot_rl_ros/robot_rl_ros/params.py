@@ -170,6 +170,13 @@ POLICY_NODE: dict[str, Param] = {
         None, "multirotor hover point in the odometry frame, m (unset: the contract's)", "float_array"
     ),
     "target_topic": Param("", "geometry_msgs/PointStamped moving the hover point, bounded by the training envelope"),
+    "target_velocity_topic": Param(
+        "", "geometry_msgs/TwistStamped: the moving target's velocity (odometry frame, linear, m/s); needs target_topic"
+    ),
+    "target_velocity_timeout_s": Param(
+        0.2, "a velocity setpoint applies to odometry stamped up to this long after it; then 0 (hold the target), s"
+    ),
+    "max_target_speed_m_s": Param(0.5, "velocity setpoints faster than this are refused, m/s"),
     "max_input_age_s": Param(
         0.25, "inputs stamped older (or further in the future) than this are refused, s; <= 0 off"
     ),

@@ -38,7 +38,7 @@ from mcap.stream_reader import StreamReader
 from mcap_ros2.decoder import DecoderFactory
 from mcap_ros2.writer import Writer
 from robot_rl_ros.commands import COMMAND_TYPES, command_values
-from robot_rl_ros.messages import MessageError, odometry_signals
+from robot_rl_ros.messages import MessageError, header_ns, odometry_signals, velocity_at
 
 from policies.runtime import load_contract, open_policy
 from policies.runtime.contract import Contract
@@ -50,7 +50,7 @@ COMMAND_MESSAGES = {
     "joint_state": "sensor_msgs/msg/JointState",
 }
 TOPICS = {"odom": "nav_msgs/msg/Odometry", "estop": "std_msgs/msg/Bool", "fault": "std_msgs/msg/String",
-          "target": "geometry_msgs/msg/PointStamped"}  # fmt: skip
+          "target": "geometry_msgs/msg/PointStamped", "target_velocity": "geometry_msgs/msg/TwistStamped"}  # fmt: skip
 """Recorded topics besides ``/command`` (whose type is the node's ``command_type``)."""
 FLUSH_INTERVAL_S = 0.5
 """Longest time recorded messages stay in memory before they are written to the file, s."""
@@ -125,6 +125,7 @@ class Recorder:
         control_period_s: The period the node runs at, if not the contract's (``control_rate_hz``).
         command_type: The node's ``command_type`` (the ``/command`` messages' type).
         target: A multirotor node's hover point when recording starts (odometry frame, m; default: the contract's).
+        velocity_timeout_s: The node's ``target_velocity_timeout_s`` (how long a velocity setpoint applies).
 
     Raises:
         RecordingError: ``path`` exists, or the model is not one whose inputs are recorded; nothing is written.
@@ -137,6 +138,7 @@ class Recorder:
         control_period_s: float | None = None,
         command_type: str = "float64_multi_array",
         target: list[float] | None = None,
+        velocity_timeout_s: float | None = None,
     ) -> None:
         loaded = load_contract(model)
         if loaded.action.kind != "rpm":  # checked before anything is written
@@ -159,6 +161,8 @@ class Recorder:
             meta["control_period_s"] = repr(float(control_period_s))
         if target is not None:  # the node's target_position_m parameter
             meta["target_position_m"] = json.dumps([float(v) for v in target])
+        if velocity_timeout_s is not None:
+            meta["target_velocity_timeout_s"] = repr(float(velocity_timeout_s))
         self._writer.add_metadata("robot_rl", meta)  # first: a file cut short still says what it recorded
         self._writer._writer.flush()
         self._flushed = time.monotonic()
@@ -289,19 +293,25 @@ def replay(path: Path, model: Path | None = None) -> ReplayResult:
         RecordingError: The file is missing, not a robot-rl recording, or corrupt (named).
     """
     log = read_log(path)
-    period, target = _metadata(path, log.meta)
+    period, target, timeout = _metadata(path, log.meta)
     policy = open_policy(model or log.meta["model_path"], control_period_s=period)
+    velocity: np.ndarray | None = None
+    velocity_ns = 0
     signals, fault, prev = None, "", np.asarray(policy.contract.action.offset, dtype=np.float32)[None]
     steps = skipped = 0
     worst = 0.0
     for t_ns, topic, msg in sorted(log.messages, key=lambda m: m[0]):
         if topic == "/odom":
             try:
-                signals = odometry_signals(msg, target)
+                moving = velocity_at(velocity, velocity_ns, header_ns(msg.header), timeout)
+                signals = odometry_signals(msg, target, moving)
             except MessageError:
                 continue
         elif topic == "/target":
             target = [msg.point.x, msg.point.y, msg.point.z]
+        elif topic == "/target_velocity":  # recorded only once the node accepted it
+            velocity = np.asarray([msg.twist.linear.x, msg.twist.linear.y, msg.twist.linear.z], dtype=np.float64)
+            velocity_ns = header_ns(msg.header)
         elif topic == "/fault":
             fault = str(msg.data)
         elif topic == "/command":
@@ -318,8 +328,9 @@ def replay(path: Path, model: Path | None = None) -> ReplayResult:
     return ReplayResult(steps, skipped, worst, len(log.messages), log.complete, duration)
 
 
-def _metadata(path: Path, meta: dict[str, str]) -> tuple[float | None, list[float]]:
-    """The control period and hover target the metadata records, each checked (and its contract)."""
+def _metadata(path: Path, meta: dict[str, str]) -> tuple[float | None, list[float], float]:
+    """The control period, hover target and velocity-setpoint timeout the metadata records, each checked (and its
+    contract)."""
     for key in ("model_path", "contract"):
         if not meta.get(key):
             raise RecordingError(f"recording '{path}' is corrupt: metadata robot_rl has no '{key}'")
@@ -349,7 +360,18 @@ def _metadata(path: Path, meta: dict[str, str]) -> tuple[float | None, list[floa
             target = []
         if len(target) != 3 or not all(math.isfinite(v) for v in target):
             raise RecordingError(f"recording '{path}' is corrupt: metadata robot_rl.target_position_m is malformed")
-    return period, target
+    timeout = math.inf  # recordings made before velocity setpoints have none to time out
+    if "target_velocity_timeout_s" in meta:
+        try:
+            timeout = float(meta["target_velocity_timeout_s"])
+        except ValueError:
+            timeout = math.nan
+        if not (math.isfinite(timeout) and timeout > 0):
+            raise RecordingError(
+                f"recording '{path}' is corrupt: metadata robot_rl.target_velocity_timeout_s is "
+                f"'{printable(meta['target_velocity_timeout_s'])}', not a positive number of seconds"
+            )
+    return period, target, timeout
 
 
 def _recorded_command(path: Path, msg: Any, contract: Contract, t_ns: int, t0_ns: int) -> np.ndarray:
