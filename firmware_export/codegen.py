@@ -240,7 +240,7 @@ class _Body:
 
     def _buf(self, node: Node) -> str:
         sym = f"t{len(self.locals)}"
-        self.locals.append(f"float {sym}[{int(np.prod(self.graph.shapes[node.output]))}];")
+        self.locals.append(f"RR_LOCAL float {sym}[{int(np.prod(self.graph.shapes[node.output]))}];")
         self.bufs[node.output] = sym
         return sym
 
@@ -368,7 +368,7 @@ class _Body:
         bsym = self._const(f"bias of {node.name}", self._bias(node, n_out, float(node.attrs.get("beta", 1.0))))
         xin, out = self._ref(node.inputs[0]), self._buf(node)
         q = f"t{len(self.locals)}"
-        self.locals.append(f"signed char {q}[{k}];")
+        self.locals.append(f"RR_LOCAL signed char {q}[{k}];")
         self.lines += [
             f"/* QGemm {c_comment(node.name)}: int8 [{m}, {k}] x [{k}, {n_out}] */",
             f"for (m = 0; m < {m}; ++m) {{",
@@ -450,6 +450,16 @@ def _header(c: Contract) -> str:
 
 {"#define RR_HAS_LAST_ACTION 1" if "last_action" in _signals(c) else "/* no last_action signal */"}
 {_tank_defaults(c)}
+/* rr_policy_step keeps its intermediates on the caller's stack (re-entrant; the export report gives the bytes).
+ * Build with -DRR_STATIC_BUFFERS to keep them in static RAM instead (not re-entrant: one caller at a time) where the
+ * calling task's stack is small (a flight controller's stabilizer task). */
+#ifndef RR_STATIC_BUFFERS
+#define RR_LOCAL
+#endif
+#ifndef RR_LOCAL
+#define RR_LOCAL static
+#endif
+
 #define RR_OBS_DIM {c.obs_dim}
 #define RR_ACTION_DIM {a.size}
 #define RR_CONTROL_PERIOD_S {c_float(c.control_period_s)}

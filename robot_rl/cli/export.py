@@ -1,5 +1,6 @@
-"""``robot-rl export onnx|int8|firmware|ros2-node``: a run's policy for deployment (ONNX with its contract, an
-int8 copy measured against it, C99 for a microcontroller, a native ROS 2 node)."""
+"""``robot-rl export onnx|int8|firmware|crazyflie|ros2-node``: a run's policy for deployment (ONNX with its
+contract, an int8 copy measured against it, C99 for a microcontroller, a Crazyflie firmware app, a native ROS 2
+node)."""
 
 from __future__ import annotations
 
@@ -71,6 +72,23 @@ def add_parser(sub: Any) -> None:
     )
     fw.add_argument("--vectors", type=int, default=1000, help="random observations to verify (default: 1000)")
     fw.add_argument("--no-verify", action="store_true", help="generate, build and size only")
+    cf = ex_sub.add_parser(
+        "crazyflie",
+        help="a quadrotor policy as a crazyflie-firmware out-of-tree controller app, verified, built with --firmware",
+    )
+    cf.add_argument("source", type=Path, help="run folder, or an exported policy.onnx / policy_int8.onnx")
+    cf.add_argument(
+        "--out",
+        type=Path,
+        help="output folder (default: crazyflie-app beside the policy); must be new, empty or an earlier "
+        "crazyflie-app export, which is replaced whole",
+    )
+    cf.add_argument(
+        "--firmware",
+        type=Path,
+        help="a crazyflie-firmware checkout with its submodules: build the app for cf2 there and report its size",
+    )
+    cf.add_argument("--vectors", type=int, default=1000, help="random observations to verify (default: 1000)")
     node = ex_sub.add_parser(
         "ros2-node",
         help="a multirotor policy as a native ROS 2 node (rcl + the generated C) for 1 kHz loops, built here",
@@ -90,7 +108,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``robot-rl export onnx RUN`` and ``robot-rl export firmware RUN|ONNX``."""
-    if args.format in ("firmware", "ros2-node"):
+    if args.format in ("firmware", "ros2-node", "crazyflie"):
         return run_firmware(args)
     if args.format == "int8":
         return run_int8(args)
@@ -191,41 +209,56 @@ def _int8_sim_to_sim(run: Any, simulator: str, float_onnx: Path, int8_onnx: Path
 
 def run_firmware(args: argparse.Namespace) -> int:
     """``robot-rl export firmware``: C99 for a microcontroller with its report; ``robot-rl export ros2-node``: that
-    C built into a native ROS 2 node (nothing written on failure)."""
+    C built into a native ROS 2 node; ``robot-rl export crazyflie``: a crazyflie-firmware app (nothing written on
+    failure)."""
     import tempfile
 
+    from firmware_export.crazyflie import EXPORT_KIND as CRAZYFLIE_KIND
+    from firmware_export.crazyflie import export_crazyflie
     from firmware_export.export import export_firmware
     from firmware_export.ros2_node import build_ros2_node
     from policies.runtime.contract import MAX_CONTROL_RATE_HZ
 
-    node = args.format == "ros2-node"
+    kind = args.format
     in_range("--vectors", args.vectors, 1, 100_000)
-    if node and args.rate is not None and not (math.isfinite(args.rate) and 0 < args.rate <= MAX_CONTROL_RATE_HZ):
-        raise ConfigError(f"--rate must be a rate in (0, {MAX_CONTROL_RATE_HZ:g}] Hz, got {args.rate}")
+    rate = getattr(args, "rate", None)
+    if rate is not None and not (math.isfinite(rate) and 0 < rate <= MAX_CONTROL_RATE_HZ):
+        raise ConfigError(f"--rate must be a rate in (0, {MAX_CONTROL_RATE_HZ:g}] Hz, got {rate}")
     src: Path = args.source
     if not src.exists():
         raise CheckpointError(f"'{src}' does not exist (expected a run folder or a policy.onnx)")
-    name = "ros2-node" if node else f"firmware-{args.target}"
+    firmware: Path | None = getattr(args, "firmware", None)
+    if firmware is not None and not firmware.is_dir():
+        raise ConfigError(f"--firmware '{firmware}' is not a folder (a crazyflie-firmware checkout)")
+    marker = {"ros2-node": "ros2-node", "crazyflie": CRAZYFLIE_KIND}.get(kind, "firmware")
+    name = {"ros2-node": "ros2-node", "crazyflie": "crazyflie-app"}.get(kind, f"firmware-{getattr(args, 'target', '')}")
     out = args.out or (src if src.is_dir() else src.parent) / name
     check_folder_writable(out, "output folder")
-    check_export_folder(out, "ros2-node" if node else "firmware", [src])  # nothing the user had is replaced
+    check_export_folder(out, marker, [src])  # nothing the user had is replaced
+    report: Any
     with tempfile.TemporaryDirectory(prefix="robot-rl-onnx-") as tmp:
         onnx_path = src
         if src.is_dir():  # export the checkpoint's actor first (the run's own config, as `export onnx` does)
             from robot_rl.runs import open_run
 
             onnx_path = open_run(src).export(Path(tmp))
-        if node:
-            report = build_ros2_node(onnx_path, out, args.rate, args.vectors)
+        if kind == "ros2-node":
+            report = build_ros2_node(onnx_path, out, rate, args.vectors)
+        elif kind == "crazyflie":
+            report = export_crazyflie(onnx_path, out, firmware, args.vectors)
         else:
             report = export_firmware(onnx_path, out, args.target, args.vectors, verify=not args.no_verify)
     print("\n".join(report.lines()))
-    if node:
+    if kind == "ros2-node":
         print(f"wrote {out} (rr_policy_node, policy/, src/, CMakeLists.txt, package.xml); run it as")
         print(
             f"  {out / 'rr_policy_node'} [--watchdog S] [--target X,Y,Z] [--reliable] [--cpu N --rt-priority P] "
             "[--stats FILE] --ros-args -r __ns:=/<robot>"
         )
+        return 0
+    if kind == "crazyflie":
+        print(f"wrote {out} (Makefile, Kbuild, app-config, src/, README.md); build it with")
+        print(f"  make -C {out} CRAZYFLIE_BASE=/path/to/crazyflie-firmware   (then stabilizer.controller = 6)")
         return 0
     print(f"wrote {out} (rr_policy.h/.c, rr_safety.h/.c, rr_example_task.c, rr_policy.mk, firmware_report.yaml)")
     return 0

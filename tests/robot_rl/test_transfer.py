@@ -66,7 +66,10 @@ def test_cli_sim_to_sim_and_sweep_on_a_trained_run(trained_reach: Any) -> None:
         (["--sweep", "link_mass=1.5:0.5"], "need 0 < LO < HI"),
         (["--sweep", "link_mass=a:b"], "LO and HI must be numbers"),
         (["--sweep", "link_mass=0.5:1.5", "--points", "1"], "--points must be in [2, 101]"),
-        (["--sweep", "link_mass=0.5:1.5", "--sim", "pybullet"], "--sim, --sweep, --control-rate and --trajectory are separate"),
+        (
+            ["--sweep", "link_mass=0.5:1.5", "--sim", "pybullet"],
+            "--sim, --sweep, --control-rate and --trajectory are separate",
+        ),
         (["--sweep", "link_mass=0.5:1.5", "--sweep-others", "x"], "--sweep-others must be one of randomised, nominal"),
         (["--sweep-others", "nominal"], "--sweep-others applies to a --sweep"),
         (["--sim", "gazebo"], "invalid choice: 'gazebo'"),
