@@ -59,51 +59,37 @@ def add_parser(sub: Any) -> None:
         choices=SIMULATORS,
         help="also fly both files in this independent simulator (randomisation on, --episodes of them)",
     )
-    fw = ex_sub.add_parser(
-        "firmware", help="dependency-free C99 for a microcontroller, built, sized and verified against onnxruntime"
-    )
-    fw.add_argument("source", type=Path, help="run folder, or an exported policy.onnx / policy_int8.onnx")
+    fw = _c_export(ex_sub, "firmware", "dependency-free C99 for a microcontroller, built, sized and verified against "
+                   "onnxruntime", "firmware-<target>")  # fmt: skip
     fw.add_argument("--target", default="cortex-m4f", choices=list(FIRMWARE_TARGETS), help="default: cortex-m4f")
-    fw.add_argument(
-        "--out",
-        type=Path,
-        help="output folder (default: firmware-<target> beside the policy); must be new, empty or an earlier "
-        "firmware export, which is replaced whole",
-    )
-    fw.add_argument("--vectors", type=int, default=1000, help="random observations to verify (default: 1000)")
     fw.add_argument("--no-verify", action="store_true", help="generate, build and size only")
-    cf = ex_sub.add_parser(
-        "crazyflie",
-        help="a quadrotor policy as a crazyflie-firmware out-of-tree controller app, verified, built with --firmware",
-    )
-    cf.add_argument("source", type=Path, help="run folder, or an exported policy.onnx / policy_int8.onnx")
-    cf.add_argument(
-        "--out",
-        type=Path,
-        help="output folder (default: crazyflie-app beside the policy); must be new, empty or an earlier "
-        "crazyflie-app export, which is replaced whole",
-    )
+    cf = _c_export(ex_sub, "crazyflie", "a quadrotor policy as a crazyflie-firmware out-of-tree controller app, "
+                   "verified, built with --firmware", "crazyflie-app")  # fmt: skip
     cf.add_argument(
         "--firmware",
         type=Path,
         help="a crazyflie-firmware checkout with its submodules: build the app for cf2 there and report its size",
     )
-    cf.add_argument("--vectors", type=int, default=1000, help="random observations to verify (default: 1000)")
-    node = ex_sub.add_parser(
-        "ros2-node",
-        help="a multirotor policy as a native ROS 2 node (rcl + the generated C) for 1 kHz loops, built here",
-    )
-    node.add_argument("source", type=Path, help="run folder or exported policy.onnx")
-    node.add_argument(
-        "--out",
-        type=Path,
-        help="output folder (default: ros2-node beside the policy); must be new, empty or an earlier ros2-node "
-        "export, which is replaced whole",
-    )
+    node = _c_export(ex_sub, "ros2-node", "a multirotor policy as a native ROS 2 node (rcl + the generated C) for "
+                     "1 kHz loops, built here", "ros2-node")  # fmt: skip
     node.add_argument(
         "--rate", type=float, metavar="HZ", help="control rate the node runs at (default: the contract's)"
     )
-    node.add_argument("--vectors", type=int, default=1000, help="random observations to verify (default: 1000)")
+
+
+def _c_export(sub: Any, name: str, help_text: str, default_out: str) -> Any:
+    """The parser of one C export (``firmware``, ``crazyflie``, ``ros2-node``): its source, ``--out`` (an export
+    folder, replaced whole) and ``--vectors``."""
+    parser = sub.add_parser(name, help=help_text)
+    parser.add_argument("source", type=Path, help="run folder, or an exported policy.onnx / policy_int8.onnx")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help=f"output folder (default: {default_out} beside the policy); must be new, empty or an earlier "
+        f"{default_out.split('-<')[0]} export, which is replaced whole",
+    )
+    parser.add_argument("--vectors", type=int, default=1000, help="random observations to verify (default: 1000)")
+    return parser
 
 
 def run(args: argparse.Namespace) -> int:

@@ -338,17 +338,7 @@ def _metadata(path: Path, meta: dict[str, str]) -> tuple[float | None, list[floa
         contract = Contract.from_json(meta["contract"])
     except ValueError as exc:  # ContractError: not JSON, nested too deep, malformed
         raise RecordingError(f"recording '{path}' is corrupt: metadata robot_rl.contract: {printable(exc)}") from None
-    period = None
-    if "control_period_s" in meta:
-        try:
-            period = float(meta["control_period_s"])
-        except ValueError:
-            period = math.nan
-        if not (math.isfinite(period) and period > 0):
-            raise RecordingError(
-                f"recording '{path}' is corrupt: metadata robot_rl.control_period_s is "
-                f"'{printable(meta['control_period_s'])}', not a positive number of seconds"
-            )
+    period = _seconds(path, meta, "control_period_s")
     command_type = meta.get("command_type", "float64_multi_array")
     if command_type not in COMMAND_TYPES:
         raise RecordingError(f"recording '{path}' is corrupt: command_type '{printable(command_type)}' is unknown")
@@ -360,18 +350,28 @@ def _metadata(path: Path, meta: dict[str, str]) -> tuple[float | None, list[floa
             target = []
         if len(target) != 3 or not all(math.isfinite(v) for v in target):
             raise RecordingError(f"recording '{path}' is corrupt: metadata robot_rl.target_position_m is malformed")
-    timeout = math.inf  # recordings made before velocity setpoints have none to time out
-    if "target_velocity_timeout_s" in meta:
-        try:
-            timeout = float(meta["target_velocity_timeout_s"])
-        except ValueError:
-            timeout = math.nan
-        if not (math.isfinite(timeout) and timeout > 0):
-            raise RecordingError(
-                f"recording '{path}' is corrupt: metadata robot_rl.target_velocity_timeout_s is "
-                f"'{printable(meta['target_velocity_timeout_s'])}', not a positive number of seconds"
-            )
-    return period, target, timeout
+    timeout = _seconds(path, meta, "target_velocity_timeout_s")  # none in recordings from before velocity setpoints
+    return period, target, math.inf if timeout is None else timeout
+
+
+def _seconds(path: Path, meta: dict[str, str], key: str) -> float | None:
+    """Metadata ``key`` as a positive number of seconds (``None``: not recorded).
+
+    Raises:
+        RecordingError: It is recorded but is not a positive finite number.
+    """
+    if key not in meta:
+        return None
+    try:
+        value = float(meta[key])
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise RecordingError(
+            f"recording '{path}' is corrupt: metadata robot_rl.{key} is '{printable(meta[key])}', not a positive "
+            "number of seconds"
+        )
+    return value
 
 
 def _recorded_command(path: Path, msg: Any, contract: Contract, t_ns: int, t0_ns: int) -> np.ndarray:
