@@ -1,9 +1,11 @@
 """The Crazyflie app against the policy it was made from, in one run: held-out hover episodes flown by the app's C
-core built for the host (``robot-rl export crazyflie``; the state estimate in, normalised motor forces out), with the
-firmware's THRUST_MAX clip (0.12 N per motor, the 2.1+ propellers) and without it (the training model's 0.149 N),
-beside the exported ONNX policy through onnxruntime on the same episodes. Also the app's own figures: stack per
-control step, the policy's instructions per step under QEMU and, with ``--firmware``, the cf2 build's size next to
-the firmware's stock out-of-tree controller example.
+core built for the host (``robot-rl export crazyflie``; the state estimate in, normalised motor forces out) with
+forces of the training model's maximum thrust (0.149 N per rotor) and under the firmware's THRUST_MAX clip (0.12 N,
+the 2.1+ propellers), beside the exported ONNX policy through onnxruntime on the same episodes. Under the clip, two
+bounds: each simulated world's randomised motors still scale the commanded thrust (no compensation: pessimistic), or
+each world gets the force asked for up to what its rotors can make (the firmware's battery-compensated thrust model
+taken as exact). Also the app's own figures: stack per control step, the policy's instructions per step under QEMU
+and, with ``--firmware``, the cf2 build's size next to the firmware's stock out-of-tree controller example.
 
 Run::
 
@@ -64,11 +66,15 @@ def main() -> None:
                 "commands clipped": "-",
             }
         )
-        for label, thrust_max in (
-            (f"app C, THRUST_MAX {FIRMWARE_THRUST_MAX_N:g} N (firmware)", FIRMWARE_THRUST_MAX_N),
-            ("app C, no clip (training model)", airframe(onnx_path)["max_thrust_per_rotor_n"]),
+        cap = FIRMWARE_THRUST_MAX_N
+        for label, thrust_max, delivered in (
+            ("app C, no clip (training model's 0.149 N)", airframe(onnx_path)["max_thrust_per_rotor_n"], "contract"),
+            (f"app C, {cap:g} N clip, world motors scale it", cap, "contract"),
+            (f"app C, {cap:g} N clip, force delivered exactly", cap, "world"),
         ):
-            flight = fly_app(Path(tmp) / "app" / "src", onnx_path, cfg.env, cfg.seed, args.episodes, thrust_max)
+            flight = fly_app(
+                Path(tmp) / "app" / "src", onnx_path, cfg.env, cfg.seed, args.episodes, thrust_max, delivered
+            )
             rows.append(
                 {
                     "policy": label,

@@ -16,6 +16,7 @@ import json
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -76,10 +77,36 @@ def normalized_action(force_n: np.ndarray, a: dict[str, float]) -> np.ndarray:
     return ((u - hover) / (1.0 - hover)).astype(np.float32)
 
 
+def world_facts(env: Any, i: int) -> dict[str, float]:
+    """World ``i``'s own thrust model (its randomised maximum thrust and curve) in the form of :func:`airframe`."""
+    p = env.physical_params()
+    nominal = env.nominal
+    return {
+        "max_thrust_per_rotor_n": float(p.max_thrust[i]),
+        "thrust_curve_linear": float(p.thrust_curve_linear[i]),
+        "max_rpm": nominal.max_rpm,
+        "hover_rpm": nominal.hover_rotor * nominal.max_rpm,
+    }
+
+
 def fly_app(
-    app_src: Path, onnx_path: Path, env_cfg: object, seed: int, worlds: int, thrust_max_n: float = FIRMWARE_THRUST_MAX_N
+    app_src: Path,
+    onnx_path: Path,
+    env_cfg: object,
+    seed: int,
+    worlds: int,
+    thrust_max_n: float = FIRMWARE_THRUST_MAX_N,
+    delivered: str = "contract",
 ) -> AppFlight:
-    """Fly ``worlds`` held-out hover episodes with the app's C (see the module docstring)."""
+    """Fly ``worlds`` held-out hover episodes with the app's C (see the module docstring).
+
+    ``delivered`` says how a motor force becomes the simulated rotor's: ``contract`` maps it to a rotor speed with the
+    contract's nominal thrust model, so each world's randomised motors (thrust-to-weight, curve) still scale what it
+    gets (no thrust compensation: pessimistic); ``world`` gives each world exactly the force asked for, up to what its
+    rotors can make (the firmware's battery-compensated thrust model taken as exact: optimistic).
+    """
+    if delivered not in ("contract", "world"):
+        raise ValueError(f"delivered must be 'contract' or 'world', got '{delivered}'")
     from robot_rl.evaluate import EVAL_SEED_OFFSET, make_eval_env
 
     lib = host_library(app_src, app_src.parent / "librrcf-host.so")
@@ -95,6 +122,7 @@ def fly_app(
     tail: list[np.ndarray] = []
     clipped = commands = 0
     tail_from = env.max_episode_length - round(2.0 / env.dt)
+    exact = delivered == "world"
     try:
         for k in range(env.max_episode_length - 1):  # one short of the limit: nothing resets but crashes
             st = env.state  # type: ignore[attr-defined]
@@ -113,7 +141,7 @@ def fly_app(
                     raise RuntimeError(f"rr_cf_step returned {rc} in world {i} at step {k}")
                 clipped += int((forces >= 1.0).sum())
                 commands += 4
-                action[i] = normalized_action(forces * thrust_max_n, facts)
+                action[i] = normalized_action(forces * thrust_max_n, world_facts(env, i) if exact else facts)
             _, _, terminated, _, _ = env.step(torch.from_numpy(action))
             crashed |= terminated.numpy()
             if k + 1 >= tail_from:

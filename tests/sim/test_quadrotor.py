@@ -325,6 +325,8 @@ def test_contract_describes_the_onboard_observation() -> None:
         ({"init_max_tilt_deg": 120.0}, r"init_max_tilt_deg must be in \[0, 90\)"),
         ({"init_pos_radius": 2.0}, "init_pos_radius must be below env.crash_distance"),
         ({"setpoint_step_prob": 1.5}, r"setpoint_step_prob must be in \[0, 1\]"),
+        ({"max_command_thrust_n": 0.05}, r"max_command_thrust_n must be in \[1.25 x the hover thrust"),
+        ({"max_command_thrust_n": 0.2}, r"max_command_thrust_n must be in"),
         ({"setpoint_step_radius": 0.8}, r"setpoint_step_radius must be in \[0, env.init_pos_radius"),
         ({"setpoint_step_prob": 0.5, "setpoint_step_window_s": (1.0, 3.5)}, "setpoint_step_window_s must satisfy"),
     ],
@@ -377,3 +379,24 @@ def test_a_target_path_sets_the_velocity_the_policy_sees() -> None:
     start = sum(t.dim for t in env.contract(["policy"]).observation[: names.index("linear_velocity")])
     torch.testing.assert_close(obs["policy"][:, start], env.state.vel[:, 0] - 0.2)
     torch.testing.assert_close(env.target[:, 0], torch.full((2,), 0.2 * cfg.dt))
+
+
+def test_a_thrust_cap_saturates_the_commands_in_training_and_in_the_contract() -> None:
+    """``max_command_thrust_n`` (crazyflie-firmware's THRUST_MAX, 0.12 N) caps every rotor where the firmware caps
+    it: full commands give 0.12 N in the nominal model, and the contract's ``high`` is that rotor speed."""
+    from sim.robots.multirotor import GRAVITY
+
+    cfg = QuadrotorHoverConfig(randomization=[], max_command_thrust_n=0.12)
+    env = sim.make("quadrotor-hover", 2, cfg=cfg)
+    assert isinstance(env, QuadrotorHover)
+    r = cfg.robot
+    top = env.rotor_command(torch.ones(2, 4))
+    thrust = (
+        r.thrust_to_weight
+        * r.mass
+        * GRAVITY
+        / 4.0
+        * ((1 - r.thrust_curve_linear) * top**2 + r.thrust_curve_linear * top)
+    )
+    torch.testing.assert_close(thrust, torch.full((2, 4), 0.12))
+    assert env.action_spec().high == pytest.approx([float(top[0, 0]) * r.max_rpm] * 4)

@@ -59,6 +59,7 @@ from sim.robots.multirotor import (
     airframe_facts,
     quat_to_matrix,
     random_quat_within,
+    thrust_curve_inverse,
 )
 from sim.tasks.base import (
     LATENCY_SPEC,
@@ -151,6 +152,10 @@ class QuadrotorHoverConfig:
             episode).
         success_pos_error: Mean tail position error below which an episode succeeds, m.
         fine_position_sigma: Width of the ``position_fine`` bonus ``exp(-|p|^2 / sigma^2)``, m.
+        max_command_thrust_n: Cap on each rotor's commanded thrust in the nominal thrust model, N, where the flight
+            controller caps it below what the motors could make (crazyflie-firmware's ``THRUST_MAX``: 0.12 N with
+            the 2.1+ and legacy propellers, ``platform_defaults_cf2.h``); commands above it saturate in training and
+            in the contract's ``high``. ``None``: the rotors' maximum (``robot.max_rpm``).
         setpoint_step_prob: Share of episodes in which the target jumps once (a setpoint step), in ``[0, 1]``.
         setpoint_step_radius: Largest jump, m (uniform in a ball; at most ``init_pos_radius``, the envelope a new
             target is bounded by on the robot).
@@ -176,6 +181,7 @@ class QuadrotorHoverConfig:
     success_window_s: float = 2.0
     success_pos_error: float = 0.05
     fine_position_sigma: float = 0.2
+    max_command_thrust_n: float | None = None
     setpoint_step_prob: float = 0.0
     setpoint_step_radius: float = 0.3
     setpoint_step_window_s: tuple[float, float] = (0.5, 2.0)
@@ -202,6 +208,14 @@ class QuadrotorHoverConfig:
         if self.init_pos_radius >= self.crash_distance:
             raise TaskConfigError("env.init_pos_radius must be below env.crash_distance (episodes would start crashed)")
         check_fields(self, ("setpoint_step_prob", "setpoint_step_radius"), "env.", positive=False)
+        if self.max_command_thrust_n is not None:
+            hover = self.robot.mass * GRAVITY / 4.0
+            top = self.robot.thrust_to_weight * hover
+            if not (math.isfinite(self.max_command_thrust_n) and 1.25 * hover <= self.max_command_thrust_n <= top):
+                raise TaskConfigError(
+                    f"env.max_command_thrust_n must be in [1.25 x the hover thrust, the rotors' maximum] = "
+                    f"[{1.25 * hover:.4g}, {top:.4g}] N, got {self.max_command_thrust_n}"
+                )
         if not 0.0 <= self.setpoint_step_prob <= 1.0:
             raise TaskConfigError(f"env.setpoint_step_prob must be in [0, 1], got {self.setpoint_step_prob}")
         if not 0.0 <= self.setpoint_step_radius <= self.init_pos_radius:
@@ -302,6 +316,10 @@ class QuadrotorHover(BatchedTask):
         self._advance_fn = self._advance  # torch.compile'd by compile()
         self.state = MultirotorState.zeros(num_envs, device)
         self.hover = r.hover_rotor
+        self.top = 1.0  # the largest rotor-speed fraction a command reaches (max_command_thrust_n)
+        if cfg.max_command_thrust_n is not None:
+            share = cfg.max_command_thrust_n / (r.thrust_to_weight * r.mass * GRAVITY / 4.0)
+            self.top = thrust_curve_inverse(share, r.thrust_curve_linear)
         self.tail_steps = min(max(1, round(cfg.success_window_s / cfg.dt)), self.max_episode_length)
         self.tail_error = torch.zeros(num_envs, device=device)
         self._nominal_inertia = torch.tensor(r.inertia, device=device)
@@ -332,7 +350,7 @@ class QuadrotorHover(BatchedTask):
 
     def rotor_command(self, action: torch.Tensor) -> torch.Tensor:
         """Rotor speed fraction ``[N, 4]`` in ``[0, 1]`` for normalised actions ``[N, 4]`` (the contract mapping)."""
-        return (self.hover + (1.0 - self.hover) * action).clamp(0.0, 1.0)
+        return (self.hover + (1.0 - self.hover) * action).clamp(0.0, self.top)
 
     def _advance(self, state: MultirotorState, command: torch.Tensor, p: MultirotorParams) -> MultirotorState:
         """One control period: ``substeps`` RK4 steps of the rigid body and rotors (``command``: ``[N, 4]``)."""
@@ -493,7 +511,8 @@ class QuadrotorHover(BatchedTask):
         ]
 
     def action_spec(self) -> ActionSpec:
-        """Normalised action -> RPM: ``rpm = hover_rpm + (max_rpm - hover_rpm) * a``, limited to ``[0, max_rpm]``."""
+        """Normalised action -> RPM: ``rpm = hover_rpm + (max_rpm - hover_rpm) * a``, limited to ``[0, max_rpm]`` (or
+        the rotor speed of ``max_command_thrust_n``)."""
         r = self.nominal
         hover_rpm = self.hover * r.max_rpm
         return ActionSpec(
@@ -503,7 +522,7 @@ class QuadrotorHover(BatchedTask):
             scale=[r.max_rpm - hover_rpm] * 4,
             offset=[hover_rpm] * 4,
             low=[0.0] * 4,
-            high=[r.max_rpm] * 4,
+            high=[self.top * r.max_rpm] * 4,
             unit="rpm",
         )
 
