@@ -25,8 +25,7 @@ import torch
 
 from firmware_export.crazyflie import export_crazyflie
 from robot_rl.bench import format_table
-from robot_rl.evaluate import EVAL_SEED_OFFSET, evaluate_env, make_eval_env
-from robot_rl.quantization import onnx_policy_fn
+from robot_rl.evaluate import EVAL_SEED_OFFSET, evaluate_env, make_eval_env, onnx_policy_fn
 from robot_rl.runs import PPORun, open_run
 from robot_rl.transfer.crazyflie_app import FIRMWARE_THRUST_MAX_N, airframe, fly_app
 

@@ -43,7 +43,7 @@ from firmware_export.graph import UnsupportedModelError
 from firmware_export.targets import TARGETS, TEMPLATES, ToolchainError, compile_objects, require
 from policies.runtime.contract import Contract
 from policies.runtime.files import check_export_folder, replace_export_folder
-from policies.runtime.text import make_comment
+from policies.runtime.text import make_comment, printable
 
 EXPORT_KIND = "crazyflie-app"
 FIRMWARE_COMMIT = "2a18fc299d7b"
@@ -112,13 +112,13 @@ def check_contract(contract: Contract) -> int:
     a = contract.action
     if a.kind != "rpm" or a.size != 4:
         raise CrazyflieAppError(f"a Crazyflie app needs four rotor-speed commands (kind rpm); this policy has {a.size} "
-                                f"commands of kind '{make_comment(a.kind)}'")  # fmt: skip
+                                f"commands of kind '{printable(a.kind)}'")  # fmt: skip
     airframe = contract.extra.get("airframe")
     if not isinstance(airframe, dict):
         raise CrazyflieAppError("the contract states no airframe (extra.airframe): motor order and spin are unknown")
     order = tuple(str(v) for v in airframe.get("motor_order", ()))
     if order != MOTOR_ORDER:
-        raise CrazyflieAppError(f"the contract's motor order {[make_comment(v) for v in order]} is not the firmware's "
+        raise CrazyflieAppError(f"the contract's motor order {[printable(v) for v in order]} is not the firmware's "
                                 f"{list(MOTOR_ORDER)}")  # fmt: skip
     positions = airframe.get("rotor_positions_m", [])
     signs = [(_sign(p[0]), _sign(p[1])) for p in positions] if isinstance(positions, list) else []
@@ -135,7 +135,7 @@ def check_contract(contract: Contract) -> int:
     sources = {t.source for t in contract.observation}
     if sources != SIGNALS:
         raise CrazyflieAppError(f"the app computes the signals {sorted(SIGNALS)}; this policy reads "
-                                f"{sorted(make_comment(s) for s in sources)}")  # fmt: skip
+                                f"{sorted(printable(s) for s in sources)}")  # fmt: skip
     rate = 1.0 / contract.control_period_s
     if round(rate) not in FIRMWARE_RATES_HZ or abs(rate - round(rate)) > 1e-6:
         raise CrazyflieAppError(f"the policy runs at {rate:g} Hz; the firmware steps controllers at "

@@ -17,6 +17,7 @@ import torch
 
 import sim
 from policies.nets import ActorCritic
+from policies.runtime.onnx_policy import OnnxPolicy
 from robot_rl.logger import save_png
 from sim.vec_env import Obs, VecEnv
 
@@ -40,6 +41,23 @@ def pick(obs: Obs, groups: list[str]) -> torch.Tensor:
 def deterministic_policy(model: ActorCritic, groups: list[str]) -> PolicyFn:
     """The Gaussian policy's mean on the observation groups ``groups`` (what evaluation and export run)."""
     return lambda obs: model.action_mean(pick(obs, groups))
+
+
+def onnx_policy_fn(path: Path, groups: list[str], record: list[np.ndarray] | None = None) -> PolicyFn:
+    """The exported policy ``path`` run by onnxruntime as a :data:`~robot_rl.evaluate.PolicyFn` of a simulation:
+    its commands mapped back to normalised actions by the contract (as the ROS node's inverse); each batch of policy
+    inputs is appended to ``record`` if given."""
+    policy = OnnxPolicy(path)
+
+    def act(obs: Obs) -> torch.Tensor:
+        x = pick(obs, groups)
+        inputs = x.detach().cpu().numpy().astype(np.float32)
+        if record is not None:
+            record.append(inputs)
+        action = policy.normalized_action(policy.run_obs(inputs), policy.reference(inputs))
+        return torch.from_numpy(action).to(x.device)
+
+    return act
 
 
 @dataclass

@@ -25,7 +25,16 @@ import torch
 from firmware_export.quantize import QuantizationRecord, quantize
 from policies.runtime.files import atomic_write_bytes
 from policies.runtime.onnx_policy import OnnxPolicy
-from robot_rl.evaluate import EVAL_SEED_OFFSET, EvalResult, PolicyFn, evaluate_env, make_eval_env, pick, tank_of
+from robot_rl.evaluate import (
+    EVAL_SEED_OFFSET,
+    EvalResult,
+    PolicyFn,
+    evaluate_env,
+    make_eval_env,
+    onnx_policy_fn,
+    pick,
+    tank_of,
+)
 from sim.vec_env import Obs
 
 CALIBRATION_SEED_OFFSET = 3_000_017
@@ -99,23 +108,6 @@ class Int8Comparison:
 
 def _met(flag: bool) -> str:
     return "met" if flag else "not met"
-
-
-def onnx_policy_fn(path: Path, groups: list[str], record: list[np.ndarray] | None = None) -> PolicyFn:
-    """The exported policy ``path`` run by onnxruntime as a :data:`~robot_rl.evaluate.PolicyFn` of a simulation:
-    its commands mapped back to normalised actions by the contract (as the ROS node's inverse); each batch of policy
-    inputs is appended to ``record`` if given."""
-    policy = OnnxPolicy(path)
-
-    def act(obs: Obs) -> torch.Tensor:
-        x = pick(obs, groups)
-        inputs = x.detach().cpu().numpy().astype(np.float32)
-        if record is not None:
-            record.append(inputs)
-        action = policy.normalized_action(policy.run_obs(inputs), policy.reference(inputs))
-        return torch.from_numpy(action).to(x.device)
-
-    return act
 
 
 def recording_policy_fn(policy: PolicyFn, groups: list[str], record: list[np.ndarray]) -> PolicyFn:

@@ -411,16 +411,18 @@ class QuadrotorHover(BatchedTask):
     def _task_state(self) -> dict[str, torch.Tensor]:
         s = self.state
         fields = {"pos": s.pos, "quat": s.quat, "vel": s.vel, "omega": s.omega, "rotor": s.rotor}
-        extra = {"tail_error": self.tail_error, "target": self.target, "target_vel": self.target_vel}
-        extra |= {"step_at": self._step_at}
-        return {k: v.clone() for k, v in {**fields, **extra, "step_delta": self._step_delta}.items()}
+        return {k: v.clone() for k, v in {**fields, "tail_error": self.tail_error, **self._setpoint_state()}.items()}
+
+    def _setpoint_state(self) -> dict[str, torch.Tensor]:
+        """The moving target's tensors, by checkpoint name (written and restored in place)."""
+        return {"target": self.target, "target_vel": self.target_vel, "step_at": self._step_at,
+                "step_delta": self._step_delta}  # fmt: skip
 
     def _load_task_state(self, state: dict[str, torch.Tensor]) -> None:
         keys = ("pos", "quat", "vel", "omega", "rotor")
         self.state = MultirotorState(*(state[k].to(self.device).clone() for k in keys))
         self.tail_error.copy_(state["tail_error"])
-        mine_by_name = {"target": self.target, "target_vel": self.target_vel, "step_at": self._step_at}
-        for name, mine in (*mine_by_name.items(), ("step_delta", self._step_delta)):
+        for name, mine in self._setpoint_state().items():
             if name in state:  # checkpoints written before setpoint steps existed have none (and no steps)
                 mine.copy_(state[name])
 
