@@ -1,8 +1,9 @@
 """A short clip of evaluation episodes for the run folder: what the trained policy does, rendered offscreen.
 
 A few worlds (randomisation on, held-out seeds) run one episode each with the deterministic policy, seen by a camera
-of the task's MuJoCo model (``front`` for the Panda tasks), tiled side by side and written as an animated GIF at the
-control rate (Pillow; no video codec needed). A world whose episode ended keeps its last frame, framed green if it
+of the task's MuJoCo model (``front``: fixed in front of the Panda, following the quadruped), tiled side by side and
+written as an animated GIF at the control rate or at most :data:`MAX_FPS` frames per second (Pillow; no video codec
+needed). A world whose episode ended keeps its last frame, framed green if it
 succeeded and red if not. Rendering uses MuJoCo's offscreen renderer (EGL without a display; ``MUJOCO_GL`` as in
 :mod:`sim.rendering`); tasks without a MuJoCo model (the torch quadrotor, cart-pole) have no clip.
 """
@@ -21,6 +22,9 @@ from robot_rl.evaluate import PolicyFn, make_eval_env
 
 CLIP_CAMERA = "front"
 """The camera the clip is seen from (the Panda scene's fixed camera in front of the robot)."""
+MAX_FPS = 25
+"""Frames per second of the clip at most: a faster control loop shows every k-th step (GIF players clamp shorter
+frame times anyway, and the file stays small)."""
 BORDER_PX = 4
 """Width of the success (green) / failure (red) frame of a finished episode, pixels."""
 
@@ -65,10 +69,12 @@ def record_clip(
     ended = np.zeros(worlds, dtype=bool)
     last = np.zeros((worlds, *size, 3), np.uint8)
     frames = []
-    for _ in range(env.max_episode_length):
-        view = renderer.render()[CLIP_CAMERA]
-        last[~ended] = view[~ended]
-        frames.append(np.concatenate(list(last), axis=1))
+    stride = max(1, round(1.0 / (MAX_FPS * env.dt)))
+    for step in range(env.max_episode_length):
+        if step % stride == 0:
+            view = renderer.render()[CLIP_CAMERA]
+            last[~ended] = view[~ended]
+            frames.append(np.concatenate(list(last), axis=1))
         obs, _, terminated, truncated, info = env.step(policy(obs))
         done = (terminated | truncated).cpu().numpy() & ~ended
         if done.any():
@@ -83,7 +89,7 @@ def record_clip(
     env.close()
     images = [Image.fromarray(f) for f in frames]
     buf = io.BytesIO()
-    hold = [round(1000 * env.dt)] * (len(images) - 1) + [1500]  # ms per frame; the verdicts stay up 1.5 s
+    hold = [round(1000 * env.dt * stride)] * (len(images) - 1) + [1500]  # ms per frame; the verdicts stay up 1.5 s
     images[0].save(buf, format="GIF", save_all=True, append_images=images[1:], duration=hold, loop=0)
     return atomic_write_bytes(path, buf.getvalue())
 

@@ -173,6 +173,7 @@ class CameraRenderer:
                     getattr(self.model, name)[:] = draws[world]
             self.data.qpos[:] = q
             mujoco.mj_kinematics(self.model, self.data)
+            mujoco.mj_comPos(self.model, self.data)  # subtree centres of mass: cameras that track a body need them
             mujoco.mj_camlight(self.model, self.data)
             for c, size in self.cameras.items():
                 renderer = self._renderers[size]

@@ -127,3 +127,9 @@ def untrained_hover(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def untrained_reach(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An untrained Panda reach policy, exported (see :func:`export_untrained`)."""
     return export_untrained("panda-reach", tmp_path_factory.mktemp("untrained-reach"))
+
+
+@pytest.fixture(scope="session")
+def untrained_quadruped(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An untrained A1 velocity policy, exported (see :func:`export_untrained`)."""
+    return export_untrained("quadruped-velocity", tmp_path_factory.mktemp("untrained-quadruped"))

@@ -167,6 +167,20 @@ def write_clip(run: PPORun) -> str:
     return ""
 
 
+def write_gait(run: PPORun) -> None:
+    """Plot the gait of a legged run into ``gait.png`` (tasks with feet and velocity commands; others: nothing)."""
+    from robot_rl.evaluate import EVAL_SEED_OFFSET, deterministic_policy
+    from robot_rl.gait import GAIT_COMMAND, plot_gait, record_gait
+
+    cfg = run.cfg
+    policy = deterministic_policy(run.model, cfg.policy.actor_obs)
+    trace = record_gait(cfg.task, cfg.env, policy, seed=cfg.seed + EVAL_SEED_OFFSET)
+    if trace is not None and len(trace["t"]) > 1:
+        vx, vy, yaw = GAIT_COMMAND
+        title = f"{cfg.task}: command vx {vx:g} m/s, vy {vy:g} m/s, yaw rate {yaw:g} rad/s (randomisation off)"
+        plot_gait(trace, run.run_dir / "gait.png", title)
+
+
 def finish_run(run_dir: Path, result: TrainResult, export: bool) -> int:
     """Final evaluation, export and a readable summary of a finished training run."""
     from robot_rl.runs import PPORun
@@ -175,6 +189,7 @@ def finish_run(run_dir: Path, result: TrainResult, export: bool) -> int:
     evals = run.evaluate(run.cfg.runner.eval_episodes)
     onnx_path = run.export() if export else None
     clip_note = write_clip(run)
+    write_gait(run)
     print(
         f"\n{'=' * 72}\n{run.cfg.task}: {result.iterations} iterations, "
         f"{result.env_steps:,} env steps in {result.wall_time_s:.1f} s"
@@ -202,7 +217,7 @@ def finish_run(run_dir: Path, result: TrainResult, export: bool) -> int:
         print(clip_note)
     print("artifacts:")
     names = ["checkpoint.pt", "best.pt", "config.yaml", "metrics.csv", "learning_curve.png", "eval.yaml", "eval.png"]
-    names += ["episodes.gif"]
+    names += ["episodes.gif", "gait.png"]
     if onnx_path is not None:
         names += [onnx_path.name, "contract.yaml"]
     for name in names:

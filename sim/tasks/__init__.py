@@ -13,4 +13,5 @@ BUILTIN: dict[str, str] = {
     "panda-lift": "sim.tasks.panda.lift:SPEC",
     "panda-press": "sim.tasks.panda.press:SPEC",
     "panda-insert": "sim.tasks.panda.insert:SPEC",
+    "quadruped-velocity": "sim.tasks.quadruped.velocity:SPEC",
 }

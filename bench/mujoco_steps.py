@@ -1,10 +1,11 @@
-"""``panda-reach`` env steps per second against the physical limit and against gymnasium's ``AsyncVectorEnv``.
+"""A MuJoCo task's env steps per second against the physical limit and against gymnasium's ``AsyncVectorEnv``.
 
-For each world count ``N`` (one control step = 10 MuJoCo steps of 4 ms, 25 Hz control), measured back to back:
+Tasks: ``panda-reach`` (one control step = 10 MuJoCo steps of 4 ms, 25 Hz) and ``quadruped-velocity`` (4 steps of
+5 ms, 50 Hz). For each world count ``N``, measured back to back:
 
-- ``raw``:   the same compiled model in :class:`~sim.backends.mujoco_batch.MujocoBatch`, constant controls, no task
-             logic — the physical limit of this machine for this model;
-- ``task``:  ``sim.make("panda-reach", N)`` (backend ``mujoco``) with random actions: randomisation, noise,
+- ``raw``:   the same compiled model in :class:`~sim.backends.mujoco_batch.MujocoBatch`, constant controls (the
+             task's action 0), no task logic — the physical limit of this machine for this model;
+- ``task``:  ``sim.make(task, N)`` (backend ``mujoco``) with random actions: randomisation, noise,
              observations, rewards, resets, torch conversion — what training sees;
 - ``async``: gymnasium ``AsyncVectorEnv`` of ``N`` single-world ``gymnasium.Env`` subprocesses stepping the same model
              with ``mujoco.mj_step`` and returning ``qpos, qvel`` (the usual way to parallelise MuJoCo in Python;
@@ -16,8 +17,9 @@ Figures are control steps (world steps) per second; ratios compare columns of th
 
 Run::
 
-    python bench/panda_steps.py                           # 1..4096 worlds
-    python bench/panda_steps.py --num-envs 64 1024 --seconds 1 --mjwarp
+    python bench/mujoco_steps.py                           # panda-reach, 1..4096 worlds
+    python bench/mujoco_steps.py --num-envs 64 1024 --seconds 1 --mjwarp
+    python bench/mujoco_steps.py --task quadruped-velocity --num-envs 1 64 512 4096
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -32,10 +36,32 @@ import torch
 
 import sim
 from sim.backends.mujoco_batch import MujocoBatch
-from sim.robots import panda
-from sim.tasks.panda.reach import PandaReachConfig
+from sim.robots import panda, unitree_a1
 
-FRAME_SKIP = 10
+
+@dataclass(frozen=True)
+class Bare:
+    """A task's model without the task: how to build it, where it starts and the controls of its action 0."""
+
+    model: Callable[[], Any]
+    qpos: Callable[[Any], np.ndarray]
+    ctrl: np.ndarray
+    frame_skip: int
+
+
+def _panda_qpos(model: Any) -> np.ndarray:
+    qpos = model.qpos0.copy()
+    qpos[:7] = panda.HOME
+    return qpos
+
+
+BARE = {
+    "panda-reach": Bare(lambda: panda.build_model("impedance"), _panda_qpos,
+                        np.r_[panda.HOME, panda.FINGER_STROKE], 10),
+    "quadruped-velocity": Bare(unitree_a1.build_model, unitree_a1.standing_qpos,
+                               np.asarray(unitree_a1.DEFAULT_POSE), 4),
+}  # fmt: skip
+"""The tasks this bench knows."""
 
 
 def _timed(step: Any, seconds: float) -> tuple[int, float]:
@@ -47,24 +73,28 @@ def _timed(step: Any, seconds: float) -> tuple[int, float]:
     return n, time.perf_counter() - start
 
 
-def raw_rate(num_envs: int, seconds: float) -> float:
+def raw_rate(task: str, num_envs: int, seconds: float) -> float:
     """Control steps/s of bare batched stepping (no task logic)."""
-    batch = MujocoBatch(panda.build_model("impedance"), num_envs, frame_skip=FRAME_SKIP)
-    batch.qpos[:, :7] = panda.HOME
-    ctrl = np.tile(np.r_[panda.HOME, panda.FINGER_STROKE], (num_envs, 1))
+    bare = BARE[task]
+    model = bare.model()
+    batch = MujocoBatch(model, num_envs, frame_skip=bare.frame_skip)
+    batch.qpos[:] = bare.qpos(model)
+    ctrl = np.tile(bare.ctrl, (num_envs, 1))
     n, dt = _timed(lambda: batch.step(ctrl), seconds)
     batch.close()
     return num_envs * n / dt
 
 
-def task_rate(num_envs: int, seconds: float, backend: str = "mujoco", device: str = "cpu") -> tuple[float, float]:
+def task_rate(
+    task: str, num_envs: int, seconds: float, backend: str = "mujoco", device: str = "cpu"
+) -> tuple[float, float]:
     """Control steps/s of the task with random actions, and (mjwarp) the first step's compile time."""
-    env = sim.make("panda-reach", num_envs, device, PandaReachConfig(backend=backend))
+    env = sim.make(task, num_envs, device, sim.registry.get_task(task).config_cls(backend=backend))
     env.reset(seed=0)
     gen = torch.Generator(device=device).manual_seed(0)
 
     def step() -> None:
-        env.step(2 * torch.rand(num_envs, 7, generator=gen, device=device) - 1)
+        env.step(2 * torch.rand(num_envs, env.num_actions, generator=gen, device=device) - 1)
 
     n, dt = _timed(step, seconds)
     compile_s = getattr(env.physics, "compile_s", None) or 0.0  # type: ignore[attr-defined]
@@ -73,31 +103,31 @@ def task_rate(num_envs: int, seconds: float, backend: str = "mujoco", device: st
 
 
 class _SingleWorld:
-    """One Panda world as a minimal gymnasium env (the peer's usual structure)."""
+    """One world as a minimal gymnasium env (the peer's usual structure)."""
 
-    def __init__(self) -> None:
+    def __init__(self, task: str) -> None:
         import gymnasium as gym
         import mujoco
 
         self.mujoco = mujoco
-        self.model = panda.build_model("impedance")
+        self.bare = BARE[task]
+        self.model = self.bare.model()
         self.data = mujoco.MjData(self.model)
         n = self.model.nq + self.model.nv
         self.observation_space = gym.spaces.Box(-np.inf, np.inf, (n,), np.float64)
-        self.action_space = gym.spaces.Box(-1.0, 1.0, (7,), np.float32)
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (len(self.bare.ctrl),), np.float32)
         self.metadata: dict[str, Any] = {}
         self.render_mode = None
         self.spec = None
 
     def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[np.ndarray, dict[str, Any]]:
         self.mujoco.mj_resetData(self.model, self.data)
-        self.data.qpos[:7] = panda.HOME
+        self.data.qpos[:] = self.bare.qpos(self.model)
         return np.concatenate((self.data.qpos, self.data.qvel)), {}
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
-        self.data.ctrl[:7] = np.asarray(panda.HOME) + action
-        self.data.ctrl[7] = panda.FINGER_STROKE
-        for _ in range(FRAME_SKIP):
+        self.data.ctrl[:] = self.bare.ctrl + action
+        for _ in range(self.bare.frame_skip):
             self.mujoco.mj_step(self.model, self.data)
         return np.concatenate((self.data.qpos, self.data.qvel)), 0.0, False, False, {}
 
@@ -105,23 +135,26 @@ class _SingleWorld:
         pass
 
 
-def _make_world() -> Any:
+def _make_world(task: str) -> Any:
     import gymnasium as gym
 
     class World(_SingleWorld, gym.Env):  # type: ignore[misc]
         pass
 
-    return World()
+    return World(task)
 
 
-def async_rate(num_envs: int, seconds: float) -> float:
+def async_rate(task: str, num_envs: int, seconds: float) -> float:
     """Control steps/s of gymnasium's AsyncVectorEnv, one subprocess per world."""
+    import functools
+
     from gymnasium.vector import AsyncVectorEnv
 
-    envs = AsyncVectorEnv([_make_world] * num_envs)
+    envs = AsyncVectorEnv([functools.partial(_make_world, task)] * num_envs)
     envs.reset(seed=0)
     rng = np.random.default_rng(0)
-    n, dt = _timed(lambda: envs.step(rng.uniform(-1, 1, (num_envs, 7)).astype(np.float32)), seconds)
+    size = len(BARE[task].ctrl)
+    n, dt = _timed(lambda: envs.step(rng.uniform(-1, 1, (num_envs, size)).astype(np.float32)), seconds)
     envs.close()
     return num_envs * n / dt
 
@@ -129,6 +162,7 @@ def async_rate(num_envs: int, seconds: float) -> float:
 def main(argv: list[str] | None = None) -> None:
     """Measure and print the table."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--task", choices=sorted(BARE), default="panda-reach")
     p.add_argument("--num-envs", type=int, nargs="+", default=[1, 16, 64, 256, 1024, 4096])
     p.add_argument("--seconds", type=float, default=2.0, help="timed seconds per measurement")
     p.add_argument("--async-max", type=int, default=64, help="largest world count run with AsyncVectorEnv")
@@ -136,23 +170,26 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--mjwarp-max", type=int, default=256, help="largest world count for mjwarp on the CPU device")
     args = p.parse_args(argv)
     cuda = torch.cuda.is_available()
-    print(f"panda-reach | torch {torch.__version__} | {os.cpu_count()} CPUs | control step = {FRAME_SKIP} x 4 ms")
+    bare, task = BARE[args.task], args.task
+    step_ms = 1000 * bare.model().opt.timestep
+    step = f"control step = {bare.frame_skip} x {step_ms:g} ms"
+    print(f"{task} | torch {torch.__version__} | {os.cpu_count()} CPUs | {step}")
     header = f"{'worlds':>7} {'raw':>10} {'task':>10} {'task/raw':>9} {'async':>10} {'task/async':>10}"
     if args.mjwarp:
         header += f" {'mjwarp':>10} {'compile s':>9}"
     print(header)
     for n in args.num_envs:
-        raw = raw_rate(n, args.seconds)
-        task, _ = task_rate(n, args.seconds)
-        line = f"{n:>7} {raw:>10,.0f} {task:>10,.0f} {task / raw:>9.2f}"
+        raw = raw_rate(task, n, args.seconds)
+        rate, _ = task_rate(task, n, args.seconds)
+        line = f"{n:>7} {raw:>10,.0f} {rate:>10,.0f} {rate / raw:>9.2f}"
         if n <= args.async_max:
-            peer = async_rate(n, args.seconds)
-            line += f" {peer:>10,.0f} {task / peer:>10.1f}"
+            peer = async_rate(task, n, args.seconds)
+            line += f" {peer:>10,.0f} {rate / peer:>10.1f}"
         else:
             line += f" {'-':>10} {'-':>10}"
         if args.mjwarp and (cuda or n <= args.mjwarp_max):
-            rate, compile_s = task_rate(n, args.seconds, "mjwarp", "cuda" if cuda else "cpu")
-            line += f" {rate:>10,.0f} {compile_s:>9.1f}"
+            warp, compile_s = task_rate(task, n, args.seconds, "mjwarp", "cuda" if cuda else "cpu")
+            line += f" {warp:>10,.0f} {compile_s:>9.1f}"
         print(line, flush=True)
 
 

@@ -1,0 +1,1 @@
+"""Legged robots (the Unitree A1 of :mod:`sim.robots.unitree_a1`)."""
