@@ -85,8 +85,8 @@ def _default_randomization() -> list[RandomizationTerm]:
         RandomizationTerm("kp", "uniform", (0.9, 1.1), "scale"),
         RandomizationTerm("kd", "uniform", (0.9, 1.1), "scale"),
         # Joint damping 0-2 N m s/rad and dry friction 0-0.3 N m per joint: from none (the URDF's, PyBullet's) to
-        # mujoco_menagerie's figures (the nominal model); a policy trained at the nominal values alone overshot the
-        # commanded speed 2.4x in PyBullet (docs/benchmarks.md, "Locomotion").
+        # mujoco_menagerie's figures (the nominal model); a policy trained at the nominal values alone swung PyBullet's
+        # undamped legs 2.4x too fast (docs/benchmarks.md, "Locomotion").
         RandomizationTerm("joint_damping", "uniform", (0.0, 2.0), "abs", per_element=True),
         RandomizationTerm("joint_friction", "uniform", (0.0, 0.3), "abs", per_element=True),
         # 0 or 1 control step of latency (20 ms: the robot's low-level loop and the transport).
