@@ -48,7 +48,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/env_steps.py
 	$(BIN)/python bench/time_to_criterion.py
 	$(BIN)/python bench/sb3_baseline.py
-	$(BIN)/python bench/panda_steps.py --mjwarp
+	$(BIN)/python bench/mujoco_steps.py --mjwarp
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache
