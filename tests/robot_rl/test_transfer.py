@@ -122,7 +122,7 @@ def test_exported_hover_policy_meets_the_criterion_in_pybullet(trained_hover: An
 def test_plug_errors_name_what_exists() -> None:
     with pytest.raises(TransferError, match="unknown simulator 'ode'; choose one of: pybullet"):
         plug("ode", "panda-reach")
-    have = "panda-lift, panda-push, panda-reach, quadrotor-hover"
+    have = "panda-lift, panda-push, panda-reach, quadrotor-hover, quadruped-velocity"
     exists = rf"no pybullet model of task 'cartpole-balance' \(sim-to-sim exists for: {have}\)"
     with pytest.raises(TransferError, match=exists):
         plug("pybullet", "cartpole-balance")
