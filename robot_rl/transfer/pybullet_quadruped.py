@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from policies.runtime.contract import Contract
+from robot_rl.transfer.harness import TransferError
 
 PHYSICS_HZ = 200
 """Rate of the PD loop and of PyBullet's steps, Hz (the contract's ``pd.rate_hz``, checked)."""
@@ -35,7 +36,8 @@ class QuadrupedBullet:
         contract: The exported policy's contract (task ``quadruped-velocity``).
 
     Raises:
-        ValueError: The contract's PD rate is not :data:`PHYSICS_HZ`, or its joints are not the URDF's.
+        TransferError: The contract lacks or garbles a figure this model reads (PD gains and rate, torque limits,
+            envelope), its PD rate is not :data:`PHYSICS_HZ`, or its joints are not the URDF's.
     """
 
     def __init__(self, contract: Contract) -> None:
@@ -46,18 +48,30 @@ class QuadrupedBullet:
 
         self.pb = pb
         extra: dict[str, Any] = contract.extra
-        pd = extra["pd"]
-        if int(pd["rate_hz"]) != PHYSICS_HZ:
-            raise ValueError(f"the contract's PD runs at {pd['rate_hz']} Hz; this model steps at {PHYSICS_HZ} Hz")
-        self.kp, self.kd = float(pd["kp_nm_per_rad"]), float(pd["kd_nms_per_rad"])
-        self.tau_max = np.asarray(pd["torque_limit_nm"], dtype=np.float64)
-        self.envelope: dict[str, Any] = extra["training_envelope"]
-        self.success: dict[str, Any] = extra["success"]
+        try:  # the contract comes from a file: every figure read here is checked before it drives a joint
+            pd = extra["pd"]
+            rate = float(pd["rate_hz"])
+            self.kp, self.kd = float(pd["kp_nm_per_rad"]), float(pd["kd_nms_per_rad"])
+            self.tau_max = np.asarray(pd["torque_limit_nm"], dtype=np.float64)
+            self.envelope: dict[str, Any] = dict(extra["training_envelope"])
+            self.success: dict[str, Any] = dict(extra["success"])
+            episode_s = float(self.envelope["episode_length_s"])
+            resample_s = float(self.envelope["command_resample_s"])
+        except (KeyError, TypeError, ValueError) as err:
+            raise TransferError(
+                f"the contract's extra.pd / training_envelope / success is incomplete: {err!r}"
+            ) from None
+        if rate != PHYSICS_HZ:
+            raise TransferError(f"the contract's PD runs at {rate:g} Hz; this model steps at {PHYSICS_HZ} Hz")
+        figures = np.array([self.kp, self.kd, episode_s, resample_s, *self.tau_max])
+        if self.tau_max.shape != (len(contract.joint_names),) or not (np.isfinite(figures).all() and figures.min() > 0):
+            raise TransferError("the contract's PD gains, torque limits and episode times must be finite and positive, "
+                                f"one torque limit per joint ({len(contract.joint_names)})")  # fmt: skip
         self.default = np.asarray(contract.default_pose, dtype=np.float64)
         self.period = contract.control_period_s
         self.substeps = max(1, round(self.period * PHYSICS_HZ))
-        self.steps = max(1, round(float(self.envelope["episode_length_s"]) / self.period))
-        self.resample = max(1, round(float(self.envelope["command_resample_s"]) / self.period))
+        self.steps = max(1, round(episode_s / self.period))
+        self.resample = max(1, round(resample_s / self.period))
         self.client = pb.connect(pb.DIRECT)
         c = self.client
         pb.setAdditionalSearchPath(pybullet_data.getDataPath(), physicsClientId=c)
@@ -70,7 +84,8 @@ class QuadrupedBullet:
                  for j in range(pb.getNumJoints(self.robot, physicsClientId=c))}  # fmt: skip
         missing = [n for n in contract.joint_names if n not in names]
         if missing:
-            raise ValueError(f"the A1 URDF has no joint(s) {missing} that the contract commands")
+            self.close()
+            raise TransferError(f"the A1 URDF has no joint(s) {missing} that the contract commands")
         self.joints = [names[n] for n in contract.joint_names]
         self.feet = [names[f"{leg}_toe_fixed"] for leg in a1.LEGS]
         self.nominal_mass = pb.getDynamicsInfo(self.robot, -1, physicsClientId=c)[0]

@@ -37,7 +37,8 @@ import mujoco
 import numpy as np
 
 LEGS = ("FR", "FL", "RR", "RL")
-"""Legs in Unitree's order (``unitree_legged_sdk``: FR 0, FL 1, RR 2, RL 3)."""
+"""Legs in Unitree's order: ``unitree_legged_sdk`` ``quadruped.h`` (``FR_ = 0, FL_ = 1, RR_ = 2, RL_ = 3``; joint index
+``leg * 3 + {0 hip, 1 thigh, 2 calf}``, e.g. ``FL_0 = 3``)."""
 JOINTS = tuple(f"{leg}_{part}_joint" for leg in LEGS for part in ("hip", "upper", "lower"))
 """The 12 actuated joints in command order (names as in the ``pybullet_data`` URDF)."""
 FEET = tuple(f"{leg}_foot" for leg in LEGS)

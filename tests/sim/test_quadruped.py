@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import mujoco
 import numpy as np
@@ -294,3 +295,29 @@ def test_an_exported_quadruped_policy_runs_in_pybullet_under_the_task_criterion(
     assert set(result.episodes) == {"success", "velocity_error", "yaw_rate_error", "fell"}
     assert len(result.episodes["success"]) == 2 and np.isfinite(result.episodes["velocity_error"]).all()
     assert set(result.figures) == {"success_rate", "velocity_error_m_s", "yaw_rate_error_rad_s"}
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda extra: extra.pop("pd"), "incomplete"),
+        (lambda extra: extra["pd"].update(kp_nm_per_rad=-20.0), "finite and positive"),
+        (lambda extra: extra["pd"].update(torque_limit_nm=[33.5] * 11), "one torque limit per joint"),
+        (lambda extra: extra["pd"].update(rate_hz=1000), "steps at 200 Hz"),
+    ],
+)
+def test_pybullet_refuses_a_contract_it_cannot_drive_by_name(edit: Any, message: str) -> None:
+    """The contract comes from a model file (its own check refuses non-finite numbers): a missing, negative or
+    mis-sized PD figure, or another PD rate, is one line before any joint is driven."""
+    pytest.importorskip("pybullet")
+    import copy
+    import dataclasses
+
+    from robot_rl.transfer.harness import TransferError
+    from robot_rl.transfer.pybullet_quadruped import QuadrupedBullet
+
+    contract = _env(1).contract(["policy"])
+    extra = copy.deepcopy(dict(contract.extra))
+    edit(extra)
+    with pytest.raises(TransferError, match=message):
+        QuadrupedBullet(dataclasses.replace(contract, extra=extra))
