@@ -17,7 +17,7 @@ import sim
 from sim.randomization import RandomizationError, RandomizationTerm
 from sim.robots import unitree_a1 as a1
 from sim.tasks.base import SensorNoise
-from sim.tasks.quadruped.velocity import QuadrupedVelocity, QuadrupedVelocityConfig
+from sim.tasks.quadruped.velocity import PARAMS, QuadrupedVelocity, QuadrupedVelocityConfig
 from sim.vec_env import TaskConfigError
 
 mjwarp = pytest.mark.xdist_group("mjwarp")
@@ -167,10 +167,9 @@ def test_pushes_kick_the_trunk_on_schedule_with_randomisation_on_only() -> None:
     assert not bool(env.push.any())
 
 
-@pytest.mark.parametrize(
-    "param", ["friction", "added_mass", "com_offset", "motor_strength", "kp", "kd", "joint_damping", "joint_friction"]
-)
+@pytest.mark.parametrize("param", PARAMS)
 def test_every_randomised_parameter_reaches_the_physics(param: str) -> None:
+    """Each of the task's randomisable parameters changes its MuJoCo field per world."""
     from sim.tasks.quadruped.velocity import _default_randomization
 
     terms = [t for t in _default_randomization() if t.param == param]
@@ -180,7 +179,8 @@ def test_every_randomised_parameter_reaches_the_physics(param: str) -> None:
     batch = env.physics.batch  # type: ignore[attr-defined]
     fields = {"friction": "geom_friction", "added_mass": "body_mass", "com_offset": "body_ipos",
               "motor_strength": "actuator_gainprm", "kp": "actuator_gainprm", "kd": "actuator_biasprm",
-              "joint_damping": "dof_damping", "joint_friction": "dof_frictionloss"}  # fmt: skip
+              "joint_damping": "dof_damping", "joint_friction": "dof_frictionloss",
+              "joint_armature": "dof_armature"}  # fmt: skip
     field = fields[param]
     values = batch.field(field)
     assert not np.allclose(values[0], values[1]), f"{param}: every world has the same {field}"

@@ -89,6 +89,9 @@ def _default_randomization() -> list[RandomizationTerm]:
         # undamped legs 2.4x too fast (docs/benchmarks.md, "Locomotion").
         RandomizationTerm("joint_damping", "uniform", (0.0, 2.0), "abs", per_element=True),
         RandomizationTerm("joint_friction", "uniform", (0.0, 0.3), "abs", per_element=True),
+        # Reflected rotor inertia 0-0.01 kg m^2 per joint: from none (the URDF's, PyBullet's) to mujoco_menagerie's
+        # armature (the nominal model and the real geared motors).
+        RandomizationTerm("joint_armature", "uniform", (0.0, 0.01), "abs", per_element=True),
         # 0 or 1 control step of latency (20 ms: the robot's low-level loop and the transport).
         RandomizationTerm("action_latency", "uniform", (0.0, 2.0), "add"),
     ]
@@ -102,7 +105,10 @@ def _default_noise() -> SensorNoise:
     )
 
 
-PARAMS = ("friction", "added_mass", "com_offset", "motor_strength", "kp", "kd", "joint_damping", "joint_friction")
+PARAMS = (
+    "friction", "added_mass", "com_offset", "motor_strength", "kp", "kd", "joint_damping", "joint_friction",
+    "joint_armature",
+)  # fmt: skip
 """Randomisable model parameters (``action_latency`` is the base class's)."""
 
 
@@ -209,6 +215,7 @@ def param_specs(model: mujoco.MjModel) -> dict[str, ParamSpec]:
         "kd": ParamSpec((a1.KD,), lower=-1e-12, unit="N m s/rad"),
         "joint_damping": ParamSpec(tuple(float(model.dof_damping[d]) for d in dofs), lower=-1e-12, unit="N m s/rad"),
         "joint_friction": ParamSpec(tuple(float(model.dof_frictionloss[d]) for d in dofs), lower=-1e-12, unit="N m"),
+        "joint_armature": ParamSpec(tuple(float(model.dof_armature[d]) for d in dofs), lower=-1e-12, unit="kg m^2"),
     }
 
 
@@ -255,7 +262,8 @@ class QuadrupedVelocity(BatchedTask):
         needed = {"friction": ["geom_friction"], "added_mass": ["body_mass"], "com_offset": ["body_ipos"],
                   "motor_strength": ["actuator_gainprm", "actuator_biasprm"],
                   "kp": ["actuator_gainprm", "actuator_biasprm"], "kd": ["actuator_biasprm"],
-                  "joint_damping": ["dof_damping"], "joint_friction": ["dof_frictionloss"]}  # fmt: skip
+                  "joint_damping": ["dof_damping"], "joint_friction": ["dof_frictionloss"],
+                  "joint_armature": ["dof_armature"]}  # fmt: skip
         for name in {f for p in randomized & set(needed) for f in needed[p]}:
             check_field(self.physics, name)
         f32: dict[str, Any] = {"device": device, "dtype": torch.float32}
@@ -393,7 +401,9 @@ class QuadrupedVelocity(BatchedTask):
             phys.set_field("body_mass", ids, self._nominal_mass + p["added_mass"][:, 0], (self._trunk,))
         if "com_offset" in randomized:
             phys.set_field("body_ipos", ids, self._nominal_ipos + p["com_offset"], (self._trunk,))
-        for param, fld in (("joint_damping", "dof_damping"), ("joint_friction", "dof_frictionloss")):
+        joint_fields = (("joint_damping", "dof_damping"), ("joint_friction", "dof_frictionloss"),
+                        ("joint_armature", "dof_armature"))  # fmt: skip
+        for param, fld in joint_fields:
             if param in randomized:
                 for j, dof in enumerate(self._dofs.tolist()):
                     phys.set_field(fld, ids, p[param][:, j], (dof,))
