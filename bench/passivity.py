@@ -1,6 +1,7 @@
-"""What the energy tank costs a trained manipulation policy: success against the tank's size, in simulation.
+"""What the energy tank costs a trained position-commanding policy: success against the tank's size, in simulation.
 
-Any exported ``panda-*`` policy (a PPO run or a ``train-bc`` student, with or without cameras) runs through
+Any exported ``panda-*`` or ``quadruped-velocity`` policy (a PPO run or a ``train-bc`` student, with or without
+cameras) runs through
 ``policies.runtime`` (ONNX + contract) in the batched MuJoCo task with randomisation on, one episode per world. Every
 command's arm set-point goes through ``policies.runtime.passivity.EnergyTank`` exactly as in the ROS 2 policy node
 (set-point jumps scaled so the virtual spring energy they inject fits in the tank, the impedance damping's
@@ -10,6 +11,7 @@ dissipation harvested; a gripper command is not in the tank), for several ``T_ma
 Run::
 
     python bench/passivity.py runs/panda-reach/<run> --episodes 64
+    python bench/passivity.py runs/quadruped-velocity/<run> --episodes 200 --t-max 5 10 20 40
     python bench/passivity.py runs/panda-lift/<train-bc run> --episodes 100 --t-max 5 10 20 40 80
     python bench/passivity.py RUN_TRAINED_WITH RUN_TRAINED_WITHOUT --episodes 500 --t-max 10 20 40 80 \
         --plot docs/img/lift_tank_curve.png
@@ -50,8 +52,8 @@ def run(run_dir: Path, episodes: int, t_max: float | None, seed: int) -> dict[st
     policy = open_policy(run_dir / "policy.onnx", num_envs=episodes)
     contract = policy.contract
     env = make_eval_env(contract.task, env_config(run_dir), episodes, torch.device("cpu"), True)
-    joints = next(t.size for t in contract.observation if t.source == "joint_pos")
     stiffness = np.asarray(contract.extra["impedance"]["stiffness_nm_per_rad"], dtype=np.float64)
+    joints = stiffness.size  # the commands' first joints (a gripper after them is not in the tank)
     damping = tuple(contract.extra["impedance"]["damping_nms_per_rad"])
     tanks = []
     if t_max is not None:
@@ -134,7 +136,7 @@ def plot(curves: dict[str, list[dict[str, float]]], path: Path) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Evaluate each run without a tank and with several tank sizes; print the table (and plot the curves)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("runs", type=Path, nargs="+", help="panda-* run folders with policy.onnx (train or train-bc)")
+    p.add_argument("runs", type=Path, nargs="+", help="run folders with policy.onnx (train or train-bc)")
     p.add_argument("--episodes", type=int, default=64)
     p.add_argument("--seed", type=int, default=3)
     p.add_argument("--t-max", type=float, nargs="+", default=[2.0, 5.0, 10.0, 20.0])

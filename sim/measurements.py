@@ -2,9 +2,10 @@
 
 A task reports one world's measurements with ``measurements(world)`` as a list of these records; the ROS 2
 ``sim_robot_node`` turns each kind into its message (``Odometry`` -> ``nav_msgs/Odometry``, ``JointStates`` ->
-``sensor_msgs/JointState``, ``Pose`` -> ``geometry_msgs/PoseStamped``) and publishes it on the topic of its ``name``,
-in the order given. Nothing here knows a robot: a new robot family reports its state in these kinds and the node needs
-no change (a new kind of sensor, an IMU say, is one new record here and one converter there, for every family).
+``sensor_msgs/JointState``, ``Pose`` -> ``geometry_msgs/PoseStamped``, ``Imu`` -> ``sensor_msgs/Imu``,
+``VelocityCommand`` -> ``geometry_msgs/Twist``) and publishes it on the topic of its ``name``, in the order given.
+Nothing here knows a robot: a new robot family reports its state in these kinds and the node needs no change (a new
+kind of sensor is one new record here and one converter there, for every family).
 
 Conventions (REP 103 / 105): odometry's pose in ``frame_id`` (world, z up), its twist in ``child_frame_id`` (the
 body); joint positions in rad (m for prismatic joints such as a gripper's fingers); poses in ``frame_id``.
@@ -78,5 +79,41 @@ class Pose:
     latched: bool = False
 
 
-Measurement = Odometry | JointStates | Pose
+@dataclass(frozen=True)
+class Imu:
+    """An IMU with an attitude filter, as a robot's IMU driver reports it (``sensor_msgs/Imu``, REP 145).
+
+    Attributes:
+        name: Topic name (``imu``).
+        quat: ``[4]`` ``(w, x, y, z)``, the IMU frame's orientation in a gravity-aligned frame (z up; the heading is
+            the filter's own).
+        angular_velocity: ``[3]`` rad/s, IMU frame.
+        linear_acceleration: ``[3]`` m/s², IMU frame (specific force: ``+9.81`` along z when level and at rest).
+        frame_id: The IMU frame.
+    """
+
+    name: str
+    quat: np.ndarray
+    angular_velocity: np.ndarray
+    linear_acceleration: np.ndarray
+    frame_id: str
+
+
+@dataclass(frozen=True)
+class VelocityCommand:
+    """An operator's base velocity command (a teleop's ``geometry_msgs/Twist`` on ``cmd_vel``, the base frame: REP
+    105). It carries no stamp.
+
+    Attributes:
+        name: Topic name (``cmd_vel``).
+        linear: ``[3]`` m/s.
+        angular: ``[3]`` rad/s.
+    """
+
+    name: str
+    linear: np.ndarray
+    angular: np.ndarray
+
+
+Measurement = Odometry | JointStates | Pose | Imu | VelocityCommand
 """One record of a robot's measurements."""

@@ -13,6 +13,8 @@ front of them; only the keys given are checked, each against the contract's fact
       max_rpm: 21702                     # scalars within SCALAR_TOLERANCE (relative)
       motor_time_constant_up_s: 0.06
     control_period_s: 0.02               # exact (to 1 us)
+    joint_axes:                          # extra.joint_axes (legged robots): each joint's positive axis, trunk frame
+      FR_hip_joint: [1, 0, 0]            # within AXIS_TOLERANCE per component; the opposite axis is a flipped sign
 
 A mismatch raises :class:`~policies.runtime.contract.ContractError` naming the field, both values and the
 tolerance: a wrong motor order or spin direction flips a multirotor on take-off, so it is refused, not warned about.
@@ -33,7 +35,9 @@ SCALAR_TOLERANCE = 0.10
 """Largest relative difference accepted for airframe scalars (thrust, speed, time constant, torque ratio)."""
 MASS_TOLERANCE = 0.25
 """Largest relative take-off mass difference accepted (decks and batteries vary; see the training ranges)."""
-KEYS = ("robot", "mass_kg", "actuators", "airframe", "control_period_s")
+AXIS_TOLERANCE = 0.05
+"""Largest per-component difference accepted between a joint's axis on the robot and in the policy (unit vectors)."""
+KEYS = ("robot", "mass_kg", "actuators", "airframe", "control_period_s", "joint_axes")
 
 
 def check_robot(contract: Contract, description: Mapping[str, Any], control_period_s: float | None = None) -> None:
@@ -73,6 +77,31 @@ def check_robot(contract: Contract, description: Mapping[str, Any], control_peri
             )
     if "airframe" in description:
         _check_airframe(description["airframe"], contract.extra.get("airframe"))
+    if "joint_axes" in description:
+        _check_joint_axes(description["joint_axes"], contract.extra.get("joint_axes"))
+
+
+def _check_joint_axes(given: Any, trained: Any) -> None:
+    if not isinstance(trained, dict):
+        raise ContractError("joint_axes: the policy's contract has no joint_axes section (not a legged policy)")
+    if not isinstance(given, Mapping):
+        raise ContractError(f"joint_axes must be a mapping joint -> [x, y, z], got {type(given).__name__}")
+    for joint, axis in given.items():
+        where = f"joint_axes.{joint}"
+        if joint not in trained:
+            raise ContractError(f"{where}: the policy has no joint '{joint}' (it has {list(trained)})")
+        if not isinstance(axis, list | tuple) or len(axis) != 3:
+            raise ContractError(f"{where} must be [x, y, z], got {axis!r}")
+        a = [_number(where, x) for x in axis]
+        b = [float(x) for x in trained[joint]]
+        if all(abs(x - y) <= AXIS_TOLERANCE for x, y in zip(a, b, strict=True)):
+            continue
+        flipped = all(abs(x + y) <= AXIS_TOLERANCE for x, y in zip(a, b, strict=True))
+        why = "the joint's sign is flipped in the driver" if flipped else "another axis"
+        raise ContractError(
+            f"{where}: the robot's joint turns positive about {a} (trunk frame, at 0 rad), the policy's about {b}: "
+            f"{why}"
+        )
 
 
 def _check_airframe(given: Any, trained: Any) -> None:

@@ -129,15 +129,17 @@ class StopSignals:
 
 
 def _sim_summary(sim: dict[str, Any]) -> str:
-    """The simulated robot's figures: crashes and the position error (multirotors), or episodes and successes
-    (manipulators, whose episodes end on the task's clock)."""
+    """The simulated robot's figures: crashes and the position error (multirotors), or episodes, early ends and
+    successes (manipulators, legged robots: episodes end on the task's clock or its termination)."""
     errors = sim["position_errors_m"]
     if errors:
         tail = errors[-max(1, round(1.0 / sim["control_period_s"])) :]
         return f"{sim['crashes']} crashes, mean position error over the last second {sum(tail) / len(tail):.4f} m"
     episodes = sim["episodes_succeeded"]
     tank = f", energy tank {sim['tank_j']:.2f} J" if "tank_j" in sim else ""
-    return f"{len(episodes)} episodes finished, {sum(episodes)} succeeded{tank}"
+    crashes = sim["crashes"]
+    ended = f" ({crashes} ended early by the task's termination: a fall, a dropped object)" if crashes else ""
+    return f"{len(episodes)} episodes finished{ended}, {sum(episodes)} succeeded{tank}"
 
 
 def run_replay(args: argparse.Namespace) -> int:

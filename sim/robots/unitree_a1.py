@@ -70,6 +70,8 @@ START_HEIGHT = 0.42
 """Trunk height the episodes start from (the robot drops onto its feet), m [LG]."""
 SOFT_LIMIT = 0.9
 """Fraction of each joint's range inside which no limit penalty applies [LG]."""
+IMU_FRAME = "imu_link"
+"""The IMU's frame [URDF] (``imu_joint``: fixed at the trunk's origin with the trunk's axes)."""
 FOOT_RADIUS = 0.02
 """Collision radius of the feet, m [URDF]."""
 FOOT_OFFSET = (0.0, 0.0, -0.2)
@@ -190,3 +192,13 @@ def standing_qpos(model: mujoco.MjModel, height: float = START_HEIGHT) -> np.nda
     for name, q in zip(JOINTS, DEFAULT_POSE, strict=True):
         qpos[model.joint(name).qposadr[0]] = q
     return qpos
+
+
+def joint_axes(model: mujoco.MjModel) -> dict[str, list[float]]:
+    """Each joint's positive rotation axis in the trunk frame with every joint at 0 rad (``{joint: [x, y, z]}``): the
+    sign convention a robot's driver must share with the policy (a flipped axis is refused by name at deploy)."""
+    data = mujoco.MjData(model)
+    data.qpos[:] = model.qpos0
+    mujoco.mj_kinematics(model, data)
+    trunk = data.xmat[model.body("trunk").id].reshape(3, 3)
+    return {name: [round(float(v), 6) + 0.0 for v in trunk.T @ data.xaxis[model.joint(name).id]] for name in JOINTS}

@@ -44,6 +44,7 @@ from policies.runtime.contract import ActionSpec, ObservationTerm
 from sim import rewards
 from sim.backends import BACKENDS, make_physics
 from sim.backends.physics import check_field
+from sim.measurements import Imu, JointStates, Measurement, VelocityCommand
 from sim.randomization import ParamSpec, RandomizationTerm
 from sim.registry import TaskSpec
 from sim.robots import unitree_a1 as a1
@@ -105,6 +106,8 @@ def _default_noise() -> SensorNoise:
     )
 
 
+TANK_MAX_J = 20.0
+"""Default energy tank of the joint-space output, J (docs/locomotion.md, "Deploying": success against tank size)."""
 PARAMS = (
     "friction", "added_mass", "com_offset", "motor_strength", "kp", "kd", "joint_damping", "joint_friction",
     "joint_armature",
@@ -283,6 +286,7 @@ class QuadrupedVelocity(BatchedTask):
         # mjlab's Go1 posture widths: 0.3 rad for hip abduction and thigh, 0.6 rad for the calf.
         self._posture_std = torch.tensor((0.3, 0.3, 0.6) * 4, **f32)
         self._gyro = slice(0, 3)
+        self._acc = slice(3, 6)
         self._touch = slice(6, 10)
         self._in_model = {k: self.params[k].clone() for k in PARAMS}
         n = num_envs
@@ -458,6 +462,22 @@ class QuadrupedVelocity(BatchedTask):
         """Height of the trunk's origin above the ground ``[N]``, m."""
         return self._pos[:, 2]
 
+    def measurements(self, world: int = 0) -> list[Measurement]:
+        """What the robot's drivers and its operator would publish for ``world`` (:mod:`sim.measurements`): the
+        velocity command (a teleop's ``cmd_vel``), the IMU (attitude, gyro, accelerometer; noise-free) and the joint
+        states last, so that a node stepping on them has the period's other inputs."""
+        p = self.physics
+        qpos, qvel = (x[world].detach().cpu().numpy().astype(np.float64) for x in (p.qpos, p.qvel))
+        sensors = p.sensordata[world].detach().cpu().numpy().astype(np.float64)
+        cmd = self.command[world].detach().cpu().numpy().astype(np.float64)
+        quat = qpos[3:7] / np.linalg.norm(qpos[3:7])
+        qadr, dofs = self._qadr.cpu().numpy(), self._dofs.cpu().numpy()
+        return [
+            VelocityCommand("cmd_vel", np.array([cmd[0], cmd[1], 0.0]), np.array([0.0, 0.0, cmd[2]])),
+            Imu("imu", quat, sensors[self._gyro], sensors[self._acc], a1.IMU_FRAME),
+            JointStates("joint_states", a1.JOINTS, qpos[qadr], qvel[dofs]),
+        ]
+
     def _resample_commands(self, rows: torch.Tensor) -> None:
         if self._held is not None:
             self.command[rows] = self._held
@@ -601,6 +621,12 @@ class QuadrupedVelocity(BatchedTask):
         """The standing pose (action 0), rad."""
         return list(a1.DEFAULT_POSE)
 
+    def filter_defaults(self) -> dict[str, Any]:
+        """Energy-tank defaults for the joint-space output (the node's passivity filter): :data:`TANK_MAX_J`, starting
+        half full, 0.1 J floor, the PD's damping harvested (docs/locomotion.md, "Deploying")."""
+        return {"tank_init_j": TANK_MAX_J / 2, "tank_min_j": 0.1, "tank_max_j": TANK_MAX_J, "tank_margin_j": 0.0,
+                "harvest_damping": [a1.KD] * 12}  # fmt: skip
+
     def contract_extra(self) -> dict[str, object]:
         """Joint order, PD gains, frames and the training envelope a robot must match."""
         c = self.cfg
@@ -610,6 +636,9 @@ class QuadrupedVelocity(BatchedTask):
             "joint_order": "Unitree leg order FR, FL, RR, RL; per leg hip abduction, thigh, calf",
             "pd": {"kp_nm_per_rad": a1.KP, "kd_nms_per_rad": a1.KD, "rate_hz": round(1 / c.physics_dt),
                    "torque_limit_nm": list(a1.TAU_MAX)},
+            "impedance": {"stiffness_nm_per_rad": [a1.KP] * 12, "damping_nms_per_rad": [a1.KD] * 12},
+            "joint_axes": a1.joint_axes(self._model),
+            "imu_frame": a1.IMU_FRAME,
             "imu": "base_angular_velocity: the gyro in the trunk frame (x forward, y left, z up), rad/s; "
             "projected_gravity: unit gravity vector in that frame (upright: 0, 0, -1)",
             "command": "velocity_command: (vx, vy) m/s of the trunk in its own heading frame, yaw rate rad/s",

@@ -13,6 +13,10 @@
 ``reliable`` (keep last 1), for drivers that subscribe with ROS 2's default (reliable) QoS and would receive nothing
 from a best-effort publisher.
 
+``gains_topic`` (optional): the contract's joint stiffness and damping (``extra.impedance``: Kp N m/rad, then Kd
+N m s/rad, one per joint in command order) as one latched ``std_msgs/Float64MultiArray`` with a labelled layout
+(``gain`` x ``joint``), for drivers that take gains with the targets (Unitree's ``LowCmd``: q, Kp, Kd per motor).
+
 The publisher is an ordinary one, not a lifecycle publisher: after a fault the node goes to ``inactive`` and keeps
 sending the safe command (see ``policy_node``).
 """
@@ -25,9 +29,10 @@ from typing import Any
 import numpy as np
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64MultiArray
+from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
-from policies.runtime.contract import Contract
+from policies.runtime.contract import Contract, ContractError
+from policies.runtime.passivity import impedance_stiffness
 
 COMMAND_TYPES = ("float64_multi_array", "joint_state")
 RELIABILITIES = ("best_effort", "reliable")
@@ -117,3 +122,28 @@ def command_values(msg: Any, contract: Contract) -> np.ndarray:
     if values.shape != (contract.action.size,):
         raise ValueError(f"a command holds {values.size} values; the contract has {contract.action.size} actuators")
     return values
+
+
+def gains_message(contract: Contract) -> Float64MultiArray:
+    """The contract's joint gains as ``Float64MultiArray`` ``[2, J]``: Kp (N m/rad) then Kd (N m s/rad) per joint.
+
+    Raises:
+        ContractError: ``extra.impedance`` lacks finite, non-negative stiffness or damping for every joint.
+    """
+    kp = impedance_stiffness(contract, len(contract.action.names))
+    impedance = contract.extra.get("impedance", {})
+    raw = impedance.get("damping_nms_per_rad") if isinstance(impedance, dict) else None
+    try:
+        kd = np.asarray(raw, dtype=np.float64)
+    except (TypeError, ValueError):
+        kd = np.zeros(0)
+    if kd.shape != kp.shape or not (np.isfinite(kd).all() and (kd >= 0).all()):
+        raise ContractError(
+            f"gains_topic needs extra.impedance.damping_nms_per_rad with {kp.size} finite values >= 0 in the contract"
+        )
+    msg = Float64MultiArray(data=[float(v) for v in np.concatenate((kp, kd))])
+    msg.layout.dim = [
+        MultiArrayDimension(label="gain", size=2, stride=2 * kp.size),
+        MultiArrayDimension(label="joint", size=kp.size, stride=kp.size),
+    ]
+    return msg

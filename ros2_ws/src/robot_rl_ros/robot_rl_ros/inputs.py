@@ -17,6 +17,13 @@ reads), never from the task's name:
   (the robot's own clock) merges the newest of every required input into one set of signals, provided each is fresh:
   a tool or object pose older than ``watchdog_s`` or an image older than ``image_timeout_s`` makes the joint state
   count as stale, so a silent sensor trips the watchdog like silent joints (the latched goal never ages).
+- :class:`LeggedInputs` (``position`` commands of a policy that reads ``projected_gravity``: legged robots):
+  ``sensor_msgs/JointState`` (joints by name; ``joint_pos_rel`` is the position minus the contract's default pose,
+  ``action.offset``), ``sensor_msgs/Imu`` (gyro and attitude, REP 145) and a ``geometry_msgs/Twist`` velocity
+  command on ``cmd_vel_topic``. Each joint state merges the newest IMU message (older than ``watchdog_s``: stale) and
+  command. A command outside the contract's training envelope is refused; with none, or none for
+  ``cmd_vel_timeout_s``, the command is zero (stand). A joint position more than :data:`JOINT_RANGE_MARGIN_RAD`
+  outside the contract's range is refused naming the joint: a flipped sign or another zero in the driver.
 
 Every message passes the same gate before it counts: its header (stamp age within ``max_input_age_s``; its frame
 ``frame_id`` where one is set; odometry's ``child_frame_id`` a body frame), its values in float32
@@ -32,7 +39,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from geometry_msgs.msg import PointStamped, PoseStamped, TwistStamped
+from geometry_msgs.msg import PointStamped, PoseStamped, Twist, TwistStamped
 from nav_msgs.msg import Odometry
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from robot_rl_ros.messages import (
@@ -42,14 +49,16 @@ from robot_rl_ros.messages import (
     check_odometry_frames,
     header_ns,
     image_signals,
+    imu_signals,
     joint_state_signals,
     odometry_signals,
     pose_signals,
     position_signal,
     target_velocity,
     velocity_at,
+    velocity_command,
 )
-from sensor_msgs.msg import Image, JointState
+from sensor_msgs.msg import Image, Imu, JointState
 
 from policies.runtime import ContractError, OnnxPolicy
 from policies.runtime.onnx_policy import LAST_ACTION_SIGNAL
@@ -71,6 +80,15 @@ ARM_SIGNALS = {
     LAST_ACTION_SIGNAL: "",
 }
 """Contract signals a manipulator policy may read -> the input that provides them."""
+LEGGED_SIGNALS = frozenset(
+    {"base_ang_vel", "projected_gravity", "velocity_command", "joint_pos_rel", "joint_vel", LAST_ACTION_SIGNAL}
+)
+"""Contract signals a legged policy may read (``base_lin_vel``, an estimator's output, has no topic yet)."""
+JOINT_RANGE_MARGIN_RAD = 0.1
+"""How far beyond the contract's joint range a measured position may lie (compliance at the hard stops) before the
+joint state is refused, rad."""
+ENVELOPE_KEYS = {"linear.x": "lin_vel_x_m_s", "linear.y": "lin_vel_y_m_s", "angular.z": "yaw_rate_rad_s"}
+"""Twist component -> the contract's ``extra.training_envelope`` range."""
 Accept = Callable[[dict[str, np.ndarray], str, Any], None]
 Reject = Callable[[str, Exception], None]
 
@@ -93,6 +111,8 @@ class Inputs:
             raise ValueError(f"parameter max_input_age_s is {self.max_age_s}; expected seconds (<= 0: no check)")
         self.frame_id = str(node.p("frame_id"))
         self.subscriptions: list[Any] = []
+        self.tank_joints = 0
+        """Leading command entries the energy tank filters (0: none, e.g. rotor speeds)."""
 
     def now_ns(self) -> int:
         """The node's ROS clock, ns (the clock sensors stamp with)."""
@@ -217,7 +237,7 @@ class ArmInputs(Inputs):
         unknown = sorted(sources - set(ARM_SIGNALS))
         if unknown:
             raise ContractError(f"no topic provides the contract's signal(s) {unknown} to this node")
-        self.arm_joints = _joint_count(c)
+        self.arm_joints = self.tank_joints = _joint_count(c)
         self.finger = _finger_joint(c, self.arm_joints)
         self.needed = {ARM_SIGNALS[s] for s in sources} - {""}
         self.cameras = _camera_topics(c, node.p("image_topics"))
@@ -300,6 +320,90 @@ class ArmInputs(Inputs):
         self._accept(self.checked(merged), "", msg)
 
 
+class LeggedInputs(Inputs):
+    """Legged robot: joint states, the IMU and a velocity command (see the module docstring)."""
+
+    def __init__(self, node: Any, policy: OnnxPolicy, accept: Accept, reject: Reject) -> None:
+        super().__init__(node, policy, accept, reject)
+        c = self.contract
+        sources = {t.source for t in c.observation}
+        unknown = sorted(sources - LEGGED_SIGNALS)
+        if unknown:
+            raise ContractError(f"no topic provides the contract's signal(s) {unknown} to this node")
+        a = c.action
+        self.tank_joints = a.size
+        self.joints = list(a.names)
+        self.default = np.asarray(a.offset, dtype=np.float64)
+        self.low = np.asarray(a.low, dtype=np.float64) - JOINT_RANGE_MARGIN_RAD
+        self.high = np.asarray(a.high, dtype=np.float64) + JOINT_RANGE_MARGIN_RAD
+        envelope = c.extra.get("training_envelope", {})
+        envelope = envelope if isinstance(envelope, dict) else {}
+        self.ranges: dict[str, tuple[float, float]] = {}
+        for component, key in ENVELOPE_KEYS.items():
+            raw = envelope.get(key)
+            bad = ContractError(f"the contract's extra.training_envelope.{key} is not a [low, high] range: {raw!r}")
+            try:
+                lo, hi = (float(v) for v in raw)  # type: ignore[union-attr]
+            except (TypeError, ValueError):
+                raise bad from None
+            if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
+                raise bad
+            self.ranges[component] = (lo, hi)
+        self.imu_frame_id = str(node.p("imu_frame_id"))
+        self.imu_timeout_s = float(node.p("watchdog_s"))
+        self.command_timeout_s = float(node.p("cmd_vel_timeout_s"))
+        if not (math.isfinite(self.command_timeout_s) and self.command_timeout_s > 0):
+            raise ValueError(f"parameter cmd_vel_timeout_s is {self.command_timeout_s}; expected seconds > 0")
+        self.reset()
+        sensor = qos_profile_sensor_data
+        self.subscribe(JointState, node.p("joint_states_topic"), "joint_states", self._on_joints, sensor)
+        self.subscribe(Imu, node.p("imu_topic"), "imu", self._on_imu, sensor)
+        # best effort: it receives from teleops publishing reliably (ROS 2's default) as well
+        self.subscribe(Twist, node.p("cmd_vel_topic"), "cmd_vel", self._on_cmd_vel, sensor)
+
+    def reset(self) -> None:
+        """Forget every input (after activation the robot stands until a new command arrives)."""
+        self.imu: dict[str, np.ndarray] | None = None
+        self.imu_at = -math.inf
+        self.command = np.zeros((1, 3), dtype=np.float32)
+        self.command_at = -math.inf
+
+    def _on_imu(self, msg: Imu) -> None:
+        check_header(msg.header, self.now_ns(), self.max_age_s, "imu", self.imu_frame_id)
+        self.imu = imu_signals(msg)
+        self.imu_at = self.node.now()
+        self.node.record("imu", msg)
+
+    def _on_cmd_vel(self, msg: Twist) -> None:
+        self.command = velocity_command(msg, self.ranges)
+        self.command_at = self.node.now()
+        self.node.record("cmd_vel", msg)
+
+    def _on_joints(self, msg: JointState) -> None:
+        check_header(msg.header, self.now_ns(), self.max_age_s, "joint_states")
+        part = joint_state_signals(msg, self.joints)
+        q = part["joint_pos"][0].astype(np.float64)
+        outside = np.flatnonzero((q < self.low) | (q > self.high))
+        if outside.size:
+            j = int(outside[0])
+            lo, hi = self.low[j] + JOINT_RANGE_MARGIN_RAD, self.high[j] - JOINT_RANGE_MARGIN_RAD
+            raise MessageError(
+                f"joint_states: {self.joints[j]} is at {q[j]:.3f} rad, outside its range [{lo:.3f}, {hi:.3f}] rad in "
+                f"the contract by more than {JOINT_RANGE_MARGIN_RAD:g} rad (a flipped sign or another zero position "
+                "in the driver?)"
+            )
+        self.node.record("joint_states", msg)
+        now = self.node.now()
+        if self.imu is None:
+            return  # the IMU has not spoken yet (discovery): wait, nothing is refused
+        if now - self.imu_at > self.imu_timeout_s:
+            raise MessageError(f"the imu is older than watchdog_s {self.imu_timeout_s:g} s")
+        command = self.command if now - self.command_at <= self.command_timeout_s else np.zeros_like(self.command)
+        rel = (q - self.default).astype(np.float32)[None]
+        signals = {**part, **self.imu, "joint_pos_rel": rel, "velocity_command": command}
+        self._accept(self.checked(signals), "", msg)
+
+
 def make_inputs(node: Any, policy: OnnxPolicy, accept: Accept, reject: Reject) -> Inputs:
     """The input set for ``policy``'s contract (see the module docstring).
 
@@ -310,9 +414,14 @@ def make_inputs(node: Any, policy: OnnxPolicy, accept: Accept, reject: Reject) -
     kind = policy.contract.action.kind
     if kind == "rpm":
         return OdometryInputs(node, policy, accept, reject)
+    if kind == "position" and "projected_gravity" in {t.source for t in policy.contract.observation}:
+        return LeggedInputs(node, policy, accept, reject)
     if kind in ("position", "torque"):
         return ArmInputs(node, policy, accept, reject)
-    raise ContractError(f"action kind '{kind}': this node drives multirotors (rpm) and manipulators (position, torque)")
+    raise ContractError(
+        f"action kind '{kind}': this node drives multirotors (rpm), manipulators (position, torque) and legged robots "
+        "(position)"
+    )
 
 
 def _joint_count(c: Any) -> int:

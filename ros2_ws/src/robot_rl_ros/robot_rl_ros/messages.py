@@ -1,7 +1,8 @@
 """ROS 2 messages <-> the named robot signals of a deployment contract (numpy only besides the message types).
 
-Manipulators: see the section below (``sensor_msgs/JointState``, ``geometry_msgs/PoseStamped``). Cameras: the last
-section (``sensor_msgs/Image``).
+Manipulators: see the section below (``sensor_msgs/JointState``, ``geometry_msgs/PoseStamped``). Legged robots:
+``sensor_msgs/Imu`` and a ``geometry_msgs/Twist`` velocity command (their section). Cameras: the last section
+(``sensor_msgs/Image``).
 
 Multirotor (``nav_msgs/Odometry``, REP 105 / nav_msgs conventions): ``pose`` is in ``header.frame_id`` (the world,
 z up), ``twist`` in ``child_frame_id`` (the body). The quadrotor contract reads the position relative to its target
@@ -20,9 +21,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from geometry_msgs.msg import PoseStamped, TwistStamped
+from geometry_msgs.msg import PoseStamped, Twist, TwistStamped
 from nav_msgs.msg import Odometry
-from sensor_msgs.msg import Image, JointState
+from sensor_msgs.msg import Image, Imu, JointState
 
 from policies.runtime.text import printable
 
@@ -286,6 +287,72 @@ def fill_joint_state(msg: JointState, names: Sequence[str], q: np.ndarray, dq: n
     msg.name = list(names)
     msg.position = [float(v) for v in q]
     msg.velocity = [float(v) for v in dq]
+
+
+# ------------------------------------------------------------------------------------------------ legged robots
+# sensor_msgs/Imu (REP 145): the orientation of the IMU frame in a gravity-aligned frame (z up; the filter's own
+# heading), the angular velocity in the IMU frame, rad/s. The policy reads the gyro and gravity in the IMU frame
+# (``projected_gravity = Rᵀ (0, 0, -1)``), so the heading never matters. geometry_msgs/Twist on cmd_vel (REP 105: the
+# base frame): linear x, y in m/s and angular z in rad/s, what a teleop or a planner sends.
+
+
+def imu_signals(msg: Imu) -> dict[str, np.ndarray]:
+    """``base_ang_vel`` ``[1, 3]`` (rad/s, the IMU frame) and ``projected_gravity`` ``[1, 3]`` (unit gravity in the
+    IMU frame; upright: ``(0, 0, -1)``) from an IMU message.
+
+    Raises:
+        MessageError: The message carries no orientation (``orientation_covariance[0] == -1``, REP 145), a value is
+            not finite in float32, or the orientation is not a unit quaternion.
+    """
+    if float(msg.orientation_covariance[0]) == -1.0:
+        raise MessageError(
+            "imu has no orientation (orientation_covariance[0] = -1); the policy needs gravity in the IMU frame: "
+            "publish the attitude filter's output"
+        )
+    o, w = msg.orientation, msg.angular_velocity
+    rot = quat_to_matrix(*as_float32([o.w, o.x, o.y, o.z], "imu orientation").astype(np.float64))
+    gyro = as_float32([w.x, w.y, w.z], "imu angular_velocity")
+    return {"base_ang_vel": gyro[None], "projected_gravity": (-rot[2, :]).astype(np.float32)[None]}
+
+
+def velocity_command(msg: Twist, ranges: dict[str, tuple[float, float]]) -> np.ndarray:
+    """``velocity_command`` ``[1, 3]`` (vx, vy m/s; yaw rate rad/s) from a Twist, each within the training envelope
+    ``ranges`` (``{"linear.x": (lo, hi), "linear.y": ..., "angular.z": ...}``).
+
+    Raises:
+        MessageError: A value is not finite in float32, ``linear.z`` or a roll / pitch rate is set (not an input of
+            a walking policy), or a component lies outside the range the policy was trained on (named with it).
+    """
+    v, w = msg.linear, msg.angular
+    values = as_float32([v.x, v.y, w.z, v.z, w.x, w.y], "cmd_vel")
+    if values[3:].any():
+        raise MessageError(
+            f"cmd_vel sets linear.z / angular.x / angular.y ({values[3:].tolist()}); a walking base takes linear.x, "
+            "linear.y and angular.z only"
+        )
+    for name, value in zip(("linear.x", "linear.y", "angular.z"), values[:3].tolist(), strict=True):
+        lo, hi = ranges[name]
+        if not lo <= value <= hi:
+            unit = "rad/s" if name.startswith("angular") else "m/s"
+            raise MessageError(
+                f"cmd_vel {name} {value:g} {unit} is outside the range the policy was trained on, [{lo:g}, {hi:g}] "
+                f"{unit} (scale the teleop to it)"
+            )
+    return values[None, :3]
+
+
+def fill_imu(msg: Imu, quat: np.ndarray, gyro: np.ndarray, acc: np.ndarray) -> None:
+    """Write an attitude ``(w, x, y, z)``, angular velocity (rad/s) and specific force (m/s²) into ``msg``."""
+    o, w, a = msg.orientation, msg.angular_velocity, msg.linear_acceleration
+    o.w, o.x, o.y, o.z = (float(v) for v in quat)
+    w.x, w.y, w.z = (float(v) for v in gyro)
+    a.x, a.y, a.z = (float(v) for v in acc)
+
+
+def fill_twist(msg: Twist, linear: np.ndarray, angular: np.ndarray) -> None:
+    """Write a linear (m/s) and angular (rad/s) velocity into ``msg``."""
+    msg.linear.x, msg.linear.y, msg.linear.z = (float(v) for v in linear)
+    msg.angular.x, msg.angular.y, msg.angular.z = (float(v) for v in angular)
 
 
 # ------------------------------------------------------------------------------------------------------ cameras

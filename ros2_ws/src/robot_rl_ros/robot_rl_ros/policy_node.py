@@ -4,9 +4,10 @@ Lifecycle (``ros2 lifecycle set /policy_node configure`` ...):
 
 - **configure** loads the ONNX file, checks its contract against the parameters (task, actuator names, the robot
   description), runs the policy's self-test and a warm-up inference, and creates the inputs the contract reads
-  (:mod:`robot_rl_ros.inputs`: odometry for multirotors, joint states, poses and images for manipulators) and the
-  command publisher (:mod:`robot_rl_ros.commands`). Any mismatch or a corrupt file is refused (the transition fails
-  with a logged error naming it; the node stays unconfigured).
+  (:mod:`robot_rl_ros.inputs`: odometry for multirotors, joint states, poses and images for manipulators, joint
+  states, the IMU and a velocity command for legged robots) and the command publisher (:mod:`robot_rl_ros.commands`;
+  with ``gains_topic``, the latched gains). Any mismatch or a corrupt file is refused (the transition fails with a
+  logged error naming it; the node stays unconfigured).
 - **activate** resets the observation histories and starts the control timer at the contract's control period
   (``control_rate_hz`` overrides it: integral observation terms, the rate limit and the energy tank then work with
   that period). Nothing is published until the first fresh input after activation arrives: then the watchdog arms
@@ -20,18 +21,18 @@ it; the safe command keeps going out while it is inactive. ``activate`` clears t
 engaged) and waits for fresh input again.
 
 Every period: the newest accepted inputs -> ``OnnxPolicy`` (``ChunkedOnnxPolicy`` for action-chunk policies) ->
-``SafetyLayer`` (watchdog, latched e-stop and faults, fade-in, limits) -> for manipulators the passivity filter
+``SafetyLayer`` (watchdog, latched e-stop and faults, fade-in, limits) -> for joint commands the passivity filter
 (energy tank) -> the command publisher.
 
 When a step runs (``trigger``): ``timer``: on the node's own timer, from the newest inputs. ``input``: as soon as a
-new odometry message (multirotors) or joint state (manipulators) is accepted, at most once per control period
-(faster inputs are decimated on a grid of the period); the timer stays as the fall-back: with the inputs silent for
-1.5 periods it steps the loop until the watchdog trips.
+new odometry message (multirotors) or joint state (manipulators, legged robots) is accepted, at most once per control
+period (faster inputs are decimated on a grid of the period); the timer stays as the fall-back: with the inputs
+silent for 1.5 periods it steps the loop until the watchdog trips.
 
 A message with NaN, a value beyond float32, a wrong length, a duplicate or missing joint, a stale or future stamp,
 the wrong frame or a twist in the world frame is rejected with a logged error and counted; it never feeds the
 watchdog, and the node keeps running. Diagnostics (``diagnostic_msgs/DiagnosticArray`` on ``/diagnostics``, 2 Hz):
-loop period, inference time, fault, rejected messages, and for manipulators the tank's energy, ``alpha`` and the
+loop period, inference time, fault, rejected messages, and for joint commands the tank's energy, ``alpha`` and the
 energy injected. Parameters: :data:`robot_rl_ros.params.POLICY_NODE`.
 """
 
@@ -46,7 +47,7 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from lifecycle_msgs.msg import State as StateMsg
 from rclpy.exceptions import ParameterUninitializedException
 from rclpy.lifecycle import Node, State, TransitionCallbackReturn
-from robot_rl_ros.commands import CommandPublisher
+from robot_rl_ros.commands import CommandPublisher, gains_message
 from robot_rl_ros.inputs import LATCHED, ArmInputs, Inputs, make_inputs
 from robot_rl_ros.params import POLICY_NODE, ParamError, declare
 from robot_rl_ros.spin import spin_node
@@ -92,6 +93,7 @@ class PolicyNode(Node):
         self._diag: Any = None
         self._diag_timer: Any = None
         self._estop_sub: Any = None
+        self._gains: Any = None
         self._periods: list[float] = []
         self._infer_s: list[float] = []
         self._last_tick: float | None = None
@@ -116,14 +118,14 @@ class PolicyNode(Node):
         try:
             policy = self._load_policy()
             self.inputs = make_inputs(self, policy, self._accept, self._reject)
-            arm = self.inputs if isinstance(self.inputs, ArmInputs) else None
+            joints = self.inputs.tank_joints
             trained = policy.contract.filter.get("trained_with_tank_j")
             if trained is not None and not self.p("passivity"):
                 raise ContractError(
                     f"the policy was trained behind a {trained:g} J energy tank (contract filter.trained_with_tank_j) "
                     "and commands set-point jumps only the tank makes gentle; keep passivity:=true"
                 )
-            self.tank = self._make_tank(policy, arm) if arm is not None and self.p("passivity") else None
+            self.tank = self._make_tank(policy, joints) if joints and self.p("passivity") else None
             a = policy.contract.action
             safe = tuple(self.p("safe_command")) if self.p("safe_mode") == "command" else ()
             max_rate = float(self.p("max_rate"))
@@ -135,6 +137,10 @@ class PolicyNode(Node):
             self.out = CommandPublisher(
                 self, self.p("command_topic"), policy.contract, self.p("command_type"), self.p("command_reliability")
             )
+            if self.p("gains_topic"):
+                gains = gains_message(policy.contract)
+                self._gains = self.create_publisher(Float64MultiArray, self.p("gains_topic"), LATCHED)
+                self._gains.publish(gains)
         except (FileNotFoundError, ContractError, ValueError, RuntimeError) as exc:
             self.get_logger().error(f"configure refused: {printable(exc)}")
             self._release()
@@ -183,7 +189,7 @@ class PolicyNode(Node):
         self.safety.activate(self.now())  # clears a latched fault (not an engaged e-stop)
         self.fault = self.safety.fault or "waiting for input"
         self._last_action = np.asarray(self.policy.contract.action.offset, dtype=np.float32)[None]
-        self._setpoint: np.ndarray | None = None  # manipulators: the command in force (position kind)
+        self._setpoint: np.ndarray | None = None  # joint commands: the set-points in force (position kind)
         if self.tank is not None:
             self.tank.reset()
         period = self.policy.control_period_s  # the contract's, or 1 / control_rate_hz
@@ -231,17 +237,19 @@ class PolicyNode(Node):
             self.destroy_publisher(self._diag)
         if self._estop_sub is not None:
             self.destroy_subscription(self._estop_sub)
-        self._diag_timer = self._diag = self._estop_sub = None
+        if self._gains is not None:
+            self.destroy_publisher(self._gains)
+        self._diag_timer = self._diag = self._estop_sub = self._gains = None
 
-    def _make_tank(self, policy: OnnxPolicy, inputs: ArmInputs) -> EnergyTank:
-        """The energy tank from the contract's ``filter`` section, ``tank_*`` parameters overriding; position
-        commands also need the impedance stiffness (``extra.impedance.stiffness_nm_per_rad``) to price a jump."""
+    def _make_tank(self, policy: OnnxPolicy, n: int) -> EnergyTank:
+        """The energy tank of the first ``n`` commands from the contract's ``filter`` section, ``tank_*`` parameters
+        overriding; position commands also need the impedance stiffness (``extra.impedance.stiffness_nm_per_rad``)
+        to price a jump."""
         c = policy.contract
         section = dict(c.filter)
         for key in ("tank_init_j", "tank_min_j", "tank_max_j", "tank_margin_j"):
             if float(self.p(key)) >= 0:
                 section[key] = float(self.p(key))
-        n = inputs.arm_joints
         if c.action.kind == "position":
             self._stiffness = impedance_stiffness(c, n)
         return EnergyTank(TankParams.from_contract(section), n)

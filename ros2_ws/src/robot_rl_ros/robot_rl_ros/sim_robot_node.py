@@ -9,9 +9,12 @@ drivers would, in the task's order:
 - ``Pose`` -> ``geometry_msgs/PoseStamped`` in the robot's base frame: the tool pose the Franka driver reports, a
   cube tracker's estimate (delayed, noisy and biased while randomisation is on, as the policy saw it in training),
   and the episode's goal (reliable and latched, sent when it changes, as an operator would);
+- ``Imu`` -> ``sensor_msgs/Imu`` (attitude, gyro, accelerometer in the IMU frame: REP 145; legged robots);
+- ``VelocityCommand`` -> ``geometry_msgs/Twist`` on ``cmd_vel``: each episode's velocity command, every period, as
+  an operator's teleop sends it (legged robots);
 - camera images (``cameras``, rendered every period: ``sensor_msgs/Image`` on ``<camera>/image_raw``);
-- ``JointStates`` -> ``sensor_msgs/JointState`` (arm and fingers, ``joint_state_broadcaster``) last, so that a
-  node stepping on them (``trigger: input``) has the period's other inputs.
+- ``JointStates`` -> ``sensor_msgs/JointState`` (arm and fingers, or legs, ``joint_state_broadcaster``) last, so
+  that a node stepping on them (``trigger: input``) has the period's other inputs.
 
 Each record is published on the topic of its name, or the one its ``<name>_topic`` parameter gives. Commands arrive
 as ``std_msgs/Float64MultiArray`` or ``sensor_msgs/JointState`` (``command_type``), in the contract's units and
@@ -35,16 +38,16 @@ from typing import Any
 
 import numpy as np
 import torch
-from geometry_msgs.msg import PoseStamped
+from geometry_msgs.msg import PoseStamped, Twist
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
 from robot_rl_ros.commands import COMMAND_TYPES, command_values
 from robot_rl_ros.inputs import LATCHED
-from robot_rl_ros.messages import fill_image, fill_joint_state, fill_odometry, fill_pose
+from robot_rl_ros.messages import fill_image, fill_imu, fill_joint_state, fill_odometry, fill_pose, fill_twist
 from robot_rl_ros.params import SIM_ROBOT_NODE, declare
 from robot_rl_ros.spin import spin_node
-from sensor_msgs.msg import Image, JointState
+from sensor_msgs.msg import Image, Imu, JointState
 from std_msgs.msg import Float64MultiArray
 
 import sim
@@ -161,7 +164,8 @@ class SimRobotNode(Node):
             msg = self._message(record)
             if msg is None:
                 continue
-            msg.header.stamp = stamp
+            if hasattr(msg, "header"):  # a Twist has none
+                msg.header.stamp = stamp
             self._publisher(record, type(msg)).publish(msg)
 
     def _message(self, record: m.Measurement) -> Any:
@@ -171,6 +175,15 @@ class SimRobotNode(Node):
             msg.header.frame_id, msg.child_frame_id = record.frame_id, record.child_frame_id
             fill_odometry(msg, record.position, record.quat, record.velocity, record.angular_velocity)
             self.position_errors.append(float(np.linalg.norm(record.position)))
+            return msg
+        if isinstance(record, m.Imu):
+            msg = Imu()
+            msg.header.frame_id = record.frame_id
+            fill_imu(msg, record.quat, record.angular_velocity, record.linear_acceleration)
+            return msg
+        if isinstance(record, m.VelocityCommand):
+            msg = Twist()
+            fill_twist(msg, record.linear, record.angular)
             return msg
         if isinstance(record, m.JointStates):
             msg = JointState()
