@@ -30,7 +30,14 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/robot-rl train quadrotor-hover
 
-lint: $(STAMP)
+# isaacgym-stubs' gymapi.pyi as mypy can parse it: the stub names two properties `lambda`, a Python keyword (pyright
+# tolerates it, mypy stops); written next to our own typings/isaacgym/ stubs, renamed, from the installed package.
+ISAACGYM_STUB := typings/isaacgym/gymapi.pyi
+$(ISAACGYM_STUB): $(STAMP)
+	sed 's/def lambda(/def lambda_(/' "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/isaacgym-stubs/gymapi.pyi" > $@.tmp
+	mv $@.tmp $@
+
+lint: $(STAMP) $(ISAACGYM_STUB)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy

@@ -19,11 +19,13 @@ from policies.runtime.onnx_policy import PolicyFileError
 from robot_rl.checkpoint import CheckpointError
 from robot_rl.distributed import DistributedConfigError
 from robot_rl.imitation.dataset import DatasetError
+from sim.backends.physics import BackendError
 from sim.registry import EntryPointError, UnknownTaskError
 from sim.typed_config import ConfigError
 from sim.vec_env import TaskConfigError
 
 USER_ERRORS = (
+    BackendError,
     DatasetError,
     ConfigError,
     PolicyFileError,

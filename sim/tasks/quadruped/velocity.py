@@ -120,7 +120,7 @@ class QuadrupedVelocityConfig:
     """Configuration of ``quadruped-velocity`` (see the module docstring).
 
     Attributes:
-        backend: Physics engine: ``mujoco`` (CPU) or ``mjwarp``.
+        backend: Physics engine: ``mujoco`` (CPU), ``mjwarp`` or ``isaacgym`` (sim/backends/isaac_gym.py).
         dt: Control period, s (50 Hz [LG]).
         physics_dt: MuJoCo timestep, s (the PD law runs at this rate; 200 Hz [LG]).
         episode_length_s: Episode time limit, s.
@@ -260,7 +260,7 @@ class QuadrupedVelocity(BatchedTask):
             noise=self._noise(cfg),
             reward_scales=cfg.reward_scales,
         )
-        self.physics = make_physics(cfg.backend, model, num_envs, cfg.substeps, device)
+        self.physics = make_physics(cfg.backend, model, num_envs, cfg.substeps, device, asset=a1.urdf_path())
         randomized = {t.param for t in cfg.randomization}
         needed = {"friction": ["geom_friction"], "added_mass": ["body_mass"], "com_offset": ["body_ipos"],
                   "motor_strength": ["actuator_gainprm", "actuator_biasprm"],
@@ -662,7 +662,7 @@ SPEC = TaskSpec(
     name="quadruped-velocity",
     config_cls=QuadrupedVelocityConfig,
     factory=QuadrupedVelocity,
-    backend="mujoco | mjwarp",
+    backend="mujoco | mjwarp | isaacgym",
     description="Unitree A1 tracks commanded base velocities on flat ground; PD joint targets; randomised",
     robot="unitree_a1",
     success=">= 90% of 10 s episodes without a fall and with a mean horizontal velocity error <= 0.25 m/s",
