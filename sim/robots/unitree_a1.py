@@ -36,6 +36,8 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
+from sim.terrain import Terrain
+
 LEGS = ("FR", "FL", "RR", "RL")
 """Legs in Unitree's order: ``unitree_legged_sdk`` ``quadruped.h`` (``FR_ = 0, FL_ = 1, RR_ = 2, RL_ = 3``; joint index
 ``leg * 3 + {0 hip, 1 thigh, 2 calf}``, e.g. ``FL_0 = 3``)."""
@@ -103,10 +105,12 @@ class Ground:
     """What the robot stands on.
 
     Attributes:
-        friction: Sliding friction of the ground plane (MuJoCo takes the larger of the two geoms' coefficients).
+        friction: Sliding friction of the ground (MuJoCo takes the larger of the two geoms' coefficients).
+        terrain: Rough terrain (:class:`sim.terrain.Terrain`, a heightfield); ``None``: a plane.
     """
 
     friction: float = 0.8
+    terrain: Terrain | None = None
 
 
 def build_spec(timestep: float = 0.005, ground: Ground = Ground()) -> mujoco.MjSpec:
@@ -144,8 +148,12 @@ def build_spec(timestep: float = 0.005, ground: Ground = Ground()) -> mujoco.MjS
     material = spec.add_material(name="grid", texrepeat=[4, 4], reflectance=0.1)
     material.textures[mujoco.mjtTextureRole.mjTEXROLE_RGB] = "grid"
     spec.worldbody.add_light(name="sun", pos=[0, 0, 3], dir=[0, 0, -1], type=mujoco.mjtLightType.mjLIGHT_DIRECTIONAL)
-    floor = spec.worldbody.add_geom(name="ground", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0, 0, 0.05],
-                                    material="grid")  # fmt: skip
+    if ground.terrain is None:
+        floor = spec.worldbody.add_geom(name="ground", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0, 0, 0.05],
+                                        material="grid")  # fmt: skip
+    else:
+        floor = ground.terrain.add_to_spec(spec, "ground")
+        floor.material = "grid"
     floor.contype, floor.conaffinity = conaffinity, contype
     floor.friction = [ground.friction, 0.005, 0.0001]
     trunk.pos = [0.0, 0.0, START_HEIGHT]

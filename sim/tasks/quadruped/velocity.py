@@ -50,6 +50,7 @@ from sim.registry import TaskSpec
 from sim.robots import unitree_a1 as a1
 from sim.robots.multirotor import quat_to_matrix
 from sim.tasks.base import BatchedTask, SensorNoise, check_fields, check_randomization, check_reward_scales
+from sim.terrain import Terrain, TerrainConfig, update_levels
 from sim.vec_env import TaskConfigError
 
 
@@ -106,6 +107,10 @@ def _default_noise() -> SensorNoise:
     )
 
 
+HEIGHT_SCAN = torch.tensor([(x, y) for x in np.linspace(-0.4, 0.4, 9) for y in np.linspace(-0.3, 0.3, 7)],
+                           dtype=torch.float32)  # fmt: skip
+"""Points of the privileged height scan around the trunk, heading frame, m ``[63, 2]`` (legged_gym scans 1.6 x 1 m
+at 0.1 m for ANYmal; the A1 is a third of its length)."""
 TANK_MAX_J = 20.0
 """Default energy tank of the joint-space output, J (docs/locomotion.md, "Deploying": success against tank size)."""
 PARAMS = (
@@ -149,6 +154,7 @@ class QuadrupedVelocityConfig:
         reward_scales: Scale of each named reward term, per second.
         randomization: Domain randomisation terms.
         noise: Onboard sensor noise.
+        terrain: The ground (:class:`sim.terrain.TerrainConfig`): flat, or rough tiles with a curriculum.
     """
 
     backend: str = "mujoco"
@@ -173,6 +179,7 @@ class QuadrupedVelocityConfig:
     reward_scales: dict[str, float] = field(default_factory=_default_rewards)
     randomization: list[RandomizationTerm] = field(default_factory=_default_randomization)
     noise: SensorNoise = field(default_factory=_default_noise)
+    terrain: TerrainConfig = field(default_factory=TerrainConfig)
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -231,7 +238,8 @@ class QuadrupedVelocity(BatchedTask):
 
     def __init__(self, cfg: QuadrupedVelocityConfig, num_envs: int, device: torch.device, seed: int = 0) -> None:
         self.cfg = cfg
-        model = a1.build_model(cfg.physics_dt)
+        self.terrain = Terrain(cfg.terrain) if cfg.terrain.kind == "rough" else None
+        model = a1.build_model(cfg.physics_dt, a1.Ground(terrain=self.terrain))
         self._model = model
         specs = param_specs(model)
         estimate = [ObservationTerm("base_linear_velocity", 3, "base_lin_vel", unit="m/s")]
@@ -254,7 +262,20 @@ class QuadrupedVelocity(BatchedTask):
             device=device,
             seed=seed,
             policy_terms=terms,
-            privileged_size=3 + 3 + 3 + 3 + 1 + 12 + 12 + 12 + 4 + 4 + self._param_size + 2 + 1,
+            privileged_size=3
+            + 3
+            + 3
+            + 3
+            + 1
+            + 12
+            + 12
+            + 12
+            + 4
+            + 4
+            + self._param_size
+            + 2
+            + 1
+            + (HEIGHT_SCAN.shape[0] if self.terrain is not None else 0),
             param_specs=specs,
             randomization=cfg.randomization,
             noise=self._noise(cfg),
@@ -295,10 +316,16 @@ class QuadrupedVelocity(BatchedTask):
         self._resample_steps = max(1, round(cfg.command_resample_s / cfg.dt))
         self._push_steps = round(cfg.push_interval_s / cfg.dt) if cfg.push_interval_s > 0 else 0
         self.push = torch.zeros(n, 2, **f32)  # the last kick of each world, m/s (privileged)
+        # rough terrain: each world's tile (row = level, column = kind) and spawn point, m
+        self.level = torch.zeros(n, dtype=torch.long, device=device)
+        self.column = torch.zeros(n, dtype=torch.long, device=device)
+        self.spawn_xy = torch.zeros(n, 2, **f32)
+        self._placed = torch.zeros(n, dtype=torch.bool, device=device)
         self._q = torch.zeros(n, 12, **f32)
         self._dq = torch.zeros(n, 12, **f32)
         self._dq_prev = torch.zeros(n, 12, **f32)
         self._pos = torch.zeros(n, 3, **f32)
+        self._height = torch.zeros(n, **f32)  # above the ground under the trunk, m
         self._rot = torch.eye(3, **f32).repeat(n, 1, 1)
         self._lin_vel_b = torch.zeros(n, 3, **f32)
         self._ang_vel_b = torch.zeros(n, 3, **f32)
@@ -382,6 +409,8 @@ class QuadrupedVelocity(BatchedTask):
         self._dq = qvel[:, self._dofs]
         sensors = p.sensordata.to(self.device, torch.float32)
         self._gyro_b = sensors[:, self._gyro]
+        ground = self.terrain.height_at(self._pos[:, :2]) if self.terrain is not None else 0.0
+        self._height = self._pos[:, 2] - ground
         self._foot_force = sensors[:, self._touch]
 
     def _sync_model(self) -> None:
@@ -425,6 +454,10 @@ class QuadrupedVelocity(BatchedTask):
         self._sync_model()
         stand = torch.tensor(a1.standing_qpos(self._model), dtype=torch.float32, device=self.device)
         qpos = stand.repeat(n, 1)
+        if self.terrain is not None:
+            self._place(rows)
+            qpos[:, 0:2] = self.spawn_xy[rows]
+            qpos[:, 2] += self.terrain.height_at(self.spawn_xy[rows])
         # A random heading, the legs within +-0.1 rad of the default pose (the robot drops onto its feet).
         yaw = 2 * math.pi * torch.rand(n, generator=self.gen, device=self.device)
         qpos[:, 3], qpos[:, 6] = (yaw / 2).cos(), (yaw / 2).sin()
@@ -443,6 +476,37 @@ class QuadrupedVelocity(BatchedTask):
         self.push[rows] = 0.0
         self._resample_commands(rows)
 
+    def _place(self, rows: torch.Tensor) -> None:
+        """Rough terrain: move the worlds ``rows`` between levels by how far they walked (the curriculum; a world's
+        first placement draws its level in ``[0, max_init_level]``, or in every level without the curriculum) and
+        pick a tile and a spawn point in it (its centre, within 0.5 m)."""
+        assert self.terrain is not None
+        t, n = self.cfg.terrain, rows.numel()
+        placed = self._placed[rows]
+        walked = (self._pos[rows, :2] - self.spawn_xy[rows]).norm(dim=-1)
+        asked = self.command[rows, :2].norm(dim=-1) * self.cfg.episode_length_s
+        top = t.max_init_level if t.curriculum else t.levels - 1
+        fresh = torch.randint(0, top + 1, (n,), generator=self.gen, device=self.device)
+        moved = update_levels(self.level[rows], walked, asked, t, self.gen) if t.curriculum else fresh
+        self.level[rows] = torch.where(placed, moved, fresh)
+        self.column[rows] = torch.randint(0, t.columns, (n,), generator=self.gen, device=self.device)
+        centres = torch.tensor(self.terrain.tile_centres, dtype=torch.float32, device=self.device)
+        offset = 0.5 * (2 * torch.rand(n, 2, generator=self.gen, device=self.device) - 1)
+        self.spawn_xy[rows] = centres[self.level[rows], self.column[rows]] + offset
+        self._placed[rows] = True
+
+    def height_scan(self) -> torch.Tensor:
+        """Trunk height above the ground at :data:`HEIGHT_SCAN` points around it (heading frame), minus the nominal
+        0.3 m, clipped to +-1 m ``[N, P]`` (legged_gym's ``measured_heights``; privileged)."""
+        assert self.terrain is not None
+        yaw = torch.atan2(self._rot[:, 1, 0], self._rot[:, 0, 0])
+        c, s = yaw.cos()[:, None], yaw.sin()[:, None]
+        scan = HEIGHT_SCAN.to(self.device)
+        x = self._pos[:, 0:1] + c * scan[:, 0] - s * scan[:, 1]
+        y = self._pos[:, 1:2] + s * scan[:, 0] + c * scan[:, 1]
+        ground = self.terrain.height_at(torch.stack((x, y), -1))
+        return (self._pos[:, 2:3] - ground - 0.3).clamp(-1.0, 1.0)
+
     def hold_command(self, command: tuple[float, float, float] | None) -> None:
         """Command ``(vx m/s, vy m/s, yaw rate rad/s)`` in every world from now on instead of random ones (``None``:
         random again at the next resample); for plots and sim-to-sim comparisons."""
@@ -459,8 +523,8 @@ class QuadrupedVelocity(BatchedTask):
         return torch.cat((self._lin_vel_b[:, :2], self._ang_vel_b[:, 2:3]), 1)
 
     def base_height(self) -> torch.Tensor:
-        """Height of the trunk's origin above the ground ``[N]``, m."""
-        return self._pos[:, 2]
+        """Height of the trunk's origin above the ground under it ``[N]``, m."""
+        return self._height
 
     def measurements(self, world: int = 0) -> list[Measurement]:
         """What the robot's drivers and its operator would publish for ``world`` (:mod:`sim.measurements`): the
@@ -515,7 +579,7 @@ class QuadrupedVelocity(BatchedTask):
         return torch.cat(
             (self._lin_vel_b, self._ang_vel_b, self._projected_gravity(), self.command, self._pos[:, 2:3],
              self._q - self.default_q, self._dq, self.last_action, self._foot_force / 50.0, self._air_time,
-             *parts, self.push, latency),
+             *parts, self.push, latency, *([self.height_scan()] if self.terrain is not None else [])),
             1,
         )  # fmt: skip
 
@@ -554,7 +618,7 @@ class QuadrupedVelocity(BatchedTask):
 
     def _fallen(self) -> torch.Tensor:
         tilt = torch.arccos((-self._projected_gravity()[:, 2]).clamp(-1.0, 1.0))
-        return (tilt > self.cfg.max_tilt) | (self._pos[:, 2] < self.cfg.min_height)
+        return (tilt > self.cfg.max_tilt) | (self._height < self.cfg.min_height)
 
     def _terminated(self) -> torch.Tensor:
         finite = torch.isfinite(self._pos).all(-1) & torch.isfinite(self._dq).all(-1)
@@ -566,6 +630,7 @@ class QuadrupedVelocity(BatchedTask):
             "velocity_error": self._vel_error_sum / steps,
             "yaw_rate_error": self._yaw_error_sum / steps,
             "fell": self._terminated().float(),
+            **({"terrain_level": self.level.float()} if self.terrain is not None else {}),
         }
 
     def _success(self) -> torch.Tensor:
@@ -587,15 +652,17 @@ class QuadrupedVelocity(BatchedTask):
     def _metrics(self) -> dict[str, torch.Tensor]:
         return {
             "velocity_error": (self.command[:, :2] - self._lin_vel_b[:, :2]).norm(dim=-1),
-            "base_height": self._pos[:, 2],
+            "base_height": self._height,
             "feet_in_contact": self._last_contact.float().sum(-1),
+            **({"terrain_level": self.level.float()} if self.terrain is not None else {}),
         }
 
     # ------------------------------------------------------------------------------------ exact continuation
     def _task_state(self) -> dict[str, torch.Tensor]:
         state = {f"physics/{k}": v for k, v in self.physics.state().items()}
         for name in ("command", "push", "_dq_prev", "_air_time", "_last_contact", "_first_contact",
-                     "_air_on_landing", "_vel_error_sum", "_yaw_error_sum"):  # fmt: skip
+                     "_air_on_landing", "_vel_error_sum", "_yaw_error_sum", "level", "column", "spawn_xy",
+                     "_placed"):  # fmt: skip
             state[name] = getattr(self, name).clone()
         return state
 
@@ -647,7 +714,10 @@ class QuadrupedVelocity(BatchedTask):
             "training_envelope": {"lin_vel_x_m_s": list(c.lin_vel_x), "lin_vel_y_m_s": list(c.lin_vel_y),
                                   "yaw_rate_rad_s": list(c.yaw_rate), "standing_share": c.standing_share,
                                   "command_resample_s": c.command_resample_s, "episode_length_s": c.episode_length_s,
-                                  "start_height_m": a1.START_HEIGHT, "ground": "flat"},
+                                  "start_height_m": a1.START_HEIGHT, "ground": c.terrain.kind,
+                                  **({"terrain": {"max_slope": c.terrain.max_slope, "max_step_m": c.terrain.max_step_m,
+                                                  "rough_height_m": list(c.terrain.rough_height_m)}}
+                                     if self.terrain is not None else {})},
             "success": {"velocity_error_m_s": c.success_velocity_error, "max_tilt_rad": c.max_tilt,
                         "min_height_m": c.min_height, "rate": self.success_bar},
             "start": "stand up to default_pose with the robot's own PD, then start the policy with last_action = 0",
