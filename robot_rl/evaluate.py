@@ -190,9 +190,12 @@ def switched_tank(env_cfg: Any, env: VecEnv) -> Any | None:
 def make_eval_env(
     task: str, env_cfg: Any, episodes: int, device: torch.device, randomize: bool, compile: bool = False
 ) -> VecEnv:
-    """An env with one world per evaluation episode, randomisation switched as asked (physics compiled if asked)."""
+    """An env with one world per evaluation episode, randomisation switched as asked (physics compiled if asked);
+    a task with a training curriculum is told to evaluate over its whole range (``evaluation_mode``)."""
     env = sim.make(task, episodes, device, env_cfg)
     env.set_randomization(randomize)
+    if hasattr(env, "evaluation_mode"):
+        env.evaluation_mode()
     if compile:
         env.compile()
     return env

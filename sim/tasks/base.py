@@ -320,6 +320,10 @@ class BatchedTask(VecEnv):
         """Joint positions the robot starts from, in command order (empty for robots without joints)."""
         return []
 
+    def evaluation_mode(self) -> None:
+        """This env evaluates a policy (``robot_rl.evaluate.make_eval_env``): a task with a training curriculum
+        switches it off and evaluates over its whole range (rough terrain: every row). Default: nothing changes."""
+
     def filter_defaults(self) -> dict[str, Any]:
         """Defaults for the passivity filter and safety layer, written into the contract's ``filter`` section."""
         return {}

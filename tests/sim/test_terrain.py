@@ -133,3 +133,12 @@ def test_rough_terrain_runs_on_mjwarp_as_on_mujoco() -> None:
         assert not bool(terminated.any())
         heights[backend] = env.base_height()
     torch.testing.assert_close(heights["mjwarp"], heights["mujoco"], atol=0.02, rtol=0)
+
+
+def test_an_evaluation_covers_every_row_without_the_curriculum() -> None:
+    from robot_rl.evaluate import make_eval_env
+
+    cfg = sim.train_env_config("quadruped-velocity", ["terrain.kind=rough"])
+    env = make_eval_env("quadruped-velocity", cfg, 64, torch.device("cpu"), True)
+    env.reset(seed=0)
+    assert set(env.level.tolist()) == set(range(ROUGH.levels))  # type: ignore[attr-defined]

@@ -321,6 +321,7 @@ class QuadrupedVelocity(BatchedTask):
         self.column = torch.zeros(n, dtype=torch.long, device=device)
         self.spawn_xy = torch.zeros(n, 2, **f32)
         self._placed = torch.zeros(n, dtype=torch.bool, device=device)
+        self._evaluating = False
         self._q = torch.zeros(n, 12, **f32)
         self._dq = torch.zeros(n, 12, **f32)
         self._dq_prev = torch.zeros(n, 12, **f32)
@@ -478,22 +479,27 @@ class QuadrupedVelocity(BatchedTask):
 
     def _place(self, rows: torch.Tensor) -> None:
         """Rough terrain: move the worlds ``rows`` between levels by how far they walked (the curriculum; a world's
-        first placement draws its level in ``[0, max_init_level]``, or in every level without the curriculum) and
-        pick a tile and a spawn point in it (its centre, within 0.5 m)."""
+        first placement draws its level in ``[0, max_init_level]``, or in every level without the curriculum and in
+        an evaluation) and pick a tile and a spawn point in it (its centre, within 0.5 m)."""
         assert self.terrain is not None
         t, n = self.cfg.terrain, rows.numel()
         placed = self._placed[rows]
         walked = (self._pos[rows, :2] - self.spawn_xy[rows]).norm(dim=-1)
         asked = self.command[rows, :2].norm(dim=-1) * self.cfg.episode_length_s
-        top = t.max_init_level if t.curriculum else t.levels - 1
+        curriculum = t.curriculum and not self._evaluating
+        top = t.max_init_level if curriculum else t.levels - 1
         fresh = torch.randint(0, top + 1, (n,), generator=self.gen, device=self.device)
-        moved = update_levels(self.level[rows], walked, asked, t, self.gen) if t.curriculum else fresh
+        moved = update_levels(self.level[rows], walked, asked, t, self.gen) if curriculum else fresh
         self.level[rows] = torch.where(placed, moved, fresh)
         self.column[rows] = torch.randint(0, t.columns, (n,), generator=self.gen, device=self.device)
         centres = torch.tensor(self.terrain.tile_centres, dtype=torch.float32, device=self.device)
         offset = 0.5 * (2 * torch.rand(n, 2, generator=self.gen, device=self.device) - 1)
         self.spawn_xy[rows] = centres[self.level[rows], self.column[rows]] + offset
         self._placed[rows] = True
+
+    def evaluation_mode(self) -> None:
+        """Evaluate over every terrain row, no curriculum (from the next reset on)."""
+        self._evaluating = True
 
     def height_scan(self) -> torch.Tensor:
         """Trunk height above the ground at :data:`HEIGHT_SCAN` points around it (heading frame), minus the nominal
