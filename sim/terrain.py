@@ -32,6 +32,7 @@ import mujoco
 import numpy as np
 import torch
 
+from sim.tasks.base import check_fields
 from sim.vec_env import TaskConfigError
 
 KINDS = ("rough", "slope", "stairs", "stairs_down")
@@ -77,14 +78,11 @@ class TerrainConfig:
     def __post_init__(self) -> None:
         if self.kind not in ("flat", "rough"):
             raise TaskConfigError(f"env.terrain.kind must be 'flat' or 'rough', got '{self.kind}'")
-        for name in ("tile_m", "horizontal_scale_m", "step_width_m", "platform_m"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value > 0):
-                raise TaskConfigError(f"env.terrain.{name} must be finite and positive, got {value}")
-        for name in ("border_m", "max_slope", "max_step_m", *()):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0):
-                raise TaskConfigError(f"env.terrain.{name} must be finite and >= 0, got {value}")
+        check_fields(self, ("tile_m", "horizontal_scale_m", "step_width_m", "platform_m"), "env.terrain.")
+        check_fields(self, ("border_m", "max_slope", "max_step_m"), "env.terrain.", positive=False)
+        for name in ("border_m", "max_slope", "max_step_m"):
+            if getattr(self, name) < 0:
+                raise TaskConfigError(f"env.terrain.{name} must be >= 0, got {getattr(self, name)}")
         lo, hi = self.rough_height_m
         if not (math.isfinite(lo) and math.isfinite(hi) and 0 <= lo <= hi):
             raise TaskConfigError(f"env.terrain.rough_height_m must be [low, high] m >= 0, got {[lo, hi]}")

@@ -81,11 +81,16 @@ def check_robot(contract: Contract, description: Mapping[str, Any], control_peri
         _check_joint_axes(description["joint_axes"], contract.extra.get("joint_axes"))
 
 
-def _check_joint_axes(given: Any, trained: Any) -> None:
+def _sections(key: str, given: Any, trained: Any, robots: str) -> None:
+    """Refuse a description section ``key`` the contract has no facts for, or that is not a mapping."""
     if not isinstance(trained, dict):
-        raise ContractError("joint_axes: the policy's contract has no joint_axes section (not a legged policy)")
+        raise ContractError(f"{key}: the policy's contract has no {key} section (not a {robots} policy)")
     if not isinstance(given, Mapping):
-        raise ContractError(f"joint_axes must be a mapping joint -> [x, y, z], got {type(given).__name__}")
+        raise ContractError(f"{key} must be a mapping, got {type(given).__name__}")
+
+
+def _check_joint_axes(given: Any, trained: Any) -> None:
+    _sections("joint_axes", given, trained, "legged")
     for joint, axis in given.items():
         where = f"joint_axes.{joint}"
         if joint not in trained:
@@ -105,10 +110,7 @@ def _check_joint_axes(given: Any, trained: Any) -> None:
 
 
 def _check_airframe(given: Any, trained: Any) -> None:
-    if not isinstance(trained, dict):
-        raise ContractError("airframe: the policy's contract has no airframe section (not a multirotor policy)")
-    if not isinstance(given, Mapping):
-        raise ContractError(f"airframe must be a mapping, got {type(given).__name__}")
+    _sections("airframe", given, trained, "multirotor")
     for key, value in given.items():
         where = f"airframe.{key}"
         if key not in trained:

@@ -39,7 +39,7 @@ import mujoco
 import numpy as np
 import torch
 
-from sim.backends.physics import BackendError, check_field
+from sim.backends.physics import BackendError, JointStateViews, check_field
 
 if TYPE_CHECKING:
     from isaacgym import gymapi
@@ -93,7 +93,7 @@ def _quat_wxyz_to_matrix(q: torch.Tensor) -> torch.Tensor:
     ).reshape(*q.shape[:-1], 3, 3)  # fmt: skip
 
 
-class IsaacGymPhysics:
+class IsaacGymPhysics(JointStateViews):
     """``num_worlds`` actors of ``asset`` in Isaac Gym, read and written in the layout of ``model`` (see the module
     docstring); one :meth:`step` is ``frame_skip`` physics steps of ``model.opt.timestep``.
 
@@ -374,16 +374,6 @@ class IsaacGymPhysics:
             else:
                 self._sensordata[:, s.adr] = self._contact[:, s.body].to(torch.float32).norm(dim=-1)
         self._prev_vel = vel.clone()
-
-    @property
-    def qpos(self) -> torch.Tensor:
-        """Joint positions ``[N, nq]`` (MuJoCo's layout)."""
-        return self._qpos
-
-    @property
-    def qvel(self) -> torch.Tensor:
-        """Joint velocities ``[N, nv]`` (MuJoCo's layout)."""
-        return self._qvel
 
     @property
     def site_xpos(self) -> torch.Tensor:

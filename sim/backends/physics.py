@@ -116,20 +116,21 @@ class Physics(Protocol):
 
 
 class JointStateViews:
-    """``qpos`` and ``qvel`` as the engine's own buffers ``_qpos [N, nq]`` and ``_qvel [N, nv]`` (live views, no
-    copy); both engines keep their joint state that way."""
+    """``qpos`` and ``qvel`` as the buffers ``_qpos [N, nq]`` and ``_qvel [N, nv]``: the engine's own (live views,
+    no copy) where it keeps MuJoCo's layout (``mujoco``, ``mjwarp``), the adapter's after each step otherwise
+    (``isaacgym``)."""
 
     _qpos: torch.Tensor
     _qvel: torch.Tensor
 
     @property
     def qpos(self) -> torch.Tensor:
-        """Joint positions ``[N, nq]`` (live view)."""
+        """Joint positions ``[N, nq]``."""
         return self._qpos
 
     @property
     def qvel(self) -> torch.Tensor:
-        """Joint velocities ``[N, nv]`` (live view)."""
+        """Joint velocities ``[N, nv]``."""
         return self._qvel
 
 
