@@ -47,8 +47,9 @@ def env_config(run_dir: Path) -> object:
     return cfg
 
 
-def run(run_dir: Path, episodes: int, t_max: float | None, seed: int) -> dict[str, float]:
-    """One randomised evaluation of ``episodes`` episodes with a tank of ``t_max`` J (``None``: no tank)."""
+def run(run_dir: Path, episodes: int, t_max: float | None, seed: int, power_w: float = 0.0) -> dict[str, float]:
+    """One randomised evaluation of ``episodes`` episodes with a tank of ``t_max`` J (``None``: no tank) refilled at
+    ``power_w`` W."""
     policy = open_policy(run_dir / "policy.onnx", num_envs=episodes)
     contract = policy.contract
     env = make_eval_env(contract.task, env_config(run_dir), episodes, torch.device("cpu"), True)
@@ -57,7 +58,7 @@ def run(run_dir: Path, episodes: int, t_max: float | None, seed: int) -> dict[st
     damping = tuple(contract.extra["impedance"]["damping_nms_per_rad"])
     tanks = []
     if t_max is not None:
-        params = TankParams(t_init=t_max / 2, t_min=0.1, t_max=t_max, damping=damping)
+        params = TankParams(t_init=t_max / 2, t_min=0.1, t_max=t_max, damping=damping, power_w=power_w)
         tanks = [EnergyTank(params, joints) for _ in range(episodes)]
     cameras = contract.chunk.cameras if contract.chunk is not None else {}
     renderer = None
@@ -91,6 +92,7 @@ def run(run_dir: Path, episodes: int, t_max: float | None, seed: int) -> dict[st
     env.close()
     return {
         "tank T_max [J]": t_max if t_max is not None else float("nan"),
+        "refill [W]": power_w if t_max is not None else float("nan"),
         "success": float(result.episodes["success"].mean()),
         "mean alpha": float(np.mean(alphas)) if alphas else 1.0,
         "min alpha": float(np.min(alphas)) if alphas else 1.0,
@@ -107,7 +109,7 @@ def label(run_dir: Path) -> str:
 
 
 def plot(curves: dict[str, list[dict[str, float]]], path: Path) -> None:
-    """Success against ``T_max`` (log axis), one line per run, its no-tank success dashed in the same colour."""
+    """Success against ``T_max`` (log axis), one line per run and refill, the run's no-tank success dashed."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -118,7 +120,11 @@ def plot(curves: dict[str, list[dict[str, float]]], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for name, rows in curves.items():
         tanks = [r for r in rows if r["tank T_max [J]"] == r["tank T_max [J]"]]  # not NaN: with a tank
-        (line,) = ax.plot([r["tank T_max [J]"] for r in tanks], [100 * r["success"] for r in tanks], "o-", label=name)
+        for power in sorted({r["refill [W]"] for r in tanks}):
+            these = [r for r in tanks if r["refill [W]"] == power]
+            label = name if power == 0 else f"{name}, refill {power:g} W"
+            (line,) = ax.plot([r["tank T_max [J]"] for r in these], [100 * r["success"] for r in these], "o-",
+                              label=label)  # fmt: skip
         free = [r["success"] for r in rows if r not in tanks]
         if free:
             ax.axhline(100 * free[0], color=line.get_color(), ls="--", lw=1)
@@ -140,11 +146,19 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--episodes", type=int, default=64)
     p.add_argument("--seed", type=int, default=3)
     p.add_argument("--t-max", type=float, nargs="+", default=[2.0, 5.0, 10.0, 20.0])
+    p.add_argument(
+        "--power-w",
+        type=float,
+        nargs="+",
+        default=[0.0],
+        help="tank refill(s), W (tank_power_w): every T_max with every refill",
+    )
     p.add_argument("--plot", type=Path, help="write success against T_max for every run as this PNG")
     args = p.parse_args(argv)
     curves: dict[str, list[dict[str, float]]] = {}
     for run_dir in args.runs:
-        rows = [run(run_dir, args.episodes, t, args.seed) for t in [None, *args.t_max]]
+        rows = [run(run_dir, args.episodes, None, args.seed)]
+        rows += [run(run_dir, args.episodes, t, args.seed, p) for t in args.t_max for p in args.power_w]
         curves[label(run_dir)] = rows
     print(format_table([{"run": name, **r} for name, rows in curves.items() for r in rows]))
     if args.plot is not None:

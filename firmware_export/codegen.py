@@ -507,6 +507,7 @@ def _tank_defaults(c: Contract) -> str:
     return (
         f"#define RR_TANK_T_INIT {p.t_init:.17g}\n#define RR_TANK_T_MIN {p.t_min:.17g}\n"
         f"#define RR_TANK_T_MAX {p.t_max:.17g}\n#define RR_TANK_MARGIN {p.margin:.17g}\n"
+        f"#define RR_TANK_POWER {p.power_w:.17g}\n"
         f"#define RR_TANK_DAMPING {{{damping}}}\n#define RR_TANK_N_DAMPING {len(p.damping)}"
     )
 

@@ -34,6 +34,7 @@ int rr_tank_init(rr_tank *t, int n, rr_real t_init, rr_real t_min, rr_real t_max
     t->t_min = t_min;
     t->t_max = t_max;
     t->margin = margin;
+    t->power = 0;
     for (i = 0; i < n; ++i) {
         t->damping[i] = damping[n_damping == 1 ? 0 : i];
         if (!(t->damping[i] >= 0)) return -1;
@@ -42,9 +43,16 @@ int rr_tank_init(rr_tank *t, int n, rr_real t_init, rr_real t_min, rr_real t_max
     return 0;
 }
 
-/* T <- T - injected + H (H only while T < T_max); overflow above T_max discarded and reported. */
+int rr_tank_set_power(rr_tank *t, rr_real power) {
+    if (!(power >= 0) || !isfinite(power)) return -1;
+    t->power = power;
+    return 0;
+}
+
+/* T <- T - injected + H (H, the harvest and the refill, only while T < T_max); overflow above T_max discarded and
+ * reported. */
 static void rr_credit(rr_tank *t, rr_real injected, rr_real harvest_rate, rr_real dt, rr_tank_report *r) {
-    rr_real harvested = t->tank < t->t_max ? harvest_rate * dt : 0;
+    rr_real harvested = t->tank < t->t_max ? (harvest_rate + t->power) * dt : 0;
     rr_real v = t->tank - injected + harvested;
     rr_real overflow = v - t->t_max > 0 ? v - t->t_max : 0;
     t->tank = overflow > 0 ? t->t_max : v; /* exactly T_max: no round-off just below it */

@@ -26,7 +26,7 @@ int rr_limit_command(const float *command, const float *previous, const float *l
 
 typedef struct {
     int n;
-    rr_real tank, t_min, t_max, margin;
+    rr_real tank, t_min, t_max, margin, power;
     rr_real damping[RR_TANK_MAX_JOINTS];
     int has_prev;
     rr_real q_prev[RR_TANK_MAX_JOINTS], qd_prev[RR_TANK_MAX_JOINTS], applied[RR_TANK_MAX_JOINTS];
@@ -39,6 +39,9 @@ typedef struct {
 /* 0 on success, -1 for invalid parameters (0 < t_min <= t_init <= t_max, margin >= 0, damping >= 0). */
 int rr_tank_init(rr_tank *t, int n, rr_real t_init, rr_real t_min, rr_real t_max, rr_real margin,
                  const rr_real *damping, int n_damping);
+/* The refill P in W (filter.tank_power_w, RR_TANK_POWER; 0 after rr_tank_init): P dt is credited with the harvest
+ * each step. 0 on success, -1 for a negative or non-finite value. */
+int rr_tank_set_power(rr_tank *t, rr_real power);
 /* Both return RR_TANK_OK, or RR_TANK_NONFINITE for a NaN / inf input or dt <= 0: then the tank is left unchanged
  * and `command` is not written (hold your safe command), as policies.runtime.passivity raises. */
 #define RR_TANK_OK 0

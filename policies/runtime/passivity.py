@@ -19,6 +19,10 @@ virtual spring stores ``V(e) = ½ eᵀ K e`` with ``e = q_d - q``. Moving the se
 ``alpha`` in ``[0, 1]`` with ``E(alpha) <= T - T_min - M`` is taken and ``E(alpha)`` debited at once; the spring then
 exchanges energy with the robot conservatively and the damper's dissipation ``qdotᵀ D qdot dt`` is harvested.
 
+**Refill** (``tank_power_w``, ``P``, default 0): ``P dt`` is credited each step with the harvest (``H`` below
+includes it). For robots that must keep injecting energy to do their task (a walking robot loses energy at every
+foot impact), the tank then bounds the energy of any burst by ``T_max - T_min`` and the mean power by ``P``.
+
 Energy bookkeeping is exact: ``sum(E) = T_0 - T_k + sum(H) - sum(overflow)`` to float64 round-off. ``T >= T_min``
 holds exactly whenever the motion over a step matches its prediction (set-point commands always; torque commands on
 plants that move by ``qdot dt`` per step); on a real robot the margin ``M`` must cover the one-step prediction error
@@ -48,6 +52,10 @@ class TankParams:
         t_max: Upper bound ``T_max``, J (typical 5–10 J; near people 1–2 J).
         margin: Safety margin ``M`` kept above ``T_min`` when predicting, J.
         damping: Damping used for harvesting, N m s/rad per joint (one value for all, or one per joint).
+        power_w: Refill ``P``, W: credited every step like harvested energy (while ``T < T_max``). 0: a pure energy
+            tank. A walking robot loses energy at every step (foot impacts, friction) that the tank cannot harvest,
+            so a pure tank stops it within seconds; with a refill the policy injects at most ``T - T_min + P tau``
+            over any window ``tau``: an energy and a power bound.
     """
 
     t_init: float = 2.0
@@ -55,9 +63,10 @@ class TankParams:
     t_max: float = 5.0
     margin: float = 0.0
     damping: tuple[float, ...] = (0.0,)
+    power_w: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("t_init", "t_min", "t_max", "margin"):
+        for name in ("t_init", "t_min", "t_max", "margin", "power_w"):
             if not math.isfinite(getattr(self, name)):
                 raise ContractError(f"filter.{name} must be finite, got {getattr(self, name)}")
         if not 0 < self.t_min <= self.t_init <= self.t_max:
@@ -66,12 +75,15 @@ class TankParams:
             )
         if self.margin < 0 or not self.damping or any(not (math.isfinite(d) and d >= 0) for d in self.damping):
             raise ContractError(f"filter.margin and filter.damping must be >= 0, got {self.margin}, {self.damping}")
+        if self.power_w < 0:
+            raise ContractError(f"filter.tank_power_w must be >= 0 W, got {self.power_w}")
 
     @classmethod
     def from_contract(cls, section: dict[str, Any]) -> TankParams:
         """Read the contract's ``filter`` section (keys ``tank_init_j``, ``tank_min_j``, ``tank_max_j``,
-        ``tank_margin_j``, ``harvest_damping``); missing keys keep their defaults."""
-        keys = {"tank_init_j": "t_init", "tank_min_j": "t_min", "tank_max_j": "t_max", "tank_margin_j": "margin"}
+        ``tank_margin_j``, ``tank_power_w``, ``harvest_damping``); missing keys keep their defaults."""
+        keys = {"tank_init_j": "t_init", "tank_min_j": "t_min", "tank_max_j": "t_max", "tank_margin_j": "margin",
+                "tank_power_w": "power_w"}  # fmt: skip
         kw: dict[str, Any] = {v: float(section[k]) for k, v in keys.items() if k in section}
         if "harvest_damping" in section:
             d = section["harvest_damping"]
@@ -149,7 +161,7 @@ class EnergyTank:
         injected = harvested = overflow = 0.0
         if self._prev is not None:
             q0, qd0, applied = self._prev
-            rate = float(qd0 @ (self.damping * qd0))
+            rate = float(qd0 @ (self.damping * qd0)) + self.params.power_w
             injected, harvested, overflow = self._credit(float(applied @ (q - q0)), rate, dt)
         alpha = self._alpha(float(tau @ qdot) * dt)
         command = alpha * tau
@@ -265,7 +277,7 @@ def setpoint_step(
     budget = tank - params.t_min - params.margin
     alpha = np.where(a + b <= budget, 1.0, largest_root_in_unit(a, b, budget))
     injected = a * alpha + b * alpha * alpha
-    rate = np.einsum("nj,nj->n", qdot, damping * qdot)
+    rate = np.einsum("nj,nj->n", qdot, damping * qdot) + params.power_w
     tank, harvested, overflow = credit(tank, injected, rate, dt, params.t_max)
     return TankBatchStep(previous + alpha[:, None] * delta, alpha, tank, injected, harvested, overflow)
 

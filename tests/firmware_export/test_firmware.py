@@ -143,10 +143,12 @@ def _c_array(name: str, a: np.ndarray, ctype: str = "double") -> str:
     return f"static const {ctype} {name}[{max(1, a.size)}] = {{{flat}}};\n"
 
 
-def test_c_energy_tank_reproduces_python_on_recorded_streams(tmp_path: Path) -> None:
+@pytest.mark.parametrize("power_w", [0.0, 3.0])
+def test_c_energy_tank_reproduces_python_on_recorded_streams(tmp_path: Path, power_w: float) -> None:
+    """Torque and set-point streams, as a pure energy tank and with a refill (``tank_power_w``)."""
     rng = np.random.default_rng(4)
     j, steps, dt = 3, 400, 0.002
-    params = TankParams(t_init=0.5, t_min=0.1, t_max=0.8, margin=0.01, damping=(0.3, 0.1, 0.2))
+    params = TankParams(t_init=0.5, t_min=0.1, t_max=0.8, margin=0.01, damping=(0.3, 0.1, 0.2), power_w=power_w)
     # Torque stream: an always-pushing, sometimes adversarial policy on an explicit-Euler unit-inertia plant.
     tau = rng.normal(0.0, 3.0, (steps, j)) + 2.0
     q, qd = np.zeros((steps + 1, j)), np.zeros((steps + 1, j))
@@ -178,6 +180,7 @@ int main(void) {{
     rr_tank t, s; rr_tank_report r; double cmd[{j}], prev[{j}] = {{0}}; int k, i;
     if (rr_tank_init(&t, {j}, {tank_args}, DAMP, {j})) return 1;
     if (rr_tank_init(&s, {j}, {tank_args}, DAMP, {j})) return 1;
+    if (rr_tank_set_power(&t, {power_w!r}) || rr_tank_set_power(&s, {power_w!r})) return 1;
     for (k = 0; k < {steps}; ++k) {{
         rr_tank_torque(&t, TAU + k * {j}, Q + k * {j}, QD + k * {j}, {dt!r}, cmd, &r);
         printf("T %.17g %.17g", r.tank, r.alpha);

@@ -206,4 +206,4 @@ def test_the_policy_stands_the_simulated_a1_over_dds_behind_the_tank(model: Path
     assert result.sim["crashes"] == 0  # no fall
     assert result.sim["steps"] == round(3.0 / result.sim["control_period_s"])
     assert result.commands >= 0.85 * result.sim["steps"], result.sim
-    assert 0.1 <= result.sim["tank_j"] <= 20.0
+    assert 0.1 <= result.sim["tank_j"] <= 40.0  # the contract's tank (sim/tasks/quadruped/velocity.py)

@@ -205,6 +205,7 @@ POLICY_NODE: dict[str, Param] = {
     "tank_min_j": Param(-1.0, "lowest tank energy, J (-1: the contract's)"),
     "tank_max_j": Param(-1.0, "highest tank energy, J (-1: the contract's)"),
     "tank_margin_j": Param(-1.0, "prediction margin kept above the minimum, J (-1: the contract's)"),
+    "tank_power_w": Param(-1.0, "tank refill, W: the mean power the policy may inject (-1: the contract's; 0: none)"),
 }
 """``policy_node``'s parameters (the YAML files in ``config/`` set them under ``ros__parameters``)."""
 

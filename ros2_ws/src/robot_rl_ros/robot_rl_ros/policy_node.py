@@ -247,7 +247,7 @@ class PolicyNode(Node):
         to price a jump."""
         c = policy.contract
         section = dict(c.filter)
-        for key in ("tank_init_j", "tank_min_j", "tank_max_j", "tank_margin_j"):
+        for key in ("tank_init_j", "tank_min_j", "tank_max_j", "tank_margin_j", "tank_power_w"):
             if float(self.p(key)) >= 0:
                 section[key] = float(self.p(key))
         if c.action.kind == "position":
