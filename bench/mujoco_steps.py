@@ -1,7 +1,8 @@
 """A MuJoCo task's env steps per second against the physical limit and against gymnasium's ``AsyncVectorEnv``.
 
 Tasks: ``panda-reach`` (one control step = 10 MuJoCo steps of 4 ms, 25 Hz) and ``quadruped-velocity`` (4 steps of
-5 ms, 50 Hz). For each world count ``N``, measured back to back:
+5 ms, 50 Hz; ``quadruped-velocity:rough`` on the rough-terrain heightfield, the robot on a tile's platform). For
+each world count ``N``, measured back to back:
 
 - ``raw``:   the same compiled model in :class:`~sim.backends.mujoco_batch.MujocoBatch`, constant controls (the
              task's action 0), no task logic — the physical limit of this machine for this model;
@@ -20,11 +21,13 @@ Run::
     python bench/mujoco_steps.py                           # panda-reach, 1..4096 worlds
     python bench/mujoco_steps.py --num-envs 64 1024 --seconds 1 --mjwarp
     python bench/mujoco_steps.py --task quadruped-velocity --num-envs 1 64 512 4096
+    python bench/mujoco_steps.py --task quadruped-velocity:rough --num-envs 64 512 2048
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import time
 from collections.abc import Callable
@@ -37,6 +40,7 @@ import torch
 import sim
 from sim.backends.mujoco_batch import MujocoBatch
 from sim.robots import panda, unitree_a1
+from sim.terrain import Terrain, TerrainConfig
 
 
 @dataclass(frozen=True)
@@ -55,11 +59,27 @@ def _panda_qpos(model: Any) -> np.ndarray:
     return qpos
 
 
+@functools.cache
+def _rough() -> Terrain:
+    return Terrain(TerrainConfig(kind="rough"))
+
+
+def _rough_qpos(model: Any) -> np.ndarray:
+    """Standing on the platform of the first tile (the terrain's default seed)."""
+    qpos = unitree_a1.standing_qpos(model)
+    centre = torch.tensor(_rough().tile_centres[0, 0], dtype=torch.float32)
+    qpos[0:2] = centre.numpy()
+    qpos[2] += float(_rough().height_at(centre))
+    return qpos
+
+
 BARE = {
     "panda-reach": Bare(lambda: panda.build_model("impedance"), _panda_qpos,
                         np.r_[panda.HOME, panda.FINGER_STROKE], 10),
     "quadruped-velocity": Bare(unitree_a1.build_model, unitree_a1.standing_qpos,
                                np.asarray(unitree_a1.DEFAULT_POSE), 4),
+    "quadruped-velocity:rough": Bare(lambda: unitree_a1.build_model(0.005, unitree_a1.Ground(terrain=_rough())),
+                                     _rough_qpos, np.asarray(unitree_a1.DEFAULT_POSE), 4),
 }  # fmt: skip
 """The tasks this bench knows."""
 
@@ -89,7 +109,9 @@ def task_rate(
     task: str, num_envs: int, seconds: float, backend: str = "mujoco", device: str = "cpu"
 ) -> tuple[float, float]:
     """Control steps/s of the task with random actions, and (mjwarp) the first step's compile time."""
-    env = sim.make(task, num_envs, device, sim.registry.get_task(task).config_cls(backend=backend))
+    name, _, variant = task.partition(":")
+    extra: dict[str, Any] = {"terrain": TerrainConfig(kind="rough")} if variant == "rough" else {}
+    env = sim.make(name, num_envs, device, sim.registry.get_task(name).config_cls(backend=backend, **extra))
     env.reset(seed=0)
     gen = torch.Generator(device=device).manual_seed(0)
 

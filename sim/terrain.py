@@ -150,6 +150,7 @@ class Terrain:
                 r0, c0 = border + level * n, border + column * n
                 heights[r0 : r0 + n, c0 : c0 + n] = _tile(kind, difficulty, cfg, rng)
         self.heights = heights.astype(np.float32)
+        self._flat_np = self.heights.reshape(-1)
         self.origin = np.array([-(rows - 1) * hs / 2, -(cols - 1) * hs / 2])
         centres = np.zeros((cfg.levels, cfg.columns, 2))
         for level in range(cfg.levels):
@@ -158,7 +159,7 @@ class Terrain:
                     [border + level * n + (n - 1) / 2, border + column * n + (n - 1) / 2]
                 )
         self.tile_centres = centres
-        self._grid: dict[torch.device, torch.Tensor] = {}
+        self._grid: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}  # flat heights, origin
 
     @property
     def size_m(self) -> tuple[float, float]:
@@ -181,19 +182,25 @@ class Terrain:
     def height_at(self, xy: torch.Tensor) -> torch.Tensor:
         """Ground height ``[...]`` (m) under world points ``xy [..., 2]``: MuJoCo's heightfield surface (two
         triangles per grid cell); outside the terrain, its edge."""
-        grid = self._grid.get(xy.device)
-        if grid is None:
-            grid = self._grid[xy.device] = torch.from_numpy(self.heights).to(xy.device)
-        hs = self.cfg.horizontal_scale_m
-        origin = torch.tensor(self.origin, dtype=xy.dtype, device=xy.device)
-        u = ((xy - origin) / hs).to(torch.float32)
-        rows, cols = grid.shape
+        cached = self._grid.get(xy.device)
+        if cached is None:
+            cached = self._grid[xy.device] = (
+                torch.from_numpy(self.heights).to(xy.device).reshape(-1),
+                torch.tensor(self.origin, dtype=torch.float32, device=xy.device),
+            )
+        flat, origin = cached
+        rows, cols = self.heights.shape
+        u = (xy.to(torch.float32) - origin) / self.cfg.horizontal_scale_m
         i = u[..., 0].clamp(0, rows - 1.001)
         j = u[..., 1].clamp(0, cols - 1.001)
-        i0, j0 = i.floor().long(), j.floor().long()
+        i0, j0 = i.long(), j.long()  # non-negative: truncation is the floor
         fi, fj = i - i0, j - j0
-        a, b = grid[i0, j0], grid[i0, j0 + 1]
-        c, d = grid[i0 + 1, j0], grid[i0 + 1, j0 + 1]
+        k = i0 * cols + j0
+        corners = torch.stack((k, k + 1, k + cols, k + cols + 1))
+        if flat.device.type == "cpu":  # numpy's gather: torch's opens a thread pool region, which stalls on busy cores
+            a, b, c, d = torch.from_numpy(self._flat_np.take(corners.numpy()))
+        else:
+            a, b, c, d = flat.take(corners)
         # MuJoCo splits each cell into two triangles along the diagonal from (i, j) to (i + 1, j + 1)
         upper = a + fi * (d - b) + fj * (b - a)
         lower = a + fi * (c - a) + fj * (d - c)
