@@ -195,7 +195,7 @@ def test_bad_randomisation_is_refused_at_config_load(term: RandomizationTerm, me
 
 
 def test_bad_backend_and_mode_are_refused() -> None:
-    with pytest.raises(TaskConfigError, match=r"env\.backend must be one of mujoco, mjwarp, got 'bullet'"):
+    with pytest.raises(TaskConfigError, match=r"env\.backend must be one of mujoco, mjwarp, isaacgym, got 'bullet'"):
         PandaReachConfig(backend="bullet")
     with pytest.raises(TaskConfigError, match=r"env\.control_mode must be 'impedance' or 'torque'"):
         PandaReachConfig(control_mode="velocity")
