@@ -74,11 +74,12 @@ def import_isaacgym() -> tuple[Any, Any]:
 @dataclass(frozen=True)
 class _Sensor:
     """One MuJoCo sensor as this backend computes it: ``kind`` ``gyro``, ``accelerometer`` or ``touch``, the Isaac
-    rigid body it reads, the site's rotation in that body ``[3, 3]``, and its columns in ``sensordata``."""
+    rigid body it reads, the site's rotation in that body ``[3, 3]`` (on the physics' device), and its columns in
+    ``sensordata``."""
 
     kind: str
     body: int
-    rot: np.ndarray
+    rot: torch.Tensor
     adr: int
 
 
@@ -163,6 +164,15 @@ class IsaacGymPhysics(JointStateViews):
         self._torque = torch.zeros(num_worlds, self.nbody, 3, **f32)
         self._prev_vel = torch.zeros(num_worlds, self.nbody, 3, **f32)
         self._sensordata = torch.zeros(num_worlds, model.nsensordata, **f32)
+        # constants of the per-substep paths, built once
+        self._root_com = torch.tensor(model.body_ipos[int(model.jnt_bodyid[0])], **f32)  # root COM, body frame, m
+        self._gravity = torch.tensor(model.opt.gravity, **f32)
+        self._act_q = torch.tensor([self._qadr[j] for j in self._dof_of_actuator], device=self.device)
+        self._act_v = torch.tensor([self._vadr[j] for j in self._dof_of_actuator], device=self.device)
+        self._act_dof = self._dof_of_joint[self._dof_of_actuator]
+        self._site_local = [
+            (k, torch.tensor(rot, **f32), torch.tensor(offset, **f32)) for k, rot, offset in self._site_in_body
+        ]
         self._refresh()
 
     # --------------------------------------------------------------------------------------------- set-up
@@ -263,7 +273,8 @@ class IsaacGymPhysics(JointStateViews):
                     f"backend 'isaacgym' computes gyro, accelerometer and touch sensors on sites of the robot's "
                     f"bodies; sensor '{model.sensor(s).name}' is another kind or elsewhere"
                 )
-            self._sensors.append(_Sensor(kind, k, rot, int(model.sensor_adr[s])))
+            rot_t = torch.tensor(rot, dtype=torch.float32, device=self.device)
+            self._sensors.append(_Sensor(kind, k, rot_t, int(model.sensor_adr[s])))
         # MuJoCo geoms of each robot body -> that body's Isaac shapes; geoms of the world body are the ground
         shape_ranges = self.gym.get_asset_rigid_body_shape_indices(self.asset)
         self._shapes_of_body = {b: range(r.start, r.start + r.count) for b, r in enumerate(shape_ranges)}
@@ -345,7 +356,7 @@ class IsaacGymPhysics(JointStateViews):
         quat = root[:, [6, 3, 4, 5]]  # x y z w -> w x y z
         rot = _quat_wxyz_to_matrix(quat)
         omega_w = root[:, 10:13]
-        com_w = rot @ torch.tensor(m.body_ipos[int(m.jnt_bodyid[0])], dtype=torch.float32, device=self.device)
+        com_w = rot @ self._root_com
         origin_vel = root[:, 7:10] - torch.cross(omega_w, com_w, dim=-1)  # COM velocity -> the body origin's
         qpos = torch.zeros(n, m.nq, dtype=torch.float32, device=self.device)
         qvel = torch.zeros(n, m.nv, dtype=torch.float32, device=self.device)
@@ -361,15 +372,13 @@ class IsaacGymPhysics(JointStateViews):
         bodies = self._bodies.to(torch.float32)
         quat = bodies[..., [6, 3, 4, 5]]
         vel = bodies[..., 7:10]
-        gravity = torch.tensor(self.model.opt.gravity, dtype=torch.float32, device=self.device)
         for s in self._sensors:
-            rot_site = _quat_wxyz_to_matrix(quat[:, s.body]) @ torch.tensor(s.rot, dtype=torch.float32,
-                                                                             device=self.device)  # fmt: skip
+            rot_site = _quat_wxyz_to_matrix(quat[:, s.body]) @ s.rot
             if s.kind == "gyro":
                 value = (rot_site.transpose(1, 2) @ bodies[:, s.body, 10:13, None]).squeeze(-1)
                 self._sensordata[:, s.adr : s.adr + 3] = value
             elif s.kind == "accelerometer":
-                acc = (vel[:, s.body] - self._prev_vel[:, s.body]) / self.dt - gravity
+                acc = (vel[:, s.body] - self._prev_vel[:, s.body]) / self.dt - self._gravity
                 self._sensordata[:, s.adr : s.adr + 3] = (rot_site.transpose(1, 2) @ acc[..., None]).squeeze(-1)
             else:
                 self._sensordata[:, s.adr] = self._contact[:, s.body].to(torch.float32).norm(dim=-1)
@@ -390,8 +399,7 @@ class IsaacGymPhysics(JointStateViews):
         f32: dict[str, Any] = {"device": self.device, "dtype": torch.float32}
         pos = torch.zeros(self.num_worlds, self.model.nsite, 3, **f32)
         mat = torch.zeros(self.num_worlds, self.model.nsite, 9, **f32)
-        for site, (k, rot, offset) in enumerate(self._site_in_body):
-            r_local, p_local = torch.tensor(rot, **f32), torch.tensor(offset, **f32)
+        for site, (k, r_local, p_local) in enumerate(self._site_local):
             if k is None:
                 pos[:, site], mat[:, site] = p_local, r_local.reshape(9)
                 continue
@@ -413,12 +421,11 @@ class IsaacGymPhysics(JointStateViews):
         effort = torch.zeros(self.num_worlds, self.ndof, dtype=torch.float32, device=self.device)
         pushing = bool(self._xfrc.any())
         for _ in range(self.frame_skip):
-            q = self._qpos[:, [self._qadr[j] for j in self._dof_of_actuator]]
-            qd = self._qvel[:, [self._vadr[j] for j in self._dof_of_actuator]]
+            q, qd = self._qpos[:, self._act_q], self._qvel[:, self._act_v]
             force = self._gain * self._ctrl + self._bias[..., 0] + self._bias[..., 1] * q + self._bias[..., 2] * qd
             force = torch.maximum(torch.minimum(force, self._force_hi), self._force_lo)
             effort.zero_()
-            effort[:, self._dof_of_joint[self._dof_of_actuator]] = force
+            effort[:, self._act_dof] = force
             gym.set_dof_actuation_force_tensor(self.sim, wrap(effort))
             if pushing:
                 gym.apply_rigid_body_force_tensors(
@@ -436,8 +443,7 @@ class IsaacGymPhysics(JointStateViews):
         quat = qpos[:, 3:7]
         rot = _quat_wxyz_to_matrix(quat / quat.norm(dim=-1, keepdim=True))
         omega_w = (rot @ qvel[:, 3:6, None]).squeeze(-1)
-        com_w = rot @ torch.tensor(self.model.body_ipos[int(self.model.jnt_bodyid[0])], dtype=torch.float32,
-                                   device=self.device)  # fmt: skip
+        com_w = rot @ self._root_com
         self._root[rows, 0:3] = qpos[:, 0:3].to(self._root.dtype)
         self._root[rows, 3:7] = quat[:, [1, 2, 3, 0]].to(self._root.dtype)
         self._root[rows, 7:10] = (qvel[:, 0:3] + torch.cross(omega_w, com_w, dim=-1)).to(self._root.dtype)

@@ -327,6 +327,9 @@ class QuadrupedVelocity(BatchedTask):
         self.spawn_xy = torch.zeros(n, 2, **f32)
         self._placed = torch.zeros(n, dtype=torch.bool, device=device)
         self._evaluating = False
+        self._tile_centres = (
+            torch.tensor(self.terrain.tile_centres, **f32) if self.terrain is not None else torch.zeros(0, 0, 2, **f32)
+        )
         self._q = torch.zeros(n, 12, **f32)
         self._dq = torch.zeros(n, 12, **f32)
         self._dq_prev = torch.zeros(n, 12, **f32)
@@ -497,7 +500,7 @@ class QuadrupedVelocity(BatchedTask):
         moved = update_levels(self.level[rows], walked, asked, t, self.gen) if curriculum else fresh
         self.level[rows] = torch.where(placed, moved, fresh)
         self.column[rows] = torch.randint(0, t.columns, (n,), generator=self.gen, device=self.device)
-        centres = torch.tensor(self.terrain.tile_centres, dtype=torch.float32, device=self.device)
+        centres = self._tile_centres
         offset = 0.5 * (2 * torch.rand(n, 2, generator=self.gen, device=self.device) - 1)
         self.spawn_xy[rows] = centres[self.level[rows], self.column[rows]] + offset
         self._placed[rows] = True
