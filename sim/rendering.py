@@ -7,7 +7,8 @@ EGL, and only a process that renders loads it (``MUJOCO_GL`` is read when MuJoCo
 everyone would load EGL into every process that imports ``sim``).
 
 What is drawn: each world's current joint positions (``qpos``), in the nominal model except for the geometry sizes
-a task asks to draw per world (``env.drawn_geom_sizes()``: the randomised cube size of the Panda cube tasks). With a
+a task asks to draw per world (``env.drawn_geom_sizes()``: the randomised cube size of the Panda cube tasks) and the
+colours it gives each world (``env.drawn_geom_rgba()``: which cube is red in ``panda-multitask``). With a
 :class:`VisualRandomization`, each world also draws its own light, colours, camera mount error and pixel noise,
 once per episode (:meth:`CameraRenderer.redraw`): domain randomisation of what the camera sees (Tobin et al. 2017),
 so that a student does not learn the renderer's exact look.
@@ -164,6 +165,9 @@ class CameraRenderer:
         sizes_fn = getattr(self.env, "drawn_geom_sizes", None)
         sizes = {g: v.detach().cpu().double().numpy() for g, v in (sizes_fn() if sizes_fn else {}).items()}
         nominal_sizes = {g: self.model.geom_size[g].copy() for g in sizes}
+        rgba_fn = getattr(self.env, "drawn_geom_rgba", None)
+        rgba = {g: v.detach().cpu().double().numpy() for g, v in (rgba_fn() if rgba_fn else {}).items()}
+        nominal_rgba = {g: self._nominal["geom_rgba"][g].copy() for g in rgba}
         out = {c: np.empty((len(qpos), h, w, 3), np.uint8) for c, (h, w) in self.cameras.items()}
         for world, q in enumerate(qpos):
             for g, v in sizes.items():
@@ -171,6 +175,10 @@ class CameraRenderer:
             if self.randomization is not None:
                 for name, draws in self._draws.items():
                     getattr(self.model, name)[:] = draws[world]
+            for g, v in rgba.items():  # the task's colour, with this world's colour jitter (if any) on top
+                jitter = self.model.geom_rgba[g, :3] - nominal_rgba[g][:3] if self.randomization is not None else 0.0
+                self.model.geom_rgba[g] = v[world]
+                self.model.geom_rgba[g, :3] = np.clip(v[world][:3] + jitter, 0.0, 1.0)
             self.data.qpos[:] = q
             mujoco.mj_kinematics(self.model, self.data)
             mujoco.mj_comPos(self.model, self.data)  # subtree centres of mass: cameras that track a body need them
@@ -181,6 +189,8 @@ class CameraRenderer:
                 out[c][world] = renderer.render()
         for g, v in nominal_sizes.items():
             self.model.geom_size[g] = v
+        for g, v in nominal_rgba.items():
+            self.model.geom_rgba[g] = v
         if self.randomization is not None and self.randomization.pixel_noise > 0:
             for c, views in out.items():
                 noisy = views + self._rng.normal(0.0, self.randomization.pixel_noise, views.shape)

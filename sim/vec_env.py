@@ -161,6 +161,16 @@ class VecEnv(abc.ABC):
         """
         raise NotImplementedError(f"{type(self).__name__} reports no measurements for a simulated robot")
 
+    @property
+    def instructions(self) -> list[str]:
+        """The language instructions the task gives its worlds (empty: a task without language)."""
+        return []
+
+    def instruction_ids(self) -> torch.Tensor | None:
+        """Index into :attr:`instructions` of each world's current instruction ``[N]`` (long); ``None`` for a task
+        without language."""
+        return None
+
     def compile(self) -> None:  # noqa: B027 - optional hook
         """Run the env's hot path (its physics step) through ``torch.compile`` from the next step on.
 

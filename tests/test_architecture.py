@@ -139,5 +139,7 @@ def test_every_task_names_what_exists(task: str) -> None:
     robots = ROOT / "sim" / "robots"
     assert (robots / f"{spec.robot}.py").is_file() or (robots / "assets" / f"{spec.robot}.xml").is_file(), spec.robot
     env = sim.make(task, 1, "cpu", cfg.env)
-    env.contract(cfg.policy.actor_obs)
+    env.contract(["policy"])  # what a deployed policy (or a student of a privileged teacher) reads
+    if cfg.policy.actor_obs != ["policy"]:  # a privileged teacher, recorded, never deployed: it says so
+        assert "privileged" in spec.config_path.read_text()
     env.close()

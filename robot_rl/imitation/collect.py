@@ -81,6 +81,11 @@ class CollectSummary:
         ] + ([f"removed {self.removed_stale} staging folder(s) of killed collections"] if self.removed_stale else [])
 
 
+STUDENT_VIEW = ["policy"]
+"""The observation groups a dataset records: the robot's onboard sensors (the deployment contract's layout), whatever
+groups the teacher's actor reads (a privileged teacher reads the critic's state)."""
+
+
 def collect(
     teacher: PPORun | str,
     episodes: int,
@@ -137,7 +142,7 @@ def collect(
     device_ = torch.device(cfg.device)
     env = sim.make(cfg.task, num_envs, device_, cfg.env)
     expert = expert_cls(env) if expert_cls is not None else None
-    contract = env.contract(cfg.policy.actor_obs)
+    contract = env.contract(STUDENT_VIEW)  # what is recorded; a privileged teacher acts on its own groups
     state_names = [
         f"{t.name}[{i}]" if t.size > 1 else t.name
         for t in contract.observation
@@ -147,7 +152,8 @@ def collect(
     extra = {
         "task": cfg.task,
         "teacher": teacher_name,
-        "obs_groups": cfg.policy.actor_obs,
+        "obs_groups": STUDENT_VIEW,
+        "teacher_obs_groups": cfg.policy.actor_obs,
         "env": to_dict(cfg.env),
         "seed": seed,
         "action_noise": action_noise,
@@ -198,6 +204,8 @@ def collect(
     rew_buf = np.zeros((num_envs, length), np.float32)
     step = np.zeros(num_envs, np.int64)
     rows = np.arange(num_envs)
+    texts = env.instructions  # a language task's instruction texts; each episode records its world's as its task
+    episode_text = [cfg.task] * num_envs
     kept = attempted = successes = frames = included = 0
     bar = tqdm(total=episodes, unit="episode", desc="collect", disable=quiet or not interactive(), dynamic_ncols=True)
     try:
@@ -222,7 +230,12 @@ def collect(
                     if action_noise > 0:
                         noise = torch.randn(action.shape, generator=gen, device=device_)
                         executed = (executed + action_noise * noise).clamp(-1.0, 1.0)
-                obs_buf[rows, step] = x.cpu().numpy()
+                if texts and (started := np.nonzero(step == 0)[0]).size:
+                    ids = env.instruction_ids()
+                    assert ids is not None
+                    for w, i in zip(started.tolist(), ids.cpu().numpy()[started].tolist(), strict=True):
+                        episode_text[w] = texts[i]
+                obs_buf[rows, step] = pick(obs, STUDENT_VIEW).cpu().numpy()
                 if camera is not None:
                     for c, views in camera.render().items():
                         for world, view in enumerate(views):
@@ -255,7 +268,7 @@ def collect(
                             act_buf[i, :n].copy(),
                             rew_buf[i, :n].copy(),
                             flags,
-                            cfg.task,
+                            episode_text[i],
                             {c: list(v) for c, v in images[i].items()},
                         )
                         writer.add_episode(ep)

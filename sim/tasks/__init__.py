@@ -13,5 +13,6 @@ BUILTIN: dict[str, str] = {
     "panda-lift": "sim.tasks.panda.lift:SPEC",
     "panda-press": "sim.tasks.panda.press:SPEC",
     "panda-insert": "sim.tasks.panda.insert:SPEC",
+    "panda-multitask": "sim.tasks.panda.multitask:SPEC",
     "quadruped-velocity": "sim.tasks.quadruped.velocity:SPEC",
 }

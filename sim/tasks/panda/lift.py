@@ -75,13 +75,13 @@ class PandaLift(CubeTask):
 
     task_name = "panda-lift"
     success_bar = 0.85
-    median_figures = (("final_height_m", "final_height"),)
+    median_figures: tuple[tuple[str, str], ...] = (("final_height_m", "final_height"),)
     uses_gripper = True
     tank_max_j = 40.0
     """Success of lift students through the tank (100 randomised episodes, ``bench/passivity.py``): a camera
     diffusion student 100 % unfiltered, 55 / 100 / 100 % with ``T_max`` 20 / 40 / 80 J; a state MLP student 86 %,
     48 / 87 / 86 %. 40 J scales its set-points by ``alpha`` 0.99 on average."""
-    goal_state = ("_cube_seen",)
+    goal_state: tuple[str, ...] = ("_cube_seen",)
 
     def __init__(self, cfg: PandaLiftConfig, num_envs: int, device: torch.device, seed: int = 0) -> None:
         scene = panda.Scene(table=True, cube_size=CUBE_SIZE, cube_mass=CUBE_MASS)
