@@ -35,19 +35,32 @@ class MLPChunkPolicy(ChunkPolicy):
         h = self.horizons
         self.net = mlp(h.obs * self.cond_dim, hidden, h.pred * self.action_dim, activation)
 
-    def _normalized_chunk(self, obs: torch.Tensor, images: Images | None) -> torch.Tensor:
-        y = self.net(self.condition(obs, images).flatten(1))
+    def _normalized_chunk(
+        self, obs: torch.Tensor, images: Images | None, instruction: torch.Tensor | None
+    ) -> torch.Tensor:
+        y = self.net(self.condition(obs, images, instruction).flatten(1))
         return y.view(obs.shape[0], self.horizons.pred, self.action_dim)
 
     def compute_loss(
-        self, obs: torch.Tensor, action: torch.Tensor, images: Images | None = None
+        self,
+        obs: torch.Tensor,
+        action: torch.Tensor,
+        images: Images | None = None,
+        instruction: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, dict[str, float]]:
         """Mean squared error in normalised action units."""
-        loss = torch.nn.functional.mse_loss(self._normalized_chunk(obs, images), self.action_norm(action))
+        chunk = self._normalized_chunk(obs, images, instruction)
+        loss = torch.nn.functional.mse_loss(chunk, self.action_norm(action))
         return loss, {"loss": float(loss.detach())}
 
     def predict_action_chunk(
-        self, obs: torch.Tensor, noise: torch.Tensor | None = None, *, images: Images | None = None
+        self,
+        obs: torch.Tensor,
+        noise: torch.Tensor | None = None,
+        *,
+        images: Images | None = None,
+        instruction: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Deterministic chunk; ``noise`` is ignored."""
-        return self.action_norm.unnormalize(self._normalized_chunk(obs, images)).clamp(-1.0, 1.0)
+        chunk = self._normalized_chunk(obs, images, instruction)
+        return self.action_norm.unnormalize(chunk).clamp(-1.0, 1.0)

@@ -6,8 +6,10 @@ A chunk policy maps the last ``To`` observations to the next ``Tp`` actions (Chi
     images (optional): {camera: uint8 [B, To, H, W, 3]} the same steps' camera images
       -> predict_action_chunk -> [B, Tp, D_a] actions in the contract's normalised units, clipped to [-1, 1]
 
-Heads see one conditioning sequence ``[B, To, D_c]``: the normalised observation, and for each camera its image
-features (:class:`~policies.nets.vision.ImageEncoder`), ``D_c = D_o + cameras x image_features``.
+Heads see one conditioning sequence ``[B, To, D_c]``: the normalised observation, for each camera its image
+features (:class:`~policies.nets.vision.ImageEncoder`), and for a language-conditioned policy the instruction's
+embedding ``instruction [B, D_l]`` (:mod:`policies.nets.language`; the same at every step of the window),
+``D_c = D_o + cameras x image_features + D_l``.
 
 Min-max normalisation to ``[-1, 1]`` of observations and actions lives inside the model (buffers saved with its
 weights and baked into the exported graph), so a deployment cannot pair the weights with other statistics.
@@ -96,6 +98,7 @@ class ChunkPolicy(nn.Module, abc.ABC):
         cameras: Camera name -> image ``(height, width)`` the policy also sees (empty: observations only).
         image_features: Features per camera (:class:`~policies.nets.vision.ImageEncoder`).
         image_shift: Random-shift augmentation in training, pixels.
+        language_dim: Width ``D_l`` of the instruction embedding the policy is conditioned on (0: no language).
     """
 
     kind: str = ""
@@ -113,8 +116,12 @@ class ChunkPolicy(nn.Module, abc.ABC):
         cameras: Mapping[str, tuple[int, int]] | None = None,
         image_features: int = 64,
         image_shift: int = 4,
+        language_dim: int = 0,
     ) -> None:
         super().__init__()
+        if language_dim < 0:
+            raise ValueError(f"language_dim must be >= 0, got {language_dim}")
+        self.language_dim = language_dim
         self.obs_dim = obs_dim
         self.action_dim = action_dim
         self.horizons = horizons
@@ -127,11 +134,14 @@ class ChunkPolicy(nn.Module, abc.ABC):
         self.encoders = nn.ModuleDict(
             {c: ImageEncoder(h, w, image_features, shift=image_shift) for c, (h, w) in self.cameras.items()}
         )
-        self.cond_dim = obs_dim + len(self.cameras) * image_features
+        self.cond_dim = obs_dim + len(self.cameras) * image_features + language_dim
 
-    def check_obs(self, obs: torch.Tensor, images: Images | None = None) -> None:
-        """Raise ``ValueError`` unless ``obs`` is ``[B, To, D_o]`` and ``images`` holds every camera's
-        ``uint8 [B, To, H, W, 3]`` (and no other)."""
+    def check_obs(
+        self, obs: torch.Tensor, images: Images | None = None, instruction: torch.Tensor | None = None
+    ) -> None:
+        """Raise ``ValueError`` unless ``obs`` is ``[B, To, D_o]``, ``images`` holds every camera's
+        ``uint8 [B, To, H, W, 3]`` (and no other), and ``instruction`` is ``[B, D_l]`` exactly when the policy
+        is language-conditioned."""
         want = (self.horizons.obs, self.obs_dim)
         if obs.ndim != 3 or tuple(obs.shape[1:]) != want:
             raise ValueError(f"observations must be [B, {want[0]}, {want[1]}], got {list(obs.shape)}")
@@ -144,28 +154,53 @@ class ChunkPolicy(nn.Module, abc.ABC):
                 raise ValueError(
                     f"images '{c}' must be uint8 {list(shape)}, got {given[c].dtype} {list(given[c].shape)}"
                 )
+        if not self.language_dim:
+            if instruction is not None:
+                raise ValueError("this policy reads no instruction, got one")
+            return
+        want_l = (obs.shape[0], self.language_dim)
+        if instruction is None or tuple(instruction.shape) != want_l or not instruction.is_floating_point():
+            got = "none" if instruction is None else f"{instruction.dtype} {list(instruction.shape)}"
+            raise ValueError(f"the instruction embedding must be float {list(want_l)}, got {got}")
 
-    def condition(self, obs: torch.Tensor, images: Images | None = None) -> torch.Tensor:
-        """What the heads see, ``[B, To, D_c]``: the normalised observations and each camera's image features."""
-        self.check_obs(obs, images)
-        x = self.obs_norm(obs)
+    def image_features(self, images: Images | None, batch: int) -> list[torch.Tensor]:
+        """Each camera's features ``[B, To, image_features]`` (cameras in the policy's order)."""
         if not self.cameras:
-            return x
+            return []
         assert images is not None
-        b, t = obs.shape[:2]
-        feats = [self.encoders[c](images[c].flatten(0, 1)).view(b, t, -1) for c in self.cameras]
-        return torch.cat((x, *feats), -1)
+        t = self.horizons.obs
+        return [self.encoders[c](images[c].flatten(0, 1)).view(batch, t, -1) for c in self.cameras]
+
+    def condition(
+        self, obs: torch.Tensor, images: Images | None = None, instruction: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """What the heads see, ``[B, To, D_c]``: the normalised observations, each camera's image features and the
+        instruction embedding."""
+        self.check_obs(obs, images, instruction)
+        parts = [self.obs_norm(obs), *self.image_features(images, obs.shape[0])]
+        if instruction is not None:
+            parts.append(instruction[:, None].expand(-1, obs.shape[1], -1))
+        return torch.cat(parts, -1) if len(parts) > 1 else parts[0]
 
     @abc.abstractmethod
     def compute_loss(
-        self, obs: torch.Tensor, action: torch.Tensor, images: Images | None = None
+        self,
+        obs: torch.Tensor,
+        action: torch.Tensor,
+        images: Images | None = None,
+        instruction: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, dict[str, float]]:
-        """Training loss of raw windows ``obs [B, To, D_o]`` (and ``images``), ``action [B, Tp, D_a]``; returns
-        ``(loss, info)``."""
+        """Training loss of raw windows ``obs [B, To, D_o]`` (and ``images``, ``instruction``), ``action
+        [B, Tp, D_a]``; returns ``(loss, info)``."""
 
     @abc.abstractmethod
     def predict_action_chunk(
-        self, obs: torch.Tensor, noise: torch.Tensor | None = None, *, images: Images | None = None
+        self,
+        obs: torch.Tensor,
+        noise: torch.Tensor | None = None,
+        *,
+        images: Images | None = None,
+        instruction: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Actions ``[B, Tp, D_a]`` (normalised units, clipped to ``[-1, 1]``) for raw ``obs [B, To, D_o]``.
 
@@ -174,6 +209,7 @@ class ChunkPolicy(nn.Module, abc.ABC):
             noise: Initial sample ``[B, Tp, D_a]`` of stochastic samplers (``None``: drawn from the global
                 generator); ignored by deterministic heads.
             images: The same steps' camera images (required exactly when the policy has cameras).
+            instruction: The instruction's embedding ``[B, D_l]`` (required exactly when ``language_dim > 0``).
         """
 
     def export_module(self) -> nn.Module:
@@ -185,9 +221,21 @@ class ChunkPolicy(nn.Module, abc.ABC):
         to = self.horizons.obs
         return {f"image_{c}": torch.zeros(batch, to, h, w, 3, dtype=torch.uint8) for c, (h, w) in self.cameras.items()}
 
+    def language_inputs(self, batch: int) -> dict[str, torch.Tensor]:
+        """Example instruction input by ONNX input name: ``instruction [B, D_l]`` zeros (none without language)."""
+        return {"instruction": torch.zeros(batch, self.language_dim)} if self.language_dim else {}
+
     def export_inputs(self, batch: int) -> dict[str, torch.Tensor]:
         """Example inputs of :meth:`export_module` by ONNX input name (zeros)."""
-        return {"obs": torch.zeros(batch, self.horizons.obs, self.obs_dim), **self.image_inputs(batch)}
+        obs = torch.zeros(batch, self.horizons.obs, self.obs_dim)
+        return {"obs": obs, **self.image_inputs(batch), **self.language_inputs(batch)}
+
+    def split_inputs(self, rest: tuple[torch.Tensor, ...]) -> tuple[dict[str, torch.Tensor], torch.Tensor | None]:
+        """The exported graph's inputs after ``obs`` (and ``noise``): one image per camera, then the instruction."""
+        n = len(self.cameras)
+        if len(rest) != n + (1 if self.language_dim else 0):
+            raise ValueError(f"expected {n} camera inputs{' and the instruction' if self.language_dim else ''}")
+        return dict(zip(self.cameras, rest[:n], strict=True)), (rest[n] if self.language_dim else None)
 
     def sampler_settings(self) -> dict[str, object]:
         """Sampler facts for the deployment contract (empty for deterministic heads)."""
@@ -199,5 +247,6 @@ class _Deterministic(nn.Module):
         super().__init__()
         self.policy = policy
 
-    def forward(self, obs: torch.Tensor, *images: torch.Tensor) -> torch.Tensor:
-        return self.policy.predict_action_chunk(obs, images=dict(zip(self.policy.cameras, images, strict=True)))
+    def forward(self, obs: torch.Tensor, *rest: torch.Tensor) -> torch.Tensor:
+        images, instruction = self.policy.split_inputs(rest)
+        return self.policy.predict_action_chunk(obs, images=images, instruction=instruction)

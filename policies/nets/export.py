@@ -171,8 +171,9 @@ def _finish(proto: onnx.ModelProto, contract: Contract, what: str) -> onnx.Model
 def chunk_to_onnx_model(policy: ChunkPolicy, contract: Contract) -> onnx.ModelProto:
     """Trace an action-chunk policy's whole sampler into a checked ONNX model carrying the contract.
 
-    The graph is ``obs [B, To, obs_dim]`` (+ ``noise [B, Tp, A]`` for diffusion, + one ``uint8 [B, To, H, W, 3]``
-    per camera of ``contract.chunk.cameras``) -> ``contract.output_name`` ``[B, Tp, A]`` in normalised units:
+    The graph is ``obs [B, To, obs_dim]`` (+ ``noise [B, Tp, A]`` for diffusion and flow matching, + one ``uint8
+    [B, To, H, W, 3]`` per camera of ``contract.chunk.cameras``, + the instruction embedding ``[B, D_l]`` of a
+    language-conditioned policy) -> ``contract.output_name`` ``[B, Tp, A]`` in normalised units:
     normalisation, image encoders, every denoising step (``contract.chunk.sampler["steps"]``, unrolled) and the
     final clip are inside. See ``policies.runtime.chunking`` for how a robot runs it.
 
@@ -199,6 +200,10 @@ def chunk_to_onnx_model(policy: ChunkPolicy, contract: Contract) -> onnx.ModelPr
     for cam, size in policy.cameras.items():
         if c.image_shape(cam)[:2] != size:
             raise ContractError(f"contract camera '{cam}' is {c.image_shape(cam)[:2]}, the policy sees {size}")
+    if int(c.language.get("dim", 0)) != policy.language_dim:
+        raise ContractError(
+            f"contract chunk.language is for {c.language.get('dim', 0)} values, the policy reads {policy.language_dim}"
+        )
     if (bad := first_non_finite(policy)) is not None:
         raise ContractError(f"the policy's '{bad}' holds non-finite values; refusing to export it")
     copy_ = copy.deepcopy(policy).cpu().float().eval().requires_grad_(False)
@@ -209,6 +214,7 @@ def chunk_to_onnx_model(policy: ChunkPolicy, contract: Contract) -> onnx.ModelPr
         contract.input_name,
         *([c.noise_input] if c.noise_input else []),
         *(v["input"] for v in c.cameras.values()),
+        *([c.language["input"]] if c.language else []),
     ]
     if len(names) != len(inputs):
         raise ContractError(f"the policy takes inputs {list(inputs)}, the contract names {names}")

@@ -34,6 +34,7 @@ import numpy as np
 from policies.runtime.contract import ChunkSpec, ContractError
 from policies.runtime.observation import ObservationBuilder
 from policies.runtime.onnx_policy import PROBE_SCALES, PROBE_SEED, OnnxPolicy, UnsafeCommandError, load_contract
+from policies.runtime.text import TextError, check_instruction, printable
 
 Sampler = Callable[..., np.ndarray]
 """``sample(window) -> actions``: ``obs window [N, To, D_o] -> [N, Tp, D_a]`` in normalised units; for a policy that
@@ -168,6 +169,12 @@ class ChunkedOnnxPolicy(OnnxPolicy):
         self._rng = np.random.default_rng(seed)
         super().__init__(path, num_envs, providers, intra_op_threads, control_period_s)
         spec = self.chunk
+        dim = int(spec.language.get("dim", 0))
+        self._instruction = np.zeros((num_envs, dim), np.float32)
+        """Each robot's instruction embedding ``[N, D_l]`` (a language-conditioned policy)."""
+        self._instructed = np.zeros(num_envs, bool)
+        self.instructions: list[str] = [""] * num_envs
+        """Each robot's current instruction text (``""``: none yet)."""
         if ensemble_decay is not None:
             spec = ChunkSpec(**{**spec.__dict__, "ensemble_decay": ensemble_decay})
         self.executor = ChunkExecutor(num_envs, spec, self.num_actions, self.sample)
@@ -187,6 +194,8 @@ class ChunkedOnnxPolicy(OnnxPolicy):
             want_in[c.noise_input] = [c.pred_horizon, self.contract.action.size]
         images = {cam["input"]: [c.obs_horizon, *c.image_shape(name)] for name, cam in c.cameras.items()}
         want_in.update(images)
+        if c.language:
+            want_in[c.language["input"]] = [int(c.language["dim"])]
         ports = {p.name: p for p in self._session.get_inputs()}
         if set(ports) != set(want_in):
             raise ContractError(f"model inputs are {sorted(ports)}, the contract expects {sorted(want_in)}")
@@ -223,6 +232,13 @@ class ChunkedOnnxPolicy(OnnxPolicy):
         if c.noise_input:
             shape = (window.shape[0], c.pred_horizon, self.num_actions)
             feed[c.noise_input] = self._rng.standard_normal(shape, dtype=np.float32)
+        if c.language:
+            rows = window.shape[0]
+            if rows == self.num_envs:
+                feed[c.language["input"]] = self._instruction
+            else:  # a probe: every known instruction in turn
+                table = np.asarray(list(c.language["instructions"].values()) or [[0.0] * self._instruction.shape[1]])
+                feed[c.language["input"]] = table[np.arange(rows) % len(table)].astype(np.float32)
         (plan,) = self._session.run([self.contract.output_name], feed)
         plan = np.asarray(plan, dtype=np.float32)
         if not np.isfinite(plan).all() or np.abs(plan).max(initial=0.0) > 1.0 + 1e-6:
@@ -243,6 +259,53 @@ class ChunkedOnnxPolicy(OnnxPolicy):
             UnsafeCommandError: The graph produced a non-finite or out-of-range plan (never executed).
         """
         return self.run_obs(self.observation(signals), images)
+
+    def set_instruction(self, text: str, robots: np.ndarray | None = None) -> None:
+        """Give ``robots`` (a bool mask ``[N]``; all if ``None``) the instruction ``text``; it takes effect at each
+        robot's next plan (a chunk being executed is finished first).
+
+        Raises:
+            ContractError: The policy reads no instruction, ``text`` is not instruction text, or it is not one of
+                the contract's instructions (``chunk.language.instructions``: a new phrasing needs the encoder,
+                :meth:`set_instruction_embedding`).
+        """
+        lang = self.chunk.language
+        if not lang:
+            raise ContractError("this policy reads no language instruction")
+        try:
+            check_instruction(text)
+        except TextError as exc:
+            raise ContractError(str(exc)) from None
+        table = lang["instructions"]
+        if text not in table:
+            known = "; ".join(f"'{t}'" for t in list(table)[:6]) + (" ..." if len(table) > 6 else "")
+            raise ContractError(
+                f"instruction '{printable(text[:80])}' is not in the policy's table ({len(table)} known: {known}); "
+                "embed it with the policy's encoder (chunk.language.encoder) and call set_instruction_embedding"
+            )
+        mask = np.ones(self.num_envs, bool) if robots is None else np.asarray(robots, bool)
+        self._instruction[mask] = np.asarray(table[text], np.float32)
+        self._instructed[mask] = True
+        for i in np.nonzero(mask)[0]:
+            self.instructions[i] = text
+
+    def set_instruction_embedding(self, embedding: np.ndarray, robots: np.ndarray | None = None) -> None:
+        """Give ``robots`` an instruction by its embedding ``[D_l]`` (computed with the contract's encoder).
+
+        Raises:
+            ContractError: The policy reads no instruction, or the embedding has another width or is not finite.
+        """
+        dim = self._instruction.shape[1]
+        if not dim:
+            raise ContractError("this policy reads no language instruction")
+        e = np.asarray(embedding, np.float32)
+        if e.shape != (dim,) or not np.isfinite(e).all():
+            raise ContractError(f"an instruction embedding must be {dim} finite values, got shape {list(e.shape)}")
+        mask = np.ones(self.num_envs, bool) if robots is None else np.asarray(robots, bool)
+        self._instruction[mask] = e
+        self._instructed[mask] = True
+        for i in np.nonzero(mask)[0]:
+            self.instructions[i] = "(embedding)"
 
     def check_images(self, images: Mapping[str, np.ndarray] | None) -> dict[str, np.ndarray] | None:
         """The images of every camera the contract names, checked: ``uint8 [N, H, W, 3]`` each.
@@ -277,6 +340,9 @@ class ChunkedOnnxPolicy(OnnxPolicy):
             raise ContractError(f"policy input must have shape [{self.num_envs}, {self.obs_dim}], got {x.shape}")
         if not np.isfinite(x).all():
             raise ContractError("policy input holds a non-finite value; nothing was run")
+        if self.chunk.language and not self._instructed.all():
+            missing = np.nonzero(~self._instructed)[0].tolist()
+            raise ContractError(f"no instruction for robot(s) {missing[:8]}: call set_instruction first")
         return self.command(self.executor(x, self.check_images(images)), x)
 
     def grey_images(self, batch: int) -> dict[str, np.ndarray] | None:

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
-from policies.runtime.text import TextError, check_name, check_task, check_unit
+from policies.runtime.text import MAX_NAME, TextError, check_instruction, check_name, check_task, check_unit
 
 CONTRACT_VERSION = 1
 METADATA_KEY = "robot_rl.contract"
@@ -35,6 +35,10 @@ MIN_CONTROL_PERIOD_S = 1e-4
 MAX_CONTROL_RATE_HZ = 1.0 / MIN_CONTROL_PERIOD_S
 """The same bound as a rate, Hz."""
 MAX_DEPTH = 16
+MAX_LANGUAGE_DIM = 4096
+"""Widest instruction embedding accepted."""
+MAX_INSTRUCTIONS = 1024
+"""Most instructions a contract's embedding table may hold."""
 """Deepest nesting of mappings and lists a contract may hold (the task facts of ``extra`` are a few levels deep); a
 deeper file is refused instead of exhausting the interpreter's recursion."""
 
@@ -137,6 +141,10 @@ class ChunkSpec:
             ``uint8 [B, obs_horizon, height, width, 3]`` RGB images of the same steps as ``obs``), ``height`` and
             ``width`` (pixels), and ``mount``: where the camera was in training (body, position in m and
             orientation in that body's frame, field of view), so the real camera can be mounted to match.
+        language: For a language-conditioned policy (empty: none): ``input`` (the graph input, fed the instruction's
+            embedding ``float [B, dim]``), ``dim``, ``encoder`` (the frozen sentence encoder it was trained with:
+            ``name``, ``package``, ``version``, ``sha256`` of its weights) and ``instructions``: instruction text ->
+            its embedding (``dim`` numbers), so that a robot runs the known instructions without the encoder.
     """
 
     obs_horizon: int
@@ -146,6 +154,7 @@ class ChunkSpec:
     sampler: dict[str, Any] = field(default_factory=dict)
     ensemble_decay: float | None = None
     cameras: dict[str, dict[str, Any]] = field(default_factory=dict)
+    language: dict[str, Any] = field(default_factory=dict)
 
     def image_shape(self, camera: str) -> tuple[int, int, int]:
         """``(height, width, 3)`` of one camera's images."""
@@ -443,6 +452,32 @@ def _validate_chunk(c: ChunkSpec) -> None:
         for key in ("height", "width"):
             _count(cam.get(key), f"{where}.{key}", MAX_IMAGE_SIDE)
         _finite_tree(cam.get("mount", {}), f"{where}.mount")
+    _validate_language(c.language)
+
+
+def _validate_language(lang: Any) -> None:
+    """``chunk.language`` (see :class:`ChunkSpec`): a graph input name, a width, the encoder's identity (short
+    words) and a table of instruction texts (:func:`~policies.runtime.text.check_instruction`) to ``dim`` finite
+    numbers each."""
+    if not isinstance(lang, dict):
+        raise ContractError(f"chunk.language must be a mapping, got {type(lang).__name__}")
+    if not lang:
+        return
+    _word(check_name, lang.get("input"), "chunk.language.input")
+    dim = _count(lang.get("dim"), "chunk.language.dim", MAX_LANGUAGE_DIM)
+    if dim < 1:
+        raise ContractError("chunk.language.dim must be >= 1")
+    encoder = lang.get("encoder")
+    if not isinstance(encoder, dict) or not all(
+        isinstance(encoder.get(k), str) and 0 < len(encoder[k]) <= MAX_NAME for k in ("name", "sha256")
+    ):
+        raise ContractError("chunk.language.encoder must be a mapping with the encoder's 'name' and 'sha256' (text)")
+    table = lang.get("instructions")
+    if not isinstance(table, dict) or len(table) > MAX_INSTRUCTIONS:
+        raise ContractError(f"chunk.language.instructions must be a mapping of at most {MAX_INSTRUCTIONS} texts")
+    for i, (text, vector) in enumerate(table.items()):
+        _word(check_instruction, text, f"chunk.language.instructions: instruction {i}")
+        _numbers(vector, f"chunk.language.instructions[{i}]", dim, "chunk.language.dim")
 
 
 def _validate_training_ranges(ranges: Any) -> None:

@@ -68,6 +68,26 @@ def check_unit(value: object, where: str) -> str:
     return _check(value, where, UNIT_PATTERN, MAX_UNIT, "a unit (letters, digits, space and / ^ ( ) . % + -)")
 
 
+MAX_INSTRUCTION = 256
+"""Longest language instruction, characters (one sentence; the sentence encoder reads at most 256 word pieces)."""
+
+
+def check_instruction(value: object, where: str = "instruction") -> str:
+    """``value`` if it is a language instruction: a string of at most :data:`MAX_INSTRUCTION` characters without
+    control or text-reordering characters (it may be empty: "no instruction").
+
+    Raises:
+        TextError: Naming ``where`` and the rule.
+    """
+    if not isinstance(value, str):
+        raise TextError(f"{where} must be text, got {type(value).__name__}")
+    if len(value) > MAX_INSTRUCTION:
+        raise TextError(f"{where} is {len(value)} characters long; at most {MAX_INSTRUCTION}")
+    if _CONTROL.search(value):
+        raise TextError(f"{where} holds control characters: '{printable(value[:60])}'")
+    return value
+
+
 def _check(value: object, where: str, pattern: re.Pattern[str], longest: int, what: str) -> str:
     if not isinstance(value, str) or not value:
         raise TextError(f"{where} must be a non-empty string, got {printable(repr(value))}")

@@ -12,6 +12,7 @@ from typing import NoReturn
 from firmware_export.graph import UnsupportedModelError
 from firmware_export.quantize import CalibrationError
 from firmware_export.targets import ToolchainError
+from policies.nets.language import LanguageError
 from policies.nets.rsl_rl import RslRlCheckpointError
 from policies.runtime.contract import ContractError
 from policies.runtime.files import OutputFolderError
@@ -27,6 +28,7 @@ from sim.vec_env import TaskConfigError
 USER_ERRORS = (
     BackendError,
     DatasetError,
+    LanguageError,
     ConfigError,
     PolicyFileError,
     TaskConfigError,

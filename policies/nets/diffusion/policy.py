@@ -123,10 +123,14 @@ class DiffusionPolicy(ChunkPolicy):
         return sched
 
     def compute_loss(
-        self, obs: torch.Tensor, action: torch.Tensor, images: Images | None = None
+        self,
+        obs: torch.Tensor,
+        action: torch.Tensor,
+        images: Images | None = None,
+        instruction: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, dict[str, float]]:
         """DDPM loss: mean squared error of the predicted noise at a uniformly drawn diffusion step."""
-        cond = self.condition(obs, images)
+        cond = self.condition(obs, images, instruction)
         x0 = self.action_norm(action)
         noise = torch.randn_like(x0)
         k = torch.randint(0, self.sampler.train_steps, (x0.shape[0],), device=x0.device)
@@ -141,9 +145,10 @@ class DiffusionPolicy(ChunkPolicy):
         steps: int | None = None,
         *,
         images: Images | None = None,
+        instruction: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """DDIM sampling with the library scheduler (``steps``: default the configured number)."""
-        cond = self.condition(obs, images)
+        cond = self.condition(obs, images, instruction)
         shape = (obs.shape[0], self.horizons.pred, self.action_dim)
         x = torch.randn(shape, device=obs.device) if noise is None else noise
         if tuple(x.shape) != shape:
@@ -164,6 +169,7 @@ class DiffusionPolicy(ChunkPolicy):
             "obs": torch.zeros(batch, self.horizons.obs, self.obs_dim),
             "noise": torch.zeros(batch, self.horizons.pred, self.action_dim),
             **self.image_inputs(batch),
+            **self.language_inputs(batch),
         }
 
     def sampler_settings(self) -> dict[str, object]:
@@ -175,7 +181,7 @@ class UnrolledDDIM(nn.Module):
     """The DDIM loop for a fixed number of steps as one traceable module (see the module docstring).
 
     Shapes: ``obs [B, To, D_o]`` raw, ``noise [B, Tp, D_a]`` standard normal, then one ``uint8 [B, To, H, W, 3]``
-    per camera -> ``[B, Tp, D_a]`` in ``[-1, 1]``.
+    per camera and the ``instruction [B, D_l]`` of a language-conditioned policy -> ``[B, Tp, D_a]`` in ``[-1, 1]``.
     """
 
     def __init__(self, policy: DiffusionPolicy, steps: int) -> None:
@@ -195,10 +201,11 @@ class UnrolledDDIM(nn.Module):
         unet = policy.denoiser
         self.unet = FixedStepUnet(unet, [row[0] for row in self.rows]) if isinstance(unet, ConditionalUnet1D) else None
 
-    def forward(self, obs: torch.Tensor, noise: torch.Tensor, *images: torch.Tensor) -> torch.Tensor:
+    def forward(self, obs: torch.Tensor, noise: torch.Tensor, *rest: torch.Tensor) -> torch.Tensor:
         """Sample one chunk per batch row."""
         p = self.policy
-        cond = p.condition(obs, dict(zip(p.cameras, images, strict=True)))
+        images, instruction = p.split_inputs(rest)
+        cond = p.condition(obs, images, instruction)
         x = noise
         ones = torch.ones_like(noise[:, 0, 0])
         films = []

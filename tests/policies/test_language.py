@@ -1,0 +1,39 @@
+"""The frozen instruction encoder: offline, deterministic, unit-length, identified by its weights; instruction text
+from outside is checked before it is encoded."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from policies.nets import language
+from policies.nets.language import LanguageError, check_identity, embed, encoder_identity
+
+
+def test_embeddings_are_unit_length_deterministic_and_tell_colours_apart() -> None:
+    texts = ["lift the red cube", "lift the blue cube", "pick up the red cube", "lift the red cube"]
+    e = embed(texts)
+    assert e.shape == (4, language.DIM) and e.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(e, axis=1), 1.0, atol=1e-5)
+    np.testing.assert_array_equal(e[0], e[3])
+    assert embed([]).shape == (0, language.DIM)
+    assert float(e[0] @ e[1]) < 0.95  # the colour word moves the embedding
+
+
+def test_the_encoder_is_identified_by_its_weights_and_another_is_refused() -> None:
+    here = encoder_identity()
+    assert here["name"] == language.ENCODER and len(here["sha256"]) == 64 and here["dim"] == 384
+    check_identity(dict(here), "run")
+    with pytest.raises(LanguageError, match=r"run was trained with instruction encoder sha256 'abc', this machine"):
+        check_identity({**here, "sha256": "abc"}, "run")
+    with pytest.raises(LanguageError, match="must be a mapping"):
+        check_identity("minilm", "run")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [(3, "must be text, got int"), ("x" * 257, "257 characters long"), ("lift\x07 it", "control characters")],
+)
+def test_malformed_instructions_are_refused_by_name(text: object, message: str) -> None:
+    with pytest.raises(LanguageError, match=message):
+        embed([text])  # type: ignore[list-item]

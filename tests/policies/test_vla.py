@@ -1,0 +1,187 @@
+"""The vision-language-action policy: flow matching against a closed-form case, shapes and refusals, the exported
+graph against torch, and the torch-free runtime's instructions."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from policies.nets.chunk import Horizons
+from policies.nets.export import chunk_to_onnx_model, write_onnx
+from policies.nets.vla import FlowSettings, VLAPolicy, count_by_part, euler_integrate, flow_target
+from policies.runtime.chunking import ChunkedOnnxPolicy
+from policies.runtime.contract import ChunkSpec, ContractError
+from tests.policies.conftest import NUM_ACTIONS, make_contract
+
+H = Horizons(obs=2, pred=8, action=4)
+SIZE = (16, 20)
+DIM = 12
+"""Instruction width of the test policies (the real encoder's is 384)."""
+
+
+def _policy(cameras: bool = True, language: int = DIM) -> VLAPolicy:
+    torch.manual_seed(0)
+    obs_dim = make_contract().obs_dim
+    lo, hi = -np.ones(obs_dim) * 2, np.ones(obs_dim) * 3
+    alo, ahi = -np.ones(NUM_ACTIONS) * 0.8, np.ones(NUM_ACTIONS) * 0.9
+    return VLAPolicy(
+        obs_dim, NUM_ACTIONS, H, lo, hi, alo, ahi, d_model=32, heads=4, layers=1, expert_layers=2,
+        flow=FlowSettings(steps=4), cameras={"wrist": SIZE} if cameras else None, image_features=16,
+        language_dim=language,
+    )  # fmt: skip
+
+
+def _gaussian_velocity(mu: float, sigma: float):  # type: ignore[no-untyped-def]
+    """The exact marginal velocity of the flow from N(0, 1) to N(mu, sigma^2): E[a - eps | x_tau = x]."""
+
+    def v(x: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
+        t = tau[:, None, None]
+        var = t**2 * sigma**2 + (1 - t) ** 2
+        return mu + (t * sigma**2 - (1 - t)) / var * (x - t * mu)
+
+    return v
+
+
+def test_euler_integration_of_the_exact_velocity_moves_noise_to_the_data() -> None:
+    gen = torch.Generator().manual_seed(0)
+    noise = torch.randn(40000, 1, 1, generator=gen)
+    x = euler_integrate(_gaussian_velocity(0.3, 0.2), noise, steps=400)
+    assert float(x.mean()) == pytest.approx(0.3, abs=0.005)
+    assert float(x.std()) == pytest.approx(0.2, abs=0.005)
+
+
+@pytest.mark.parametrize("tau", [0.2, 0.7])
+def test_the_flow_matching_loss_of_the_exact_velocity_is_its_closed_form_residual(tau: float) -> None:
+    """Data N(mu, sigma^2) in one action dimension: at time tau the exact velocity leaves the loss
+    Var(a - eps | x_tau) = sigma^2 + 1 - (tau sigma^2 - (1 - tau))^2 / (tau^2 sigma^2 + (1 - tau)^2), and any other
+    velocity field more. The policy's own loss is evaluated with its velocity network replaced by the exact one."""
+    mu, sigma, n = 0.3, 0.2, 200000
+    policy = VLAPolicy(1, 1, Horizons(1, 1, 1), -np.ones(1), np.ones(1), -np.ones(1), np.ones(1), d_model=8, heads=2)
+    exact = _gaussian_velocity(mu, sigma)
+    torch.manual_seed(1)
+    policy.velocity = lambda x, t, ctx: exact(x, t)  # type: ignore[method-assign]
+    policy.sample_time = lambda b, device: torch.full((b,), tau)  # type: ignore[method-assign]
+    action = mu + sigma * torch.randn(n, 1, 1)
+    loss, _ = policy.compute_loss(torch.zeros(n, 1, 1), action)
+    closed = sigma**2 + 1 - (tau * sigma**2 - (1 - tau)) ** 2 / (tau**2 * sigma**2 + (1 - tau) ** 2)
+    assert float(loss) == pytest.approx(closed, rel=0.02)
+    policy.velocity = lambda x, t, ctx: exact(x, t) + 0.1  # type: ignore[method-assign]
+    worse, _ = policy.compute_loss(torch.zeros(n, 1, 1), action)
+    assert float(worse) == pytest.approx(closed + 0.01, rel=0.02)
+
+
+def test_flow_target_interpolates_noise_to_action() -> None:
+    a, eps = torch.full((2, 3, 1), 0.5), torch.full((2, 3, 1), -1.0)
+    x, u = flow_target(a, eps, torch.tensor([0.0, 1.0]))
+    assert torch.equal(x[0], eps[0]) and torch.equal(x[1], a[1]) and torch.equal(u, a - eps)
+
+
+def test_training_times_follow_pi0s_distribution() -> None:
+    torch.manual_seed(0)
+    tau = _policy(cameras=False).sample_time(100000, torch.device("cpu"))
+    assert float(tau.min()) >= 0.0 and float(tau.max()) <= 0.999
+    assert float(tau.mean()) == pytest.approx(0.999 * (1 - 1.5 / 2.5), abs=0.005)  # E[1 - Beta(1.5, 1)] = 0.4
+
+
+def test_shapes_sizes_and_refused_inputs() -> None:
+    policy = _policy()
+    obs = torch.zeros(3, H.obs, policy.obs_dim)
+    images = {"wrist": torch.zeros(3, H.obs, *SIZE, 3, dtype=torch.uint8)}
+    instruction = torch.zeros(3, DIM)
+    assert policy.predict_action_chunk(obs, images=images, instruction=instruction).shape == (3, H.pred, NUM_ACTIONS)
+    loss, _ = policy.compute_loss(obs, torch.zeros(3, H.pred, NUM_ACTIONS), images, instruction)
+    assert math.isfinite(float(loss.detach()))
+    with pytest.raises(ValueError, match=r"instruction embedding must be float \[3, 12\], got none"):
+        policy.predict_action_chunk(obs, images=images)
+    with pytest.raises(ValueError, match=r"instruction embedding must be float \[3, 12\], got torch.float32 \[3, 5\]"):
+        policy.predict_action_chunk(obs, images=images, instruction=torch.zeros(3, 5))
+    with pytest.raises(ValueError, match="reads no instruction, got one"):
+        _policy(language=0).predict_action_chunk(obs, images=images, instruction=instruction)
+    parts = count_by_part(policy)
+    assert sum(parts.values()) == policy.parameter_count() and min(parts.values()) > 0
+
+
+def test_the_instruction_changes_the_plan() -> None:
+    policy = _policy(cameras=False).eval()
+    obs, noise = torch.zeros(1, H.obs, policy.obs_dim), torch.zeros(1, H.pred, NUM_ACTIONS)
+    a = policy.predict_action_chunk(obs, noise, instruction=torch.ones(1, DIM))
+    b = policy.predict_action_chunk(obs, noise, instruction=-torch.ones(1, DIM))
+    assert (a - b).abs().max() > 1e-4
+
+
+def _language(texts: list[str]) -> dict[str, object]:
+    rng = np.random.default_rng(3)
+    table = {t: [float(x) for x in rng.standard_normal(DIM)] for t in texts}
+    encoder = {"name": "test-encoder", "package": "none", "version": "0", "sha256": "0" * 64}
+    return {"input": "instruction", "dim": DIM, "encoder": encoder, "instructions": table}
+
+
+def _export(policy: VLAPolicy, tmp_path: Path, language: dict[str, object]) -> Path:
+    cams = {"wrist": {"input": "image_wrist", "height": SIZE[0], "width": SIZE[1], "mount": {}}}
+    spec = ChunkSpec(H.obs, H.pred, H.action, "noise", policy.sampler_settings(), None, cams, language)
+    contract = dataclasses.replace(make_contract(), output_name="action_chunk", chunk=spec)
+    return write_onnx(chunk_to_onnx_model(policy, contract), contract, tmp_path)
+
+
+def test_the_exported_graph_matches_torch_and_the_runtime_feeds_known_instructions(tmp_path: Path) -> None:
+    policy = _policy().eval()
+    language = _language(["lift the red cube", "lift the blue cube"])
+    path = _export(policy, tmp_path, language)
+    runtime = ChunkedOnnxPolicy(path, num_envs=2)
+    rng = np.random.default_rng(0)
+    obs = rng.standard_normal((2, H.obs, policy.obs_dim)).astype(np.float32)
+    images = rng.integers(0, 256, (2, H.obs, *SIZE, 3), np.uint8)
+    runtime.set_instruction("lift the red cube", np.array([True, False]))
+    runtime.set_instruction("lift the blue cube", np.array([False, True]))
+    runtime._rng = np.random.default_rng(7)
+    plan = runtime.sample(obs, {"wrist": images})
+    noise = np.random.default_rng(7).standard_normal((2, H.pred, NUM_ACTIONS), dtype=np.float32)
+    table = language["instructions"]
+    assert isinstance(table, dict)
+    embedding = torch.tensor([table["lift the red cube"], table["lift the blue cube"]], dtype=torch.float32)
+    with torch.no_grad():
+        ref = policy.predict_action_chunk(
+            torch.from_numpy(obs), torch.from_numpy(noise), images={"wrist": torch.from_numpy(images)},
+            instruction=embedding,
+        ).numpy()  # fmt: skip
+    assert np.abs(plan - ref).max() <= 1e-4
+    assert runtime.instructions == ["lift the red cube", "lift the blue cube"]
+
+
+def test_the_runtime_names_unknown_malformed_and_missing_instructions(tmp_path: Path) -> None:
+    path = _export(_policy().eval(), tmp_path, _language(["lift the red cube"]))
+    runtime = ChunkedOnnxPolicy(path, num_envs=2)
+    signals = {t.source: np.zeros((2, t.size), np.float32) for t in runtime.contract.observation}
+    images = {"wrist": np.zeros((2, *SIZE, 3), np.uint8)}
+    with pytest.raises(ContractError, match=r"no instruction for robot\(s\) \[0, 1\]: call set_instruction first"):
+        runtime(signals, images)
+    with pytest.raises(ContractError, match="instruction 'raise the red block' is not in the policy's table"):
+        runtime.set_instruction("raise the red block")
+    with pytest.raises(ContractError, match="instruction holds control characters"):
+        runtime.set_instruction("lift the red cube\x1b[2J")
+    with pytest.raises(ContractError, match=r"an instruction embedding must be 12 finite values, got shape \[384\]"):
+        runtime.set_instruction_embedding(np.zeros(384))
+    runtime.set_instruction("lift the red cube")
+    assert runtime(signals, images).shape == (2, NUM_ACTIONS)
+
+
+def test_contracts_with_a_malformed_language_section_are_refused(tmp_path: Path) -> None:
+    policy = _policy().eval()
+    bad_text = _language(["ok"])
+    bad_text["instructions"] = {"x" * 300: [0.0] * DIM}
+    with pytest.raises(ContractError, match=r"chunk\.language\.instructions: instruction 0 is 300 characters long"):
+        _export(policy, tmp_path, bad_text)
+    short = _language(["ok"])
+    short["instructions"] = {"ok": [0.0] * 3}
+    with pytest.raises(ContractError, match=r"chunk.language.instructions\[0\]"):
+        _export(policy, tmp_path, short)
+    wide = _language(["ok"])
+    wide["dim"] = 8
+    with pytest.raises(ContractError, match=r"chunk\.language is for 8 values, the policy reads 12"):
+        wide["instructions"] = {"ok": [0.0] * 8}
+        _export(policy, tmp_path, wide)
