@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 from typing import Any, Literal
 
+from policies.runtime.text import printable
 from robot_rl.cli.common import MAX_EPISODES, check_folder_writable, in_range
 from robot_rl.config import check_device
 from robot_rl.transfer.harness import SIMULATORS
@@ -69,6 +70,13 @@ def add_parser(sub: Any) -> None:
         metavar="M",
         help="train-bc runs: plan every step and average the plans, each older one weighted exp(M) x the next "
         "newer (M < 0 favours newer plans; default: the run's)",
+    )
+    ev.add_argument(
+        "--instructions",
+        metavar="SET",
+        help="train-bc runs that read an instruction: the task's instruction set to evaluate with instead of the "
+        "training phrasings (panda-multitask: heldout paraphrases, or the probes wrong-colour and empty); writes "
+        "eval_instructions-SET.yaml/png and prints success per instruction",
     )
     ev.add_argument(
         "--visual",
@@ -172,9 +180,23 @@ def _eval_bc(run: Any, args: argparse.Namespace) -> int:
     visual: VisualRandomization | Literal["dataset"] | None = "dataset"
     if args.visual != "dataset":
         visual = VisualRandomization() if args.visual == "randomized" else None
-    result = run.evaluate(args.episodes, tuple(range(args.seeds)), visual=visual)
+    stem = "eval"
+    if args.instructions is not None:
+        if not run.policy.language_dim or not hasattr(run.env_cfg, "instructions"):
+            raise ConfigError("--instructions applies to students that read an instruction, in a language task")
+        try:
+            run.env_cfg = dataclasses.replace(run.env_cfg, instructions=args.instructions)
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(f"--instructions {printable(args.instructions)}: {exc}") from None
+        stem = f"eval_instructions-{args.instructions}"
+    result = run.evaluate(args.episodes, tuple(range(args.seeds)), visual=visual, stem=stem)
     print(f"{run.cfg.task}, {run.cfg.policy.kind} student: {result.line()}")
-    print(f"wrote {args.run / 'eval.yaml'} and {args.run / 'eval.png'}")
+    if run.policy.language_dim:
+        texts = run.instruction_texts()
+        for index, (won, n) in sorted(result.success_by("instruction").items()):
+            text = texts[index] if index < len(texts) else f"instruction {index}"
+            print(f"  {won / n:6.1%}  ({won}/{n})  '{printable(text)}'")
+    print(f"wrote {args.run / f'{stem}.yaml'} and {args.run / f'{stem}.png'}")
     return 0
 
 

@@ -33,6 +33,9 @@ class BCTrainingConfig:
         save_interval: Checkpoint every this many steps.
         eval_interval: Evaluate in simulation every this many steps (0: only at the end).
         eval_episodes: Episodes per evaluation.
+        instruction_noise: Language-conditioned students: standard deviation of Gaussian noise added to each value
+            of a training window's instruction embedding (then scaled back to unit length), so that the student
+            learns from a neighbourhood of each instruction, not its one point (0: none).
     """
 
     batch_size: int = 256
@@ -48,6 +51,7 @@ class BCTrainingConfig:
     save_interval: int = 1000
     eval_interval: int = 0
     eval_episodes: int = 100
+    instruction_noise: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "max_steps", "log_interval", "save_interval", "eval_episodes"):
@@ -59,6 +63,8 @@ class BCTrainingConfig:
             raise ValueError(f"train.learning_rate must be > 0, got {self.learning_rate}")
         if not 0 <= self.ema_max_decay < 1:
             raise ValueError(f"train.ema_max_decay must be in [0, 1), got {self.ema_max_decay}")
+        if not (math.isfinite(self.instruction_noise) and self.instruction_noise >= 0):
+            raise ValueError(f"train.instruction_noise must be >= 0, got {self.instruction_noise}")
         if self.max_time_s is not None and not self.max_time_s > 0:
             raise ValueError(f"train.max_time_s must be > 0, got {self.max_time_s}")
 

@@ -3,13 +3,15 @@
 The policy runs through the same :class:`~policies.runtime.chunking.ChunkExecutor` a robot runs (receding
 horizon or temporal ensembling), fed by the task's onboard observation group (and, for a student that sees
 cameras, images rendered offscreen from each world's current state), one world per episode, over several seeds
-(each seed: other starts, other randomised parameters, other sampler noise).
+(each seed: other starts, other randomised parameters, other sampler noise). A language-conditioned policy gets
+each world's instruction (the task's :attr:`~sim.vec_env.VecEnv.instructions`, embedded once per text by the
+frozen sentence encoder, :mod:`policies.nets.language`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +20,7 @@ import torch
 
 from policies.nets import ActorCritic
 from policies.nets.chunk import ChunkPolicy
+from policies.nets.language import embed
 from policies.runtime.chunking import ChunkExecutor
 from policies.runtime.contract import ChunkSpec
 from robot_rl.evaluate import (
@@ -29,6 +32,8 @@ from robot_rl.evaluate import (
     pick,
 )
 from sim.rendering import CameraRenderer, VisualRandomization
+from sim.typed_config import ConfigError
+from sim.vec_env import VecEnv
 
 Z_95 = 1.959964
 """Two-sided 95 % quantile of the standard normal."""
@@ -90,6 +95,15 @@ class ChunkEvalResult:
             "randomization": self.per_seed[0].randomized if self.per_seed else True,
         }
 
+    def success_by(self, key: str) -> dict[int, tuple[int, int]]:
+        """Successes and episodes per value of an integer episode metric (``instruction``: the instruction index),
+        over all seeds; empty if the episodes do not carry ``key``."""
+        if not self.per_seed or key not in self.per_seed[0].episodes:
+            return {}
+        values = np.concatenate([r.episodes[key] for r in self.per_seed]).astype(np.int64)
+        success = np.concatenate([r.episodes["success"] for r in self.per_seed]).astype(bool)
+        return {int(v): (int(success[values == v].sum()), int((values == v).sum())) for v in np.unique(values)}
+
     def line(self) -> str:
         """One readable line."""
         lo, hi = self.ci95
@@ -111,6 +125,8 @@ class ChunkActor:
         num_envs: Worlds.
         generator: Sampler noise.
         cameras: The renderer of a policy that sees cameras.
+        instructions: For a language-conditioned policy: each world's current instruction embedding ``[N, D_l]``,
+            read every control period (a new instruction takes effect at the next plan).
     """
 
     def __init__(
@@ -121,8 +137,13 @@ class ChunkActor:
         num_envs: int,
         generator: torch.Generator,
         cameras: CameraRenderer | None = None,
+        instructions: Callable[[], np.ndarray] | None = None,
     ) -> None:
+        if bool(policy.language_dim) != (instructions is not None):
+            raise ValueError("a language-conditioned policy needs instructions, and only it")
         self.policy, self.groups, self.cameras, self.generator = policy, groups, cameras, generator
+        self.instructions = instructions
+        self._instruction: torch.Tensor | None = None
         self.device = next(policy.parameters()).device
         self._shape = (num_envs, policy.horizons.pred, policy.action_dim)
         self.executor = ChunkExecutor(num_envs, spec, policy.action_dim, self._sample)
@@ -131,17 +152,43 @@ class ChunkActor:
         noise = torch.randn(self._shape, generator=self.generator, device=self.device)
         views = {c: torch.from_numpy(x).to(self.device) for c, x in (images or {}).items()}
         with torch.inference_mode():
-            plan = self.policy.predict_action_chunk(torch.from_numpy(window).to(self.device), noise, images=views)
+            obs = torch.from_numpy(window).to(self.device)
+            plan = self.policy.predict_action_chunk(obs, noise, images=views, instruction=self._instruction)
         return plan.cpu().numpy()
 
     def __call__(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
         """Actions ``[N, A]`` for the current observations."""
         images = self.cameras.render() if self.cameras is not None else None
+        if self.instructions is not None:
+            self._instruction = torch.from_numpy(self.instructions()).to(self.device)
         return torch.from_numpy(self.executor(pick(obs, self.groups).cpu().numpy(), images)).to(self.device)
 
     def reset(self, mask: np.ndarray) -> None:
         """Start new episodes in worlds ``mask [N]`` (bool)."""
         self.executor.reset(mask)
+
+
+def env_instructions(env: VecEnv, policy: ChunkPolicy) -> Callable[[], np.ndarray] | None:
+    """For a language-conditioned ``policy``: a function giving each world's current instruction embedding
+    ``[N, D_l]`` (each of the task's texts embedded once); ``None`` for a policy without language.
+
+    Raises:
+        ConfigError: The policy reads instructions and the task gives none.
+    """
+    if not policy.language_dim:
+        return None
+    texts, ids = env.instructions, env.instruction_ids()
+    if not texts or ids is None:
+        name = getattr(env, "task_name", type(env).__name__)
+        raise ConfigError(f"task '{name}' gives no language instructions; this student reads one")
+    table = embed(texts)
+
+    def current() -> np.ndarray:
+        world_ids = env.instruction_ids()
+        assert world_ids is not None
+        return table[world_ids.cpu().numpy()]
+
+    return current
 
 
 def evaluate_chunk_policy(
@@ -174,7 +221,7 @@ def evaluate_chunk_policy(
         env = make_eval_env(task, env_cfg, episodes, device, randomize)
         gen = torch.Generator(device=device).manual_seed(seed)
         cameras = CameraRenderer(env, policy.cameras, visual, seed + EVAL_SEED_OFFSET) if policy.cameras else None
-        fn = ChunkActor(policy, spec, groups, episodes, gen, cameras)
+        fn = ChunkActor(policy, spec, groups, episodes, gen, cameras, env_instructions(env, policy))
         results.append(evaluate_env(env, fn, seed=seed + EVAL_SEED_OFFSET))
         if cameras is not None:
             cameras.close()

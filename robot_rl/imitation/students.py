@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Literal
 
 from policies.nets.chunk import ChunkPolicy, Horizons
+from policies.nets.language import DIM as LANGUAGE_DIM
 from policies.runtime.contract import ChunkSpec
 from sim.typed_config import ConfigError, from_dict
 
@@ -35,6 +36,8 @@ class StudentConfig:
             gets an image encoder (:class:`~policies.nets.vision.ImageEncoder`). Empty: observations only.
         image_features: Features per camera.
         image_shift: Random-shift augmentation of training images, pixels (0: none).
+        language: Condition on the episode's instruction (the dataset's task text, embedded by the frozen sentence
+            encoder of :mod:`policies.nets.language`): a language-conditioned student.
     """
 
     kind: str = ""
@@ -45,6 +48,7 @@ class StudentConfig:
     cameras: list[str] = field(default_factory=list)
     image_features: int = 64
     image_shift: int = 4
+    language: bool = False
 
     noise_input: ClassVar[str] = ""
     """The exported graph's noise input (``""``: a deterministic graph)."""
@@ -76,16 +80,23 @@ class StudentConfig:
         ``vision`` the image-encoder settings (``cameras`` name -> size, ``image_features``, ``image_shift``)."""
         raise NotImplementedError(f"student kind '{self.kind}' builds no network")
 
-    def chunk_spec(self, policy: ChunkPolicy, mounts: dict[str, dict[str, Any]] | None = None) -> ChunkSpec:
-        """The contract's ``chunk`` section of a trained student (``mounts``: the dataset's camera mounts)."""
+    def chunk_spec(
+        self,
+        policy: ChunkPolicy,
+        mounts: dict[str, dict[str, Any]] | None = None,
+        language: dict[str, Any] | None = None,
+    ) -> ChunkSpec:
+        """The contract's ``chunk`` section of a trained student (``mounts``: the dataset's camera mounts;
+        ``language``: a language-conditioned student's ``chunk.language``)."""
         h = policy.horizons
         cameras = {
             c: {"input": name, "height": hw[0], "width": hw[1], "mount": dict((mounts or {}).get(c, {}))}
             for (c, hw), name in zip(policy.cameras.items(), policy.image_inputs(1), strict=True)
         }
         return ChunkSpec(
-            h.obs, h.pred, h.action, self.noise_input, policy.sampler_settings(), self.ensemble_decay, cameras
-        )
+            h.obs, h.pred, h.action, self.noise_input, policy.sampler_settings(), self.ensemble_decay, cameras,
+            dict(language or {}),
+        )  # fmt: skip
 
 
 STUDENTS: dict[str, type[StudentConfig]] = {}
@@ -178,6 +189,48 @@ class DiffusionStudentConfig(StudentConfig):
         )  # fmt: skip
 
 
+@register_student
+@dataclass
+class VLAStudentConfig(StudentConfig):
+    """A vision-language-action policy: image, instruction and state tokens fused by a transformer, action chunks
+    from a flow-matching action expert (:class:`~policies.nets.vla.VLAPolicy`).
+
+    Attributes:
+        d_model: Token width.
+        heads: Attention heads.
+        layers: Fusion blocks over the prefix (state, image and instruction tokens).
+        expert_layers: Action-expert blocks.
+        flow_steps: Euler steps per chunk (evaluation and export).
+    """
+
+    kind: str = "vla"
+    language: bool = True
+    d_model: int = 128
+    heads: int = 4
+    layers: int = 3
+    expert_layers: int = 3
+    flow_steps: int = 10
+
+    noise_input: ClassVar[str] = "noise"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if min(self.d_model, self.heads, self.layers, self.expert_layers, self.flow_steps) < 1:
+            raise ValueError("policy.d_model, heads, layers, expert_layers and flow_steps must be >= 1")
+        if self.d_model % self.heads or self.d_model % 2:
+            raise ValueError(f"policy.d_model ({self.d_model}) must be even and divisible by heads ({self.heads})")
+
+    def build(self, obs_dim: int, action_dim: int, ranges: Ranges, vision: dict[str, Any]) -> ChunkPolicy:
+        """:class:`~policies.nets.vla.VLAPolicy` with its flow sampler."""
+        from policies.nets.vla import FlowSettings, VLAPolicy
+
+        o_lo, o_hi, a_lo, a_hi = ranges
+        return VLAPolicy(
+            obs_dim, action_dim, self.horizons, o_lo, o_hi, a_lo, a_hi, d_model=self.d_model, heads=self.heads,
+            layers=self.layers, expert_layers=self.expert_layers, flow=FlowSettings(self.flow_steps), **vision,
+        )  # fmt: skip
+
+
 def student_config(data: Any, where: str = "policy", legacy: bool = False) -> StudentConfig:
     """The student config of plain data: its ``kind`` (default ``diffusion``) picks the class.
 
@@ -230,6 +283,7 @@ def build_student(
         "cameras": {c: sizes[c] for c in p.cameras},
         "image_features": p.image_features,
         "image_shift": p.image_shift,
+        "language_dim": LANGUAGE_DIM if p.language else 0,
     }
     s, a = stats["observation.state"], stats["action"]
     return p.build(obs_dim, action_dim, (s["min"], s["max"], a["min"], a["max"]), vision)

@@ -11,6 +11,8 @@ Checkpoint layout (``torch.save`` dict, ``weights_only``)::
     config      resolved BCConfig as plain data
     dims        {"obs_dim", "action_dim", "cameras": {camera: [height, width]}}
     contract    the observation/action contract of the demonstrations (from the dataset) or None
+    language    a language-conditioned student's {"encoder": the sentence encoder's identity, "instructions": the
+                dataset's task texts} or None
     env         the task config the demonstrations were collected under (plain) or None
     teacher     who recorded the demonstrations (a PPO run folder or a scripted expert; the dataset's words) or None
     obs_groups  observation groups the student reads
@@ -33,6 +35,7 @@ import torch
 import yaml
 
 from policies.nets.chunk import ChunkPolicy
+from policies.nets.language import embed, encoder_identity
 from policies.runtime.contract import Contract
 from policies.runtime.files import atomic_path, atomic_write_text
 from robot_rl.checkpoint import BC_FORMAT, CheckpointError, first_non_finite
@@ -42,7 +45,15 @@ from robot_rl.imitation.evaluate import ChunkEvalResult, evaluate_chunk_policy
 from robot_rl.imitation.students import build_student
 from robot_rl.imitation.windows import Windows
 from robot_rl.logger import TrainingLogger, save_png
-from robot_rl.runs.bc import EVAL_SEEDS, BCRun, read_bc_checkpoint, typed_env, visual_randomization, write_evaluation
+from robot_rl.runs.bc import (
+    EVAL_SEEDS,
+    BCRun,
+    read_bc_checkpoint,
+    task_instructions,
+    typed_env,
+    visual_randomization,
+    write_evaluation,
+)
 from sim.typed_config import ConfigError, to_dict
 
 FORMAT = BC_FORMAT
@@ -206,6 +217,11 @@ def train_bc(cfg: BCConfig, resume: Path | None = None, quiet: bool = False, exp
     tensors = [torch.from_numpy(a).to(device) for a in (windows.state, windows.action)]
     index = [torch.from_numpy(a).to(device) for a in (windows.obs_index, windows.action_index)]
     frames = {c: torch.from_numpy(a).to(device) for c, a in windows.images.items()}  # uint8 [F, H, W, 3]
+    language = None
+    if policy.language_dim:
+        table = torch.from_numpy(embed(windows.tasks)).to(device)  # [K, D_l], one row per distinct instruction
+        frame_embedding = table[torch.from_numpy(windows.frame_task).to(device)]  # [F, D_l]
+        language = {"encoder": encoder_identity(), "instructions": windows.tasks}
 
     def save() -> None:
         state = {
@@ -217,6 +233,7 @@ def train_bc(cfg: BCConfig, resume: Path | None = None, quiet: bool = False, exp
                 "cameras": {c: list(hw) for c, hw in policy.cameras.items()},
             },
             "contract": None if contract is None else contract.to_dict(),
+            "language": language,
             "env": None if env_cfg is None else to_dict(env_cfg),
             "task": task,
             "teacher": teacher,
@@ -259,7 +276,11 @@ def train_bc(cfg: BCConfig, resume: Path | None = None, quiet: bool = False, exp
             rows = torch.from_numpy(rng.integers(0, len(windows), t.batch_size)).to(device)
             obs, action = tensors[0][index[0][rows]], tensors[1][index[1][rows]]
             images = {c: f[index[0][rows]] for c, f in frames.items()}
-            loss, _ = policy.compute_loss(obs, action, images)
+            instruction = frame_embedding[index[0][rows, -1]] if language is not None else None
+            if instruction is not None and t.instruction_noise > 0:
+                noisy = instruction + t.instruction_noise * torch.randn(instruction.shape, device=device)
+                instruction = torch.nn.functional.normalize(noisy, dim=-1)
+            loss, _ = policy.compute_loss(obs, action, images, instruction)
             if not torch.isfinite(loss):
                 raise CheckpointError(f"the training loss became non-finite at step {step}; last checkpoint kept")
             opt.zero_grad(set_to_none=True)
@@ -289,7 +310,8 @@ def train_bc(cfg: BCConfig, resume: Path | None = None, quiet: bool = False, exp
         if evaluation is not None:
             logger.log({"eval/success_rate": evaluation.success_rate}, step)
             spec = cfg.policy.chunk_spec(ema.model if ema is not None else policy, mounts)
-            write_evaluation(run_dir, evaluation, f"{task}: {cfg.policy.kind} student", spec)
+            title = f"{task}: {cfg.policy.kind} student"
+            write_evaluation(run_dir, evaluation, title, spec, instructions=task_instructions(task, env_cfg))
     finally:
         logger.close()
     if export and contract is not None:

@@ -36,6 +36,8 @@ class Windows:
         obs_index: ``[F, To]`` int64 rows of ``state`` forming each window's observations, oldest first.
         action_index: ``[F, Tp]`` int64 rows of ``action`` forming each window's action chunk.
         images: Camera name -> all frames' images ``uint8 [F, H, W, 3]`` (indexed by ``obs_index`` like ``state``).
+        tasks: The episodes' distinct task texts (instructions), in order of first appearance.
+        frame_task: ``[F]`` int64 index into ``tasks`` of each frame's episode.
     """
 
     def __init__(
@@ -60,6 +62,10 @@ class Windows:
         self.obs_index = np.clip(past, starts[:, None], ends[:, None]).astype(np.int64)
         self.action_index = np.clip(future, starts[:, None], ends[:, None]).astype(np.int64)
         self.images = {c: decode_frames(episodes, c, size) for c, size in (cameras or {}).items()}
+        index: dict[str, int] = {}
+        per_episode = np.array([index.setdefault(e.task, len(index)) for e in episodes], np.int64)
+        self.tasks = list(index)
+        self.frame_task = np.repeat(per_episode, lengths)
 
     def __len__(self) -> int:
         return len(self.obs_index)

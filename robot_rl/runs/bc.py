@@ -14,6 +14,7 @@ import torch
 import yaml
 
 from policies.nets.chunk import ChunkPolicy
+from policies.nets.language import LanguageError, check_identity, embed
 from policies.runtime.contract import ChunkSpec, Contract, ContractError
 from policies.runtime.files import atomic_write_text
 from robot_rl.checkpoint import BC_FORMAT, CheckpointError, first_non_finite, read_any_checkpoint
@@ -82,6 +83,14 @@ class BCRun:
             raise CheckpointError(
                 f"checkpoint in '{run_dir}' does not fit its config: {str(exc).splitlines()[0]}"
             ) from None
+        if cfg.policy.language:
+            language = state.get("language")
+            if not isinstance(language, dict):
+                raise CheckpointError(f"checkpoint in '{run_dir}' is language-conditioned but names no encoder")
+            try:
+                check_identity(language.get("encoder"), f"'{run_dir}'")
+            except LanguageError as exc:
+                raise CheckpointError(str(exc)) from None
         contract = Contract.from_dict(state["contract"]) if state.get("contract") else None
         task = str(state.get("task") or "")
         env_cfg = typed_env(task, state.get("env"))
@@ -118,8 +127,19 @@ class BCRun:
             self.cfg.policy = dataclasses.replace(self.cfg.policy, ensemble_decay=ensemble_decay)
 
     def spec(self) -> ChunkSpec:
-        """Contract chunk section of this student."""
-        return self.cfg.policy.chunk_spec(self.policy, self.checkpoint.get("camera_mounts"))
+        """Contract chunk section of this student (a language-conditioned one's with its instruction table)."""
+        return self.cfg.policy.chunk_spec(self.policy, self.checkpoint.get("camera_mounts"), self.language_section())
+
+    def language_section(self) -> dict[str, Any]:
+        """``chunk.language`` of a language-conditioned student: the graph input, the encoder it was trained with
+        and the embedding of each instruction its dataset holds (empty for a student without language)."""
+        if not self.policy.language_dim:
+            return {}
+        language = self.checkpoint["language"]
+        texts = [str(t) for t in language.get("instructions", [])]
+        table = {t: [float(x) for x in v] for t, v in zip(texts, embed(texts), strict=True)}
+        return {"input": "instruction", "dim": self.policy.language_dim, "encoder": language["encoder"],
+                "instructions": table}  # fmt: skip
 
     def contract(self) -> Contract:
         """The demonstrations' contract with this student's chunk section (what export writes).
@@ -151,9 +171,10 @@ class BCRun:
         seeds: tuple[int, ...] = EVAL_SEEDS,
         randomize: bool = True,
         visual: VisualRandomization | Literal["dataset"] | None = "dataset",
+        stem: str = "eval",
     ) -> ChunkEvalResult:
-        """Evaluate the student (``episodes`` per seed) and write ``eval.yaml`` / ``eval.png``; a student that sees
-        cameras renders them with ``visual`` randomisation (``"dataset"``: as its demonstrations were).
+        """Evaluate the student (``episodes`` per seed) and write ``<stem>.yaml`` / ``<stem>.png``; a student that
+        sees cameras renders them with ``visual`` randomisation (``"dataset"``: as its demonstrations were).
 
         Raises:
             ConfigError: The run's dataset names no task to evaluate in.
@@ -165,8 +186,14 @@ class BCRun:
         result = evaluate_chunk_policy(
             self.policy, self.spec(), self.cfg.task, self.env_cfg, self.obs_groups, episodes, seeds, randomize, visual
         )
-        write_evaluation(self.run_dir, result, f"{self.cfg.task}: {self.cfg.policy.kind} student", self.spec())
+        title = f"{self.cfg.task}: {self.cfg.policy.kind} student"
+        write_evaluation(self.run_dir, result, title, self.spec(), stem, self.instruction_texts())
         return result
+
+    def instruction_texts(self) -> list[str]:
+        """The instruction texts of the task in this run's env config (indexed by the episodes' ``instruction``);
+        empty for a task without language."""
+        return task_instructions(self.cfg.task, self.env_cfg)
 
     def describe(self) -> str:
         """One line: what the run is."""
@@ -226,8 +253,29 @@ def visual_randomization(plain: dict[str, Any] | None) -> VisualRandomization | 
         raise ConfigError(f"the dataset's visual_randomization is invalid: {exc}") from None
 
 
-def write_evaluation(run_dir: Path, result: ChunkEvalResult, title: str, spec: ChunkSpec | None = None) -> None:
-    """``eval.yaml`` (pooled success, 95 % interval, per seed, how chunks were executed) and ``eval.png``."""
+def task_instructions(task: str, env_cfg: Any) -> list[str]:
+    """The instruction texts task ``task`` gives in config ``env_cfg`` (empty: no task, or one without language)."""
+    if not task or env_cfg is None:
+        return []
+    from sim.registry import make
+
+    env = make(task, 1, "cpu", env_cfg)
+    try:
+        return list(env.instructions)
+    finally:
+        env.close()
+
+
+def write_evaluation(
+    run_dir: Path,
+    result: ChunkEvalResult,
+    title: str,
+    spec: ChunkSpec | None = None,
+    stem: str = "eval",
+    instructions: list[str] | None = None,
+) -> None:
+    """``<stem>.yaml`` (pooled success, 95 % interval, per seed, how chunks were executed, per instruction where the
+    episodes carry one) and ``<stem>.png``."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -240,7 +288,14 @@ def write_evaluation(run_dir: Path, result: ChunkEvalResult, title: str, spec: C
             "ensemble_decay": spec.ensemble_decay,
             "inference_steps": spec.sampler.get("inference_steps"),
         }
-    atomic_write_text(run_dir / "eval.yaml", yaml.safe_dump(summary, sort_keys=False))
+    by_instruction = result.success_by("instruction")
+    if by_instruction:
+        texts = instructions or []
+        summary["per_instruction"] = [
+            {"instruction": texts[i] if i < len(texts) else i, "success_rate": won / n, "episodes": n}
+            for i, (won, n) in sorted(by_instruction.items())
+        ]
+    atomic_write_text(run_dir / f"{stem}.yaml", yaml.safe_dump(summary, sort_keys=False))
     fig, ax = plt.subplots(figsize=(5, 3.5))
     rates = [float(r.episodes["success"].mean()) for r in result.per_seed]
     ax.bar([str(s) for s in result.seeds], rates, color="tab:blue", alpha=0.7, label="per seed")
@@ -253,5 +308,5 @@ def write_evaluation(run_dir: Path, result: ChunkEvalResult, title: str, spec: C
     ax.legend(fontsize=8)
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
-    save_png(fig, run_dir / "eval.png")
+    save_png(fig, run_dir / f"{stem}.png")
     plt.close(fig)

@@ -1,0 +1,71 @@
+"""A small vision-language-action student learns panda-multitask from the scripted expert's demonstrations and follows
+the instruction: it lifts the named cube, and with an instruction naming another cube it mostly does not."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from policies.runtime.chunking import ChunkedOnnxPolicy
+from robot_rl.imitation.collect import collect
+from robot_rl.imitation.config import load_bc_config
+from robot_rl.imitation.evaluate import ChunkEvalResult
+from robot_rl.imitation.train_bc import train_bc
+from robot_rl.runs.bc import BCRun
+
+CI_VLA = [
+    "policy.d_model=64",
+    "policy.layers=2",
+    "policy.expert_layers=2",
+    "policy.pred_horizon=8",
+    "policy.action_horizon=4",
+    "policy.ensemble_decay=null",
+    "train.batch_size=128",
+    "train.max_steps=2500",
+    "train.warmup_steps=200",
+    "train.learning_rate=5.0e-4",
+    "train.eval_episodes=60",
+    "train.save_interval=1000",
+]
+"""A smaller VLA than configs/bc-vla.yaml (0.3 M parameters), re-planning every 4 steps, so that training and the
+evaluations fit in about 80 s on 2 cores. Measured (seed 0): the arm reached the named cube in 56 % of the episodes,
+1.7 % with an instruction naming another cube; it lifted it in 7 % (the full-size student: docs/vla.md)."""
+
+
+REACHED_M = 0.05
+"""The fingertips' centre came within 5 cm of the named cube's centre (the cube's neighbours are >= 8.5 cm away)."""
+
+
+def _reached(result: ChunkEvalResult) -> float:
+    """Share of episodes in which the arm reached the named cube."""
+    closest = np.concatenate([r.episodes["closest_approach"] for r in result.per_seed])
+    return float((closest < REACHED_M).mean())
+
+
+@pytest.mark.slow
+def test_a_vla_student_follows_the_instruction(tmp_path: Path) -> None:
+    """Two things the untrained policy does not do: go to the cube the instruction names (with an instruction naming
+    another cube, it goes there instead), and lift it in some episodes. The full-size student's lift success is in
+    docs/vla.md; this budget checks that the instruction steers the arm."""
+    summary = collect("panda-multitask", 150, tmp_path / "demos", num_envs=150, action_noise=0.1, quiet=True)
+    assert summary.kept == 150
+    cfg = load_bc_config("vla", overrides=CI_VLA, dataset=str(tmp_path / "demos"), run_root=str(tmp_path / "runs"))
+    result = train_bc(cfg, quiet=True)
+    assert result.evaluation is not None
+    run = BCRun.load(result.run_dir)
+    told = _reached(result.evaluation)
+    run.env_cfg = dataclasses.replace(run.env_cfg, instructions="wrong-colour")
+    misled = _reached(run.evaluate(60, seeds=(0,)))
+    assert told >= 0.35, (told, result.evaluation.line())
+    assert misled <= 0.5 * told, (told, misled)  # ignoring the instruction would reach the named cube 1 time in 3
+
+    runtime = ChunkedOnnxPolicy(result.run_dir / "policy.onnx", num_envs=1)
+    lang = runtime.chunk.language
+    assert lang["encoder"]["sha256"] == run.checkpoint["language"]["encoder"]["sha256"]
+    assert sorted(lang["instructions"]) == sorted(run.checkpoint["language"]["instructions"])
+    runtime.set_instruction("lift the red cube")
+    signals = {t.source: np.zeros((1, t.size), np.float32) for t in runtime.contract.observation}
+    assert np.isfinite(runtime(signals)).all()
