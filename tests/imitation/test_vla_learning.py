@@ -1,5 +1,5 @@
 """A small vision-language-action student learns panda-multitask from the scripted expert's demonstrations and follows
-the instruction: it lifts the named cube, and with an instruction naming another cube it mostly does not."""
+the instruction: its arm goes to the named cube, and with an instruction naming another cube it goes elsewhere."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from policies.runtime.chunking import ChunkedOnnxPolicy
 from robot_rl.imitation.collect import collect
@@ -15,6 +16,7 @@ from robot_rl.imitation.config import load_bc_config
 from robot_rl.imitation.evaluate import ChunkEvalResult
 from robot_rl.imitation.train_bc import train_bc
 from robot_rl.runs.bc import BCRun
+from tests.imitation.test_bc_cli import robot_rl
 
 CI_VLA = [
     "policy.d_model=64",
@@ -58,7 +60,7 @@ def test_a_vla_student_follows_the_instruction(tmp_path: Path) -> None:
     run = BCRun.load(result.run_dir)
     told = _reached(result.evaluation)
     run.env_cfg = dataclasses.replace(run.env_cfg, instructions="wrong-colour")
-    misled = _reached(run.evaluate(60, seeds=(0,)))
+    misled = _reached(run.evaluate(60, seeds=(0,), stem="eval_instructions-wrong-colour"))
     assert told >= 0.35, (told, result.evaluation.line())
     assert misled <= 0.5 * told, (told, misled)  # ignoring the instruction would reach the named cube 1 time in 3
 
@@ -69,3 +71,13 @@ def test_a_vla_student_follows_the_instruction(tmp_path: Path) -> None:
     runtime.set_instruction("lift the red cube")
     signals = {t.source: np.zeros((1, t.size), np.float32) for t in runtime.contract.observation}
     assert np.isfinite(runtime(signals)).all()
+
+    # robot-rl eval --instructions: another set, success per instruction, its own file (eval.yaml stays)
+    out = robot_rl("eval", result.run_dir, "--instructions", "heldout", "--episodes", "9", "--seeds", "1")
+    assert out.returncode == 0, out.stderr
+    assert "'can you hold up the red box'" in out.stdout
+    held = yaml.safe_load((result.run_dir / "eval_instructions-heldout.yaml").read_text())
+    assert sum(row["episodes"] for row in held["per_instruction"]) == 9
+    assert yaml.safe_load((result.run_dir / "eval.yaml").read_text())["episodes"] == 180
+    bad = robot_rl("eval", result.run_dir, "--instructions", "polite", "--episodes", "2")
+    assert bad.returncode == 2 and "--instructions polite: env.instructions must be one of" in bad.stderr
