@@ -28,7 +28,7 @@ from tqdm import tqdm
 import sim
 from robot_rl.evaluate import pick
 from robot_rl.imitation.dataset import DatasetError, DatasetWriter, Episode, encode_image, load_dataset
-from robot_rl.imitation.evaluate import ChunkActor
+from robot_rl.imitation.evaluate import ChunkActor, env_instructions
 from robot_rl.logger import interactive
 from robot_rl.runs.bc import BCRun
 from robot_rl.runs.ppo import PPORun
@@ -216,7 +216,8 @@ def collect(
                 included += 1
                 frames += ep.length
             if student is not None:
-                driver = ChunkActor(student.policy, student.spec(), student.obs_groups, num_envs, gen)
+                said = env_instructions(env, student.policy)  # a language-conditioned student hears each world's
+                driver = ChunkActor(student.policy, student.spec(), student.obs_groups, num_envs, gen, None, said)
             obs = env.reset(seed=seed)
             while kept - included < episodes and attempted < MAX_ATTEMPT_FACTOR * episodes:
                 with torch.inference_mode():
