@@ -65,6 +65,15 @@ def describe(c: Contract) -> str:
             )
             if cam.get("mount"):
                 lines.append(f"    mounted: {_fmt(cam['mount'])}")
+        if ch.language:
+            lang, enc = ch.language, ch.language["encoder"]
+            known = list(lang["instructions"])
+            shown = ", ".join(f"'{printable(t)}'" for t in known[:4]) + (", ..." if len(known) > 4 else "")
+            lines += [
+                f"  instruction: input '{lang['input']}' float [B, {lang['dim']}], the embedding of the instruction by "
+                f"{printable(enc['name'])} (sha256 {printable(enc['sha256'][:12])}...)",
+                f"    {len(known)} instructions known (embedded in the contract): {shown}",
+            ]
     lines += [
         "",
         f"action '{c.output_name}' [B, {a.size}], kind {a.kind} ({a.unit}): "

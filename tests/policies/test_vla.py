@@ -16,6 +16,7 @@ from policies.nets.export import chunk_to_onnx_model, write_onnx
 from policies.nets.vla import FlowSettings, VLAPolicy, count_by_part, euler_integrate, flow_target
 from policies.runtime.chunking import ChunkedOnnxPolicy
 from policies.runtime.contract import ChunkSpec, ContractError
+from policies.runtime.inspect import describe
 from tests.policies.conftest import NUM_ACTIONS, make_contract
 
 H = Horizons(obs=2, pred=8, action=4)
@@ -151,6 +152,9 @@ def test_the_exported_graph_matches_torch_and_the_runtime_feeds_known_instructio
         ).numpy()  # fmt: skip
     assert np.abs(plan - ref).max() <= 1e-4
     assert runtime.instructions == ["lift the red cube", "lift the blue cube"]
+    text = describe(runtime.contract)
+    assert "instruction: input 'instruction' float [B, 12], the embedding of the instruction by test-encoder" in text
+    assert "2 instructions known (embedded in the contract):" in text and "'lift the blue cube'" in text
 
 
 def test_the_runtime_names_unknown_malformed_and_missing_instructions(tmp_path: Path) -> None:
