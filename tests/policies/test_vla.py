@@ -189,3 +189,30 @@ def test_contracts_with_a_malformed_language_section_are_refused(tmp_path: Path)
     with pytest.raises(ContractError, match=r"chunk\.language is for 8 values, the policy reads 12"):
         wide["instructions"] = {"ok": [0.0] * 8}
         _export(policy, tmp_path, wide)
+
+
+def test_any_student_kind_can_read_the_instruction(tmp_path: Path) -> None:
+    """``policy.language: true`` on an MLP student: the embedding joins each step's condition, and the exported
+    deterministic graph takes it as its last input."""
+    from policies.nets.bc_mlp import MLPChunkPolicy
+
+    torch.manual_seed(0)
+    obs_dim = make_contract().obs_dim
+    policy = MLPChunkPolicy(
+        obs_dim, NUM_ACTIONS, H, -np.ones(obs_dim), np.ones(obs_dim), -np.ones(NUM_ACTIONS), np.ones(NUM_ACTIONS),
+        hidden=(16,), language_dim=DIM,
+    ).eval()  # fmt: skip
+    assert policy.cond_dim == obs_dim + DIM
+    language = _language(["lift the red cube"])
+    spec = ChunkSpec(H.obs, H.pred, H.action, "", {}, None, {}, language)
+    contract = dataclasses.replace(make_contract(), output_name="action_chunk", chunk=spec)
+    runtime = ChunkedOnnxPolicy(write_onnx(chunk_to_onnx_model(policy, contract), contract, tmp_path))
+    runtime.set_instruction("lift the red cube")
+    obs = np.random.default_rng(0).standard_normal((1, H.obs, obs_dim)).astype(np.float32)
+    table = language["instructions"]
+    assert isinstance(table, dict)
+    with torch.no_grad():
+        ref = policy.predict_action_chunk(
+            torch.from_numpy(obs), instruction=torch.tensor([table["lift the red cube"]], dtype=torch.float32)
+        ).numpy()
+    assert np.abs(runtime.sample(obs) - ref).max() <= 1e-5
