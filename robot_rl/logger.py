@@ -64,7 +64,12 @@ class TrainingLogger:
                 if math.isfinite(v):
                     self._writer.add_scalar(k, v, step)
         self.bar.update(1)
-        post = {"steps/s": f"{row.get('perf/steps_per_s', 0):,.0f}"}
+        post = {}
+        if "perf/steps_per_s" in row:  # PPO: environment steps per second
+            post["steps/s"] = f"{row['perf/steps_per_s']:,.0f}"
+        if "train/loss" in row:  # behaviour cloning: the gradient step's loss
+            post["step"] = f"{int(step) + 1:,}"
+            post["loss"] = f"{row['train/loss']:.4f}"
         if "episode/return" in row:
             post["return"] = f"{row['episode/return']:.2f}"
         if "episode/success" in row:
