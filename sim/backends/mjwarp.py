@@ -29,11 +29,18 @@ from sim.backends.physics import RANDOMIZABLE_FIELDS, JointStateViews, check_fie
 wp.config.quiet = True  # type: ignore[attr-defined]  # one summary line of compile time (below) instead of one line per Warp module
 
 NCONMAX_PER_WORLD = 16
-"""Contacts reserved per world (the Panda tasks touch at most a cube and a table)."""
+"""Contacts reserved per world and free body (a Panda task's cube on the table and in the fingers; a legged robot's
+feet), scaled by :func:`free_bodies`."""
 DERIVED_FIELDS = ("body_subtreemass", "dof_invweight0", "body_invweight0", "actuator_acc0", "geom_rbound", "geom_aabb")
 """Model constants ``mjw.set_const`` recomputes from the fields we randomise (mass, inertia, armature, sizes)."""
 NJMAX_PER_WORLD = 96
-"""Constraint rows reserved per world (joint limits, friction loss, the finger equality, contacts)."""
+"""Constraint rows reserved per world and free body (joint limits, friction loss, the finger equality, contacts),
+scaled by :func:`free_bodies`: three cubes on a table overflow 96 rows (``panda-multitask``)."""
+
+
+def free_bodies(model: mujoco.MjModel) -> int:
+    """Free joints of ``model`` (at least 1): what the contact and constraint buffers are sized by."""
+    return max(1, int((model.jnt_type == mujoco.mjtJoint.mjJNT_FREE).sum()))
 
 
 def warp_device(device: torch.device) -> str:
@@ -63,8 +70,8 @@ class MjwarpPhysics(JointStateViews):
             self.d = mjw.make_data(
                 model,
                 nworld=num_worlds,
-                nconmax=NCONMAX_PER_WORLD * num_worlds,
-                njmax=NJMAX_PER_WORLD,
+                nconmax=NCONMAX_PER_WORLD * free_bodies(model) * num_worlds,
+                njmax=NJMAX_PER_WORLD * free_bodies(model),
             )
         self._views()
         self._graph: Any = None

@@ -107,3 +107,18 @@ def test_cameras_draw_each_worlds_colours() -> None:
             assert ((g > 100) & (r < 80) & (b < 80)).any()  # a green cube
             assert ((b > 120) & (r < 80) & (g < 110)).any()  # a blue cube
     assert np.abs(first.astype(int) - second.astype(int)).max() > 100
+
+
+@pytest.mark.xdist_group("mjwarp")
+def test_the_expert_lifts_the_named_cube_on_mjwarp_with_buffers_for_three_cubes() -> None:
+    from sim.backends.mjwarp import NJMAX_PER_WORLD, free_bodies
+
+    env = _env(8, ["env.backend=mjwarp"])
+    assert free_bodies(env._model) == 3 and env.physics.d.njmax == 3 * NJMAX_PER_WORLD  # type: ignore[attr-defined]
+    env.reset(seed=1)
+    script = LiftExpert(env)
+    for _ in range(env.max_episode_length - 1):
+        env.step(script.act())
+    _, _, _, trunc, info = env.step(script.act())
+    assert bool(trunc.all()) and info.success is not None
+    assert float(info.success.float().mean()) >= 7 / 8
