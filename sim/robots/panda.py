@@ -101,6 +101,28 @@ class Scene:
     objects: tuple[Callable[[mujoco.MjSpec], None], ...] = ()
 
 
+def add_cube(
+    spec: mujoco.MjSpec, name: str, size: float, mass: float, xy: tuple[float, float], rgb: tuple[float, float, float]
+) -> None:
+    """Add a free cube on the table: body, free joint and box geom all called ``name``, edge ``size`` m, ``mass`` kg,
+    resting at ``xy`` (m, base frame); it collides with the hand, fingers and table (elliptic-cone friction,
+    ``condim`` 4: sliding 0.8, torsional 0.02, rolling 0.001, wood or plastic on wood)."""
+    half = size / 2
+    body = spec.worldbody.add_body(name=name, pos=[xy[0], xy[1], TABLE_HEIGHT + half])
+    body.add_freejoint(name=name)
+    body.add_geom(
+        name=name,
+        type=mujoco.mjtGeom.mjGEOM_BOX,
+        size=[half, half, half],
+        mass=mass,
+        contype=1,
+        conaffinity=3,
+        condim=4,
+        friction=[0.8, 0.02, 0.001],
+        rgba=[*rgb, 1.0],
+    )
+
+
 def build_model(
     mode: ControlMode,
     scene: Scene = Scene(),
@@ -187,20 +209,7 @@ def build_model(
                 name=f"{side}_touch", type=mujoco.mjtSensor.mjSENS_TOUCH, objtype=mujoco.mjtObj.mjOBJ_SITE,
                 objname=f"{side}_pad",
             )  # fmt: skip
-        cube = world.add_body(name="cube", pos=[0.5, 0.0, TABLE_HEIGHT + scene.cube_size / 2])
-        cube.add_freejoint(name="cube")
-        half = scene.cube_size / 2
-        cube.add_geom(
-            name="cube",
-            type=mujoco.mjtGeom.mjGEOM_BOX,
-            size=[half, half, half],
-            mass=scene.cube_mass,
-            contype=1,
-            conaffinity=3,
-            condim=4,
-            friction=[0.8, 0.02, 0.001],
-            rgba=[0.8, 0.2, 0.2, 1.0],
-        )
+        add_cube(spec, "cube", scene.cube_size, scene.cube_mass, (0.5, 0.0), (0.8, 0.2, 0.2))
     if scene.goal_marker:
         world.add_site(name="goal", pos=[0.5, 0.0, 0.3], size=[0.02, 0, 0], group=2, rgba=[0.2, 0.8, 0.2, 0.5])
     for add in scene.objects:

@@ -71,23 +71,10 @@ LANE_JITTER_M = 0.015
 
 
 def add_distractors(spec: mujoco.MjSpec) -> None:
-    """Add the two distractor cubes (free bodies ``distractor0``, ``distractor1``) with the task cube's nominal
-    size, mass and friction (:func:`sim.robots.panda.build_model`'s ``cube``)."""
-    half = CUBE_SIZE / 2
+    """Add the two distractor cubes (``distractor0``, ``distractor1``), the task cube's twins at its nominal size and
+    mass (:func:`sim.robots.panda.add_cube`), parked off the start area until a reset places them."""
     for i in range(2):
-        body = spec.worldbody.add_body(name=f"distractor{i}", pos=[0.5, 0.3 + 0.1 * i, panda.TABLE_HEIGHT + half])
-        body.add_freejoint(name=f"distractor{i}")
-        body.add_geom(
-            name=f"distractor{i}",
-            type=mujoco.mjtGeom.mjGEOM_BOX,
-            size=[half, half, half],
-            mass=CUBE_MASS,
-            contype=1,
-            conaffinity=3,
-            condim=4,
-            friction=[0.8, 0.02, 0.001],
-            rgba=[0.5, 0.5, 0.5, 1.0],
-        )
+        panda.add_cube(spec, f"distractor{i}", CUBE_SIZE, CUBE_MASS, (0.5, 0.3 + 0.1 * i), (0.5, 0.5, 0.5))
 
 
 def default_multitask_noise() -> SensorNoise:
