@@ -20,6 +20,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -102,6 +103,9 @@ class ChunkPolicy(nn.Module, abc.ABC):
     """
 
     kind: str = ""
+    guide_inputs: ClassVar[dict[str, str]] = {}
+    """For a sampler that inpaints (``predict_action_chunk(..., guide=...)``; real-time chunking): its exported
+    graph's guide inputs, ``actions`` and ``weights`` (the contract's ``chunk.guide``); empty: it does not."""
 
     def __init__(
         self,

@@ -215,6 +215,7 @@ def chunk_to_onnx_model(policy: ChunkPolicy, contract: Contract) -> onnx.ModelPr
         *([c.noise_input] if c.noise_input else []),
         *(v["input"] for v in c.cameras.values()),
         *([c.language["input"]] if c.language else []),
+        *([c.guide["actions"], c.guide["weights"]] if c.guide else []),
     ]
     if len(names) != len(inputs):
         raise ContractError(f"the policy takes inputs {list(inputs)}, the contract names {names}")

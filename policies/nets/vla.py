@@ -22,13 +22,25 @@ Flow matching (rectified flow, Lipman et al. 2023; Liu et al. 2023), in normalis
 (pi0's time distribution: more weight on the noisier times). Sampling integrates ``dx/dtau = v`` from ``x_0 = eps``
 to ``tau = 1`` with ``steps`` Euler steps (pi0: 10), then clips to ``[-1, 1]``; the exported graph is the same loop
 unrolled (:class:`UnrolledFlow`).
+
+**Inpainting** (real-time chunking, :mod:`policies.runtime.realtime`): a guide ``y [B, Tp, D_a]`` (the actions of
+the chunk being executed that the new chunk overlaps) with weights ``w [B, Tp]`` in ``[0, 1]`` pulls the sample onto
+the guide where ``w = 1`` and leaves it free where ``w = 0``: after each Euler step, to time ``tau'``, ::
+
+    x <- x + w * (tau' * y + (1 - tau') * eps - x)
+
+i.e. the guided actions are moved (by ``w``) onto the straight path from the sample's own noise ``eps`` to ``y``,
+where a flow ending in ``y`` would be at ``tau'``; the free actions are integrated on, seeing the guided ones
+(replacement inpainting on rectified-flow paths; a gradient-free stand-in for the guided inpainting of Black et al.
+2025, "Real-Time Execution of Action Chunking Flow Policies", which needs a vector-Jacobian product per step that
+an exported graph does not have). With ``w = 0`` the sampler is the plain one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
@@ -72,13 +84,21 @@ def flow_target(action: torch.Tensor, noise: torch.Tensor, tau: torch.Tensor) ->
     return t * action + (1.0 - t) * noise, action - noise
 
 
-def euler_integrate(velocity: Any, noise: torch.Tensor, steps: int) -> torch.Tensor:
+Guide = tuple[torch.Tensor, torch.Tensor]
+"""Inpainting guide: ``(y [B, Tp, D_a], w [B, Tp])``: target actions (network units) and their weights in ``[0, 1]``
+(module docstring)."""
+
+
+def euler_integrate(velocity: Any, noise: torch.Tensor, steps: int, guide: Guide | None = None) -> torch.Tensor:
     """Integrate ``dx/dtau = velocity(x, tau [B])`` from ``x = noise`` at ``tau = 0`` to ``tau = 1`` in ``steps``
-    equal Euler steps."""
+    equal Euler steps, inpainting ``guide`` after each step (module docstring)."""
     x, dt = noise, 1.0 / steps
     ones = torch.ones_like(noise[:, 0, 0])
     for i in range(steps):
         x = x + dt * velocity(x, ones * (i * dt))
+        if guide is not None:
+            tau, (y, w) = (i + 1) * dt, guide
+            x = x + w[..., None] * (tau * y + (1.0 - tau) * noise - x)
     return x
 
 
@@ -133,6 +153,7 @@ class VLAPolicy(ChunkPolicy):
     """
 
     kind = "vla"
+    guide_inputs: ClassVar[dict[str, str]] = {"actions": "guide", "weights": "guide_weight"}
 
     def __init__(
         self,
@@ -218,14 +239,20 @@ class VLAPolicy(ChunkPolicy):
         images: Images | None = None,
         instruction: torch.Tensor | None = None,
         steps: int | None = None,
+        guide: Guide | None = None,
     ) -> torch.Tensor:
-        """Euler integration of the flow from ``noise`` (default: drawn) in ``steps`` (default: the configured)."""
+        """Euler integration of the flow from ``noise`` (default: drawn) in ``steps`` (default: the configured);
+        ``guide``: actions ``[B, Tp, D_a]`` in ``[-1, 1]`` (this method's output units) and weights ``[B, Tp]`` to
+        inpaint (module docstring)."""
         ctx = self.prefix(obs, images, instruction)
         shape = (obs.shape[0], self.horizons.pred, self.action_dim)
         x = torch.randn(shape, device=obs.device) if noise is None else noise
         if tuple(x.shape) != shape:
             raise ValueError(f"noise must be {list(shape)}, got {list(x.shape)}")
-        x = euler_integrate(lambda y, tau: self.velocity(y, tau, ctx), x, steps or self.flow.steps)
+        if guide is not None and (tuple(guide[0].shape) != shape or tuple(guide[1].shape) != shape[:2]):
+            raise ValueError(f"guide must be {list(shape)} actions and {list(shape[:2])} weights")
+        inpaint = None if guide is None else (self.action_norm(guide[0]), guide[1])
+        x = euler_integrate(lambda y, tau: self.velocity(y, tau, ctx), x, steps or self.flow.steps, inpaint)
         return self.action_norm.unnormalize(x).clamp(-1.0, 1.0)
 
     def export_module(self, steps: int | None = None) -> nn.Module:
@@ -233,13 +260,16 @@ class VLAPolicy(ChunkPolicy):
         return UnrolledFlow(self, steps or self.flow.steps)
 
     def export_inputs(self, batch: int) -> dict[str, torch.Tensor]:
-        """``obs``, the initial ``noise [B, Tp, D_a]``, each camera's ``image_<camera>``, the ``instruction``."""
+        """``obs``, the initial ``noise [B, Tp, D_a]``, each camera's ``image_<camera>``, the ``instruction``, the
+        inpainting ``guide [B, Tp, D_a]`` (in ``[-1, 1]``) and ``guide_weight [B, Tp]``."""
         to, tp = self.horizons.obs, self.horizons.pred
         return {
             "obs": torch.zeros(batch, to, self.obs_dim),
             "noise": torch.zeros(batch, tp, self.action_dim),
             **self.image_inputs(batch),
             **self.language_inputs(batch),
+            self.guide_inputs["actions"]: torch.zeros(batch, tp, self.action_dim),
+            self.guide_inputs["weights"]: torch.zeros(batch, tp),
         }
 
     def sampler_settings(self) -> dict[str, object]:
@@ -252,8 +282,8 @@ class VLAPolicy(ChunkPolicy):
 
 
 class UnrolledFlow(nn.Module):
-    """The sampler as one traceable module: ``obs, noise, *images, [instruction] -> [B, Tp, D_a]`` in ``[-1, 1]``
-    (the prefix once, then the Euler steps)."""
+    """The sampler as one traceable module: ``obs, noise, *images, [instruction], guide, guide_weight -> [B, Tp,
+    D_a]`` in ``[-1, 1]`` (the prefix once, then the Euler steps with inpainting; zero weights: none)."""
 
     def __init__(self, policy: VLAPolicy, steps: int) -> None:
         super().__init__()
@@ -262,9 +292,11 @@ class UnrolledFlow(nn.Module):
     def forward(self, obs: torch.Tensor, noise: torch.Tensor, *rest: torch.Tensor) -> torch.Tensor:
         """Sample one chunk per batch row."""
         p = self.policy
-        images, instruction = p.split_inputs(rest)
+        *rest_, guide, weight = rest
+        images, instruction = p.split_inputs(tuple(rest_))
         ctx = p.prefix(obs, images, instruction)
-        x = euler_integrate(lambda y, tau: p.velocity(y, tau, ctx), noise, self.steps)
+        inpaint = (p.action_norm(guide), weight)
+        x = euler_integrate(lambda y, tau: p.velocity(y, tau, ctx), noise, self.steps, inpaint)
         return p.action_norm.unnormalize(x).clamp(-1.0, 1.0)
 
 

@@ -25,6 +25,7 @@ ONNX graph on the robot); :class:`ChunkedOnnxPolicy` is the exported file behind
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,11 +35,13 @@ import numpy as np
 from policies.runtime.contract import ChunkSpec, ContractError
 from policies.runtime.observation import ObservationBuilder
 from policies.runtime.onnx_policy import PROBE_SCALES, PROBE_SEED, OnnxPolicy, UnsafeCommandError, load_contract
+from policies.runtime.realtime import RealTime, Scheduler
 from policies.runtime.text import TextError, check_instruction, printable
 
 Sampler = Callable[..., np.ndarray]
 """``sample(window) -> actions``: ``obs window [N, To, D_o] -> [N, Tp, D_a]`` in normalised units; for a policy that
-sees cameras, ``sample(window, images)`` with ``images`` camera -> ``uint8 [N, To, H, W, 3]`` windows."""
+sees cameras, ``sample(window, images)`` with ``images`` camera -> ``uint8 [N, To, H, W, 3]`` windows; with
+real-time chunking (``rtc``), also ``guide=(actions [N, Tp, D_a], weights [N, Tp])`` to inpaint."""
 
 
 class _History:
@@ -66,24 +69,31 @@ class ChunkExecutor:
         spec: Horizons and ensembling (the contract's ``chunk`` section).
         action_dim: ``D_a``.
         sample: The planner (see :data:`Sampler`); called with all ``N`` windows when any robot needs a plan.
+        timing: How receding-horizon plans are timed against the loop (:mod:`policies.runtime.realtime`: sync,
+            async or real-time chunking, a simulated or a threaded planner); ``None``: sync without delay.
+            Temporal ensembling plans every step and takes none.
 
     Shapes: ``obs [N, D_o]`` (and camera images ``uint8 [N, H, W, 3]`` each) ``-> action [N, D_a]`` per control
     period.
     """
 
-    def __init__(self, num_envs: int, spec: ChunkSpec, action_dim: int, sample: Sampler) -> None:
+    def __init__(
+        self, num_envs: int, spec: ChunkSpec, action_dim: int, sample: Sampler, timing: RealTime | None = None
+    ) -> None:
         self.num_envs = num_envs
         self.spec = spec
         self.action_dim = action_dim
         self.sample = sample
-        self.plans = 0
+        self._ensemble_plans = 0
         n, tp = num_envs, spec.pred_horizon
+        if spec.ensemble_decay is not None and timing not in (None, RealTime()):
+            raise ValueError("temporal ensembling plans every step; async and real-time chunking need it off")
+        self.scheduler = Scheduler(n, tp, spec.action_horizon, action_dim, self._plan_all, timing or RealTime())
+        """Receding-horizon execution (its counters: idle steps and seconds, delays)."""
         self._hist = _History(spec.obs_horizon)
         self._image_hist: dict[str, _History] = {}
         self._fresh = np.ones(n, dtype=bool)
         self._rows = np.arange(n)
-        self._plan = np.zeros((n, tp, action_dim), dtype=np.float32)
-        self._age = np.zeros(n, dtype=np.int64)
         self._step = np.zeros(n, dtype=np.int64)
         self._ring = np.zeros((n, tp, tp, action_dim), dtype=np.float32)  # [robot, plan slot, k, action]
         self._made = np.full((n, tp), -(1 << 40), dtype=np.int64)  # step at which each slot's plan was made
@@ -92,12 +102,26 @@ class ChunkExecutor:
         """Start new episodes for robots in ``mask`` (all if ``None``): history refilled, plans dropped."""
         self._fresh[slice(None) if mask is None else np.asarray(mask, dtype=bool)] = True
 
-    def _plan_all(self, window: np.ndarray, images: dict[str, np.ndarray] | None) -> np.ndarray:
-        plan = np.asarray(self.sample(window) if images is None else self.sample(window, images), dtype=np.float32)
+    @property
+    def plans(self) -> int:
+        """Plans made so far."""
+        return self._ensemble_plans + self.scheduler.plans
+
+    def close(self) -> None:
+        """Stop a threaded planner."""
+        self.scheduler.close()
+
+    def _plan_all(
+        self,
+        window: np.ndarray,
+        images: dict[str, np.ndarray] | None,
+        guide: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> np.ndarray:
+        args = (window,) if images is None else (window, images)
+        plan = np.asarray(self.sample(*args) if guide is None else self.sample(*args, guide=guide), dtype=np.float32)
         want = (self.num_envs, self.spec.pred_horizon, self.action_dim)
         if plan.shape != want:
             raise UnsafeCommandError(f"the planner returned {list(plan.shape)}, expected {list(want)}")
-        self.plans += 1
         return plan
 
     def __call__(self, obs: np.ndarray, images: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
@@ -111,18 +135,14 @@ class ChunkExecutor:
                 for c, x in images.items()
             }
         fresh = self._fresh.copy()
+        self.fresh = fresh
+        """Robots whose episode began at this call ``[N]``."""
         self._fresh[:] = False
         self._step[fresh] = 0
         if self.spec.ensemble_decay is None:
-            need = fresh | (self._age >= self.spec.action_horizon)
-            if need.any():
-                plan = self._plan_all(window, image_windows)
-                self._plan[need] = plan[need]
-                self._age[need] = 0
-            action = self._plan[self._rows, self._age]
-            self._age += 1
-            return action
+            return self.scheduler.step(window, image_windows, fresh)
         tp = self.spec.pred_horizon
+        self._ensemble_plans += 1
         self._made[fresh] = -(1 << 40)
         slot = self._step % tp
         self._ring[self._rows, slot] = self._plan_all(window, image_windows)
@@ -150,10 +170,14 @@ class ChunkedOnnxPolicy(OnnxPolicy):
         providers, intra_op_threads: As for :class:`OnnxPolicy`.
         ensemble_decay: Override of the contract's temporal ensembling (``None``: the contract's).
         control_period_s: As for :class:`OnnxPolicy`.
+        timing: Receding-horizon schedule (:class:`~policies.runtime.realtime.RealTime`; e.g. ``RealTime("rtc",
+            threaded=True)``: the next chunk computed on a worker thread while the current one executes, inpainted
+            to join it); needs temporal ensembling off (``ensemble_decay`` override or contract).
 
     Raises:
         FileNotFoundError, PolicyFileError, ContractError: As for :class:`OnnxPolicy`; also a contract without
-            a ``chunk`` section or a graph whose inputs and output do not match it.
+            a ``chunk`` section, a graph whose inputs and output do not match it, or real-time chunking asked of
+            a graph that does not inpaint (no ``chunk.guide``).
     """
 
     def __init__(
@@ -165,8 +189,10 @@ class ChunkedOnnxPolicy(OnnxPolicy):
         intra_op_threads: int = 1,
         ensemble_decay: float | None = None,
         control_period_s: float | None = None,
+        timing: RealTime | None = None,
     ) -> None:
         self._rng = np.random.default_rng(seed)
+        self._rng_lock = threading.Lock()  # the loop's and a threaded planner's draws
         super().__init__(path, num_envs, providers, intra_op_threads, control_period_s)
         spec = self.chunk
         dim = int(spec.language.get("dim", 0))
@@ -177,7 +203,12 @@ class ChunkedOnnxPolicy(OnnxPolicy):
         """Each robot's current instruction text (``""``: none yet)."""
         if ensemble_decay is not None:
             spec = ChunkSpec(**{**spec.__dict__, "ensemble_decay": ensemble_decay})
-        self.executor = ChunkExecutor(num_envs, spec, self.num_actions, self.sample)
+        if timing is not None and timing.mode == "rtc" and not spec.guide:
+            raise ContractError(f"{self.path}: real-time chunking needs a sampler that inpaints (no chunk.guide)")
+        try:
+            self.executor = ChunkExecutor(num_envs, spec, self.num_actions, self.sample, timing)
+        except ValueError as exc:
+            raise ContractError(f"{self.path}: {exc}") from None
 
     @property
     def chunk(self) -> ChunkSpec:
@@ -196,6 +227,9 @@ class ChunkedOnnxPolicy(OnnxPolicy):
         want_in.update(images)
         if c.language:
             want_in[c.language["input"]] = [int(c.language["dim"])]
+        if c.guide:
+            want_in[c.guide["actions"]] = [c.pred_horizon, self.contract.action.size]
+            want_in[c.guide["weights"]] = [c.pred_horizon]
         ports = {p.name: p for p in self._session.get_inputs()}
         if set(ports) != set(want_in):
             raise ContractError(f"model inputs are {sorted(ports)}, the contract expects {sorted(want_in)}")
@@ -218,9 +252,15 @@ class ChunkedOnnxPolicy(OnnxPolicy):
                     f"{', '.join(map(str, want[port.name]))}]"
                 )
 
-    def sample(self, window: np.ndarray, images: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+    def sample(
+        self,
+        window: np.ndarray,
+        images: Mapping[str, np.ndarray] | None = None,
+        guide: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> np.ndarray:
         """One plan per row: ``window [B, To, obs_dim]`` (and each camera's ``uint8 [B, To, H, W, 3]`` images) ->
-        normalised actions ``[B, Tp, A]`` (checked).
+        normalised actions ``[B, Tp, A]`` (checked); ``guide``: actions ``[B, Tp, A]`` and weights ``[B, Tp]`` to
+        inpaint (a graph with ``chunk.guide``; none: zero weights).
 
         Raises:
             UnsafeCommandError: The graph returned non-finite actions or actions outside ``[-1, 1]``.
@@ -229,9 +269,16 @@ class ChunkedOnnxPolicy(OnnxPolicy):
         feed = {self.contract.input_name: np.ascontiguousarray(window, dtype=np.float32)}
         for name, cam in c.cameras.items():
             feed[cam["input"]] = np.ascontiguousarray((images or {})[name], dtype=np.uint8)
+        shape = (window.shape[0], c.pred_horizon, self.num_actions)
         if c.noise_input:
-            shape = (window.shape[0], c.pred_horizon, self.num_actions)
-            feed[c.noise_input] = self._rng.standard_normal(shape, dtype=np.float32)
+            with self._rng_lock:
+                feed[c.noise_input] = self._rng.standard_normal(shape, dtype=np.float32)
+        if c.guide:
+            actions, weights = guide if guide is not None else (np.zeros(shape), np.zeros(shape[:2]))
+            feed[c.guide["actions"]] = np.ascontiguousarray(actions, dtype=np.float32)
+            feed[c.guide["weights"]] = np.ascontiguousarray(weights, dtype=np.float32)
+        elif guide is not None:
+            raise ContractError("this policy's graph does not inpaint (no chunk.guide)")
         if c.language:
             rows = window.shape[0]
             if rows == self.num_envs:

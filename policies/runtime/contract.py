@@ -145,6 +145,9 @@ class ChunkSpec:
             embedding ``float [B, dim]``), ``dim``, ``encoder`` (the frozen sentence encoder it was trained with:
             ``name``, ``package``, ``version``, ``sha256`` of its weights) and ``instructions``: instruction text ->
             its embedding (``dim`` numbers), so that a robot runs the known instructions without the encoder.
+        guide: For a sampler that inpaints (real-time chunking; empty: none): ``actions`` (the graph input fed the
+            guide actions ``float [B, pred_horizon, action.size]`` in normalised units) and ``weights`` (fed their
+            weights ``float [B, pred_horizon]`` in ``[0, 1]``; zeros: no guidance).
     """
 
     obs_horizon: int
@@ -155,6 +158,7 @@ class ChunkSpec:
     ensemble_decay: float | None = None
     cameras: dict[str, dict[str, Any]] = field(default_factory=dict)
     language: dict[str, Any] = field(default_factory=dict)
+    guide: dict[str, str] = field(default_factory=dict)
 
     def image_shape(self, camera: str) -> tuple[int, int, int]:
         """``(height, width, 3)`` of one camera's images."""
@@ -453,6 +457,10 @@ def _validate_chunk(c: ChunkSpec) -> None:
             _count(cam.get(key), f"{where}.{key}", MAX_IMAGE_SIDE)
         _finite_tree(cam.get("mount", {}), f"{where}.mount")
     _validate_language(c.language)
+    if not isinstance(c.guide, dict) or (c.guide and set(c.guide) != {"actions", "weights"}):
+        raise ContractError("chunk.guide must be empty or name the graph inputs 'actions' and 'weights'")
+    for key, name in c.guide.items():
+        _word(check_name, name, f"chunk.guide.{key}")
 
 
 def _validate_language(lang: Any) -> None:

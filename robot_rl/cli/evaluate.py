@@ -72,6 +72,21 @@ def add_parser(sub: Any) -> None:
         "newer (M < 0 favours newer plans; default: the run's)",
     )
     ev.add_argument(
+        "--chunking",
+        choices=("sync", "async", "rtc"),
+        help="train-bc runs: execute receding-horizon chunks under an inference delay (--inference-delay): sync "
+        "(the loop waits, holding its last command), async (the next chunk computed while the current one executes), "
+        "rtc (async with real-time chunking: the new chunk inpainted to join the current one; flow students); "
+        "turns temporal ensembling off; writes eval_chunking-MODE-dN.yaml/png with the action steps at the joins",
+    )
+    ev.add_argument(
+        "--inference-delay",
+        type=int,
+        default=0,
+        metavar="STEPS",
+        help="train-bc runs, with --chunking: simulated time to plan a chunk, control periods (default: 0)",
+    )
+    ev.add_argument(
         "--instructions",
         metavar="SET",
         help="train-bc runs that read an instruction: the task's instruction set to evaluate with instead of the "
@@ -105,6 +120,8 @@ def run(args: argparse.Namespace) -> int:
         sweep = Sweep.parse(args.sweep, args.points, args.sweep_others)  # malformed specs fail before any loading
     loaded = open_run(args.run, args.device)
     check_folder_writable(args.run, "run folder")
+    if args.chunking is not None and (args.sim or not isinstance(loaded, BCRun)):
+        raise ConfigError("--chunking evaluates a train-bc run in its own simulator; it takes no --sim")
     if isinstance(loaded, BCRun):
         if args.sweep or args.control_rate or args.trajectory:
             raise ConfigError("--sweep, --control-rate and --trajectory are not available for train-bc runs yet")
@@ -164,6 +181,7 @@ def _eval_trajectory(run: Any, kind: str, episodes: int) -> int:
 
 def _eval_bc(run: Any, args: argparse.Namespace) -> int:
     """``robot-rl eval RUN`` of a train-bc run: success with a 95 % interval over ``--seeds`` seeds."""
+    from policies.runtime.realtime import RealTime
     from robot_rl.imitation.students import DiffusionStudentConfig
     from sim.rendering import VisualRandomization
 
@@ -174,7 +192,13 @@ def _eval_bc(run: Any, args: argparse.Namespace) -> int:
         in_range("--steps", args.steps, 1, run.cfg.policy.train_steps)
         run.cfg.policy = dataclasses.replace(run.cfg.policy, inference_steps=args.steps)
         run.policy.sampler = dataclasses.replace(run.policy.sampler, inference_steps=args.steps)
-    run.execute_with(args.action_horizon, args.ensemble_decay)
+    timing = None
+    if args.chunking is not None:
+        in_range("--inference-delay", args.inference_delay, 0, run.cfg.policy.pred_horizon)
+        timing = RealTime(args.chunking, args.inference_delay)
+    elif args.inference_delay:
+        raise ConfigError("--inference-delay applies with --chunking sync, async or rtc")
+    run.execute_with(args.action_horizon, args.ensemble_decay, timing)
     if args.visual != "dataset" and not run.policy.cameras:
         raise ConfigError(f"--visual {args.visual}: this student sees no camera")
     visual: VisualRandomization | Literal["dataset"] | None = "dataset"
@@ -189,8 +213,16 @@ def _eval_bc(run: Any, args: argparse.Namespace) -> int:
         except (ValueError, TypeError) as exc:
             raise ConfigError(f"--instructions {printable(args.instructions)}: {exc}") from None
         stem = f"eval_instructions-{args.instructions}"
+    if timing is not None:
+        stem += f"_chunking-{timing.mode}-d{timing.delay_steps}"
     result = run.evaluate(args.episodes, tuple(range(args.seeds)), visual=visual, stem=stem)
     print(f"{run.cfg.task}, {run.cfg.policy.kind} student: {result.line()}")
+    if result.motion:
+        m = result.motion
+        print(
+            f"  chunk joins: largest action step {m['join_step_max']:.3f}, mean {m['join_step_mean']:.3f} "
+            f"(within chunks {m['within_step_mean']:.3f}; normalised units); loop idle {m['idle_fraction']:.1%}"
+        )
     if run.policy.language_dim:
         texts = run.instruction_texts()
         for index, (won, n) in sorted(result.success_by("instruction").items()):

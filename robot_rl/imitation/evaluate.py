@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -23,6 +23,7 @@ from policies.nets.chunk import ChunkPolicy
 from policies.nets.language import embed
 from policies.runtime.chunking import ChunkExecutor
 from policies.runtime.contract import ChunkSpec
+from policies.runtime.realtime import RealTime, Smoothness
 from robot_rl.evaluate import (
     EVAL_SEED_OFFSET,
     EvalResult,
@@ -57,10 +58,13 @@ class ChunkEvalResult:
     Attributes:
         per_seed: One evaluation per seed.
         seeds: The seeds.
+        motion: How the executed actions moved across chunk joins (:meth:`Smoothness.summary
+            <policies.runtime.realtime.Smoothness.summary>`; empty with temporal ensembling).
     """
 
     per_seed: list[EvalResult]
     seeds: list[int]
+    motion: dict[str, float] = field(default_factory=dict)
 
     @property
     def episodes(self) -> int:
@@ -127,6 +131,8 @@ class ChunkActor:
         cameras: The renderer of a policy that sees cameras.
         instructions: For a language-conditioned policy: each world's current instruction embedding ``[N, D_l]``,
             read every control period (a new instruction takes effect at the next plan).
+        timing: Receding-horizon schedule with a simulated inference delay (:mod:`policies.runtime.realtime`).
+        smoothness: Where to add how the executed actions move across chunk joins (``None``: not measured).
     """
 
     def __init__(
@@ -138,22 +144,33 @@ class ChunkActor:
         generator: torch.Generator,
         cameras: CameraRenderer | None = None,
         instructions: Callable[[], np.ndarray] | None = None,
+        timing: RealTime | None = None,
+        smoothness: Smoothness | None = None,
     ) -> None:
+        self.smoothness = smoothness
         if bool(policy.language_dim) != (instructions is not None):
             raise ValueError("a language-conditioned policy needs instructions, and only it")
+        if timing is not None and timing.mode == "rtc" and not policy.guide_inputs:
+            raise ConfigError(f"real-time chunking needs a sampler that inpaints; a '{policy.kind}' student does not")
         self.policy, self.groups, self.cameras, self.generator = policy, groups, cameras, generator
         self.instructions = instructions
         self._instruction: torch.Tensor | None = None
         self.device = next(policy.parameters()).device
         self._shape = (num_envs, policy.horizons.pred, policy.action_dim)
-        self.executor = ChunkExecutor(num_envs, spec, policy.action_dim, self._sample)
+        self.executor = ChunkExecutor(num_envs, spec, policy.action_dim, self._sample, timing)
 
-    def _sample(self, window: np.ndarray, images: dict[str, np.ndarray] | None = None) -> np.ndarray:
+    def _sample(
+        self,
+        window: np.ndarray,
+        images: dict[str, np.ndarray] | None = None,
+        guide: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> np.ndarray:
         noise = torch.randn(self._shape, generator=self.generator, device=self.device)
         views = {c: torch.from_numpy(x).to(self.device) for c, x in (images or {}).items()}
+        extra = {} if guide is None else {"guide": tuple(torch.from_numpy(g).to(self.device) for g in guide)}
         with torch.inference_mode():
             obs = torch.from_numpy(window).to(self.device)
-            plan = self.policy.predict_action_chunk(obs, noise, images=views, instruction=self._instruction)
+            plan = self.policy.predict_action_chunk(obs, noise, images=views, instruction=self._instruction, **extra)
         return plan.cpu().numpy()
 
     def __call__(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -161,7 +178,11 @@ class ChunkActor:
         images = self.cameras.render() if self.cameras is not None else None
         if self.instructions is not None:
             self._instruction = torch.from_numpy(self.instructions()).to(self.device)
-        return torch.from_numpy(self.executor(pick(obs, self.groups).cpu().numpy(), images)).to(self.device)
+        action = self.executor(pick(obs, self.groups).cpu().numpy(), images)
+        if self.smoothness is not None:
+            s = self.executor.scheduler
+            self.smoothness.record(action, s.joined, s.idle, self.executor.fresh)
+        return torch.from_numpy(action).to(self.device)
 
     def reset(self, mask: np.ndarray) -> None:
         """Start new episodes in worlds ``mask [N]`` (bool)."""
@@ -201,6 +222,7 @@ def evaluate_chunk_policy(
     seeds: Sequence[int],
     randomize: bool = True,
     visual: VisualRandomization | None = None,
+    timing: RealTime | None = None,
 ) -> ChunkEvalResult:
     """Run ``episodes`` episodes per seed (one world each) and pool the success.
 
@@ -214,19 +236,24 @@ def evaluate_chunk_policy(
         seeds: Evaluation seeds (offset by ``EVAL_SEED_OFFSET`` like every evaluation).
         randomize: Domain randomisation on.
         visual: Visual randomisation of the camera images of a student that sees cameras (``None``: none).
+        timing: Receding-horizon schedule and simulated inference delay (``None``: sync, no delay); with
+            receding-horizon execution the result says how the actions moved across chunk joins.
     """
     device = next(policy.parameters()).device
     results = []
+    smoothness = Smoothness() if spec.ensemble_decay is None else None
     for seed in seeds:
         env = make_eval_env(task, env_cfg, episodes, device, randomize)
         gen = torch.Generator(device=device).manual_seed(seed)
         cameras = CameraRenderer(env, policy.cameras, visual, seed + EVAL_SEED_OFFSET) if policy.cameras else None
-        fn = ChunkActor(policy, spec, groups, episodes, gen, cameras, env_instructions(env, policy))
+        said = env_instructions(env, policy)
+        fn = ChunkActor(policy, spec, groups, episodes, gen, cameras, said, timing, smoothness)
         results.append(evaluate_env(env, fn, seed=seed + EVAL_SEED_OFFSET))
         if cameras is not None:
             cameras.close()
         env.close()
-    return ChunkEvalResult(results, list(seeds))
+    motion = smoothness.summary() if smoothness is not None else {}
+    return ChunkEvalResult(results, list(seeds), motion)
 
 
 def evaluate_teacher(

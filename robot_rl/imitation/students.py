@@ -95,7 +95,7 @@ class StudentConfig:
         }
         return ChunkSpec(
             h.obs, h.pred, h.action, self.noise_input, policy.sampler_settings(), self.ensemble_decay, cameras,
-            dict(language or {}),
+            dict(language or {}), dict(policy.guide_inputs),
         )  # fmt: skip
 
 

@@ -17,6 +17,7 @@ from policies.nets.chunk import ChunkPolicy
 from policies.nets.language import LanguageError, check_identity, embed
 from policies.runtime.contract import ChunkSpec, Contract, ContractError
 from policies.runtime.files import atomic_write_text
+from policies.runtime.realtime import RealTime
 from robot_rl.checkpoint import BC_FORMAT, CheckpointError, first_non_finite, read_any_checkpoint
 from robot_rl.imitation.config import BCConfig
 from robot_rl.imitation.evaluate import ChunkEvalResult, evaluate_chunk_policy
@@ -41,6 +42,7 @@ class BCRun:
         env_cfg: Task config of the demonstrations (typed), ``None`` for foreign datasets.
         obs_groups: Observation groups the student reads.
         checkpoint: The raw checkpoint.
+        timing: How evaluations time plans against the control loop (``None``: sync, no inference delay).
     """
 
     run_dir: Path
@@ -50,6 +52,7 @@ class BCRun:
     env_cfg: Any
     obs_groups: list[str]
     checkpoint: dict[str, Any]
+    timing: RealTime | None = None
     kind = "bc"
 
     @property
@@ -106,15 +109,25 @@ class BCRun:
         teacher = self.checkpoint.get("teacher")
         return teacher if isinstance(teacher, str) else None
 
-    def execute_with(self, action_horizon: int | None = None, ensemble_decay: float | None = None) -> None:
+    def execute_with(
+        self, action_horizon: int | None = None, ensemble_decay: float | None = None, timing: RealTime | None = None
+    ) -> None:
         """Execute the student otherwise than it was trained to (evaluation only; the checkpoint is not touched):
-        ``action_horizon`` actions per plan, ensembling off unless ``ensemble_decay`` is given too; ``None``: as
-        the run says.
+        ``action_horizon`` actions per plan, ensembling off unless ``ensemble_decay`` is given too; ``timing``: a
+        receding-horizon schedule under a simulated inference delay (ensembling off); ``None``: as the run says.
 
         Raises:
-            ConfigError: ``action_horizon`` outside ``1..pred_horizon``, or ``ensemble_decay`` not finite (one line,
+            ConfigError: ``action_horizon`` outside ``1..pred_horizon``, ``ensemble_decay`` not finite, ``timing``
+                beside ``ensemble_decay``, or real-time chunking of a student that does not inpaint (one line,
                 naming the flag).
         """
+        if timing is not None:
+            if ensemble_decay is not None:
+                raise ConfigError("--chunking executes receding-horizon plans; it takes no --ensemble-decay")
+            if timing.mode == "rtc" and not self.policy.guide_inputs:
+                raise ConfigError(f"--chunking rtc needs a sampler that inpaints; a {self.policy.kind} student does not")
+            self.timing = timing
+            self.cfg.policy = dataclasses.replace(self.cfg.policy, ensemble_decay=None)
         if action_horizon is not None:
             horizon = self.cfg.policy.pred_horizon
             if not 1 <= action_horizon <= horizon:
@@ -184,10 +197,11 @@ class BCRun:
         if visual == "dataset":
             visual = visual_randomization(self.checkpoint.get("visual_randomization"))
         result = evaluate_chunk_policy(
-            self.policy, self.spec(), self.cfg.task, self.env_cfg, self.obs_groups, episodes, seeds, randomize, visual
-        )
+            self.policy, self.spec(), self.cfg.task, self.env_cfg, self.obs_groups, episodes, seeds, randomize, visual,
+            self.timing,
+        )  # fmt: skip
         title = f"{self.cfg.task}: {self.cfg.policy.kind} student"
-        write_evaluation(self.run_dir, result, title, self.spec(), stem, self.instruction_texts())
+        write_evaluation(self.run_dir, result, title, self.spec(), stem, self.instruction_texts(), self.timing)
         return result
 
     def instruction_texts(self) -> list[str]:
@@ -273,9 +287,10 @@ def write_evaluation(
     spec: ChunkSpec | None = None,
     stem: str = "eval",
     instructions: list[str] | None = None,
+    timing: RealTime | None = None,
 ) -> None:
-    """``<stem>.yaml`` (pooled success, 95 % interval, per seed, how chunks were executed, per instruction where the
-    episodes carry one) and ``<stem>.png``."""
+    """``<stem>.yaml`` (pooled success, 95 % interval, per seed, how chunks were executed and how the actions moved
+    across their joins, per instruction where the episodes carry one) and ``<stem>.png``."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -287,6 +302,9 @@ def write_evaluation(
             "action_horizon": spec.action_horizon,
             "ensemble_decay": spec.ensemble_decay,
             "inference_steps": spec.sampler.get("inference_steps"),
+            "schedule": (timing or RealTime()).mode,
+            "inference_delay_steps": (timing or RealTime()).delay_steps,
+            **result.motion,
         }
     by_instruction = result.success_by("instruction")
     if by_instruction:

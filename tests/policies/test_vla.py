@@ -123,8 +123,12 @@ def _language(texts: list[str]) -> dict[str, object]:
 
 
 def _export(policy: VLAPolicy, tmp_path: Path, language: dict[str, object]) -> Path:
-    cams = {"wrist": {"input": "image_wrist", "height": SIZE[0], "width": SIZE[1], "mount": {}}}
-    spec = ChunkSpec(H.obs, H.pred, H.action, "noise", policy.sampler_settings(), None, cams, language)
+    cams = {
+        c: {"input": f"image_{c}", "height": hw[0], "width": hw[1], "mount": {}} for c, hw in policy.cameras.items()
+    }
+    spec = ChunkSpec(
+        H.obs, H.pred, H.action, "noise", policy.sampler_settings(), None, cams, language, dict(policy.guide_inputs)
+    )
     contract = dataclasses.replace(make_contract(), output_name="action_chunk", chunk=spec)
     return write_onnx(chunk_to_onnx_model(policy, contract), contract, tmp_path)
 
