@@ -172,7 +172,7 @@ class ChunkedOnnxPolicy(OnnxPolicy):
         control_period_s: As for :class:`OnnxPolicy`.
         timing: Receding-horizon schedule (:class:`~policies.runtime.realtime.RealTime`; e.g. ``RealTime("rtc",
             threaded=True)``: the next chunk computed on a worker thread while the current one executes, inpainted
-            to join it); needs temporal ensembling off (``ensemble_decay`` override or contract).
+            to join it); turns the contract's temporal ensembling off (and takes no ``ensemble_decay``).
 
     Raises:
         FileNotFoundError, PolicyFileError, ContractError: As for :class:`OnnxPolicy`; also a contract without
@@ -201,14 +201,15 @@ class ChunkedOnnxPolicy(OnnxPolicy):
         self._instructed = np.zeros(num_envs, bool)
         self.instructions: list[str] = [""] * num_envs
         """Each robot's current instruction text (``""``: none yet)."""
-        if ensemble_decay is not None:
+        if timing is not None:
+            if ensemble_decay is not None:
+                raise ContractError("a timed schedule executes receding-horizon chunks: no temporal ensembling")
+            if timing.mode == "rtc" and not spec.guide:
+                raise ContractError(f"{self.path}: real-time chunking needs a sampler that inpaints (no chunk.guide)")
+            spec = ChunkSpec(**{**spec.__dict__, "ensemble_decay": None})
+        elif ensemble_decay is not None:
             spec = ChunkSpec(**{**spec.__dict__, "ensemble_decay": ensemble_decay})
-        if timing is not None and timing.mode == "rtc" and not spec.guide:
-            raise ContractError(f"{self.path}: real-time chunking needs a sampler that inpaints (no chunk.guide)")
-        try:
-            self.executor = ChunkExecutor(num_envs, spec, self.num_actions, self.sample, timing)
-        except ValueError as exc:
-            raise ContractError(f"{self.path}: {exc}") from None
+        self.executor = ChunkExecutor(num_envs, spec, self.num_actions, self.sample, timing)
 
     @property
     def chunk(self) -> ChunkSpec:

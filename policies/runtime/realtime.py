@@ -240,13 +240,14 @@ class Smoothness:
         self.idle += int(idle.sum())
 
     def summary(self) -> dict[str, float]:
-        """``join_step_mean`` / ``join_step_max`` / ``within_step_mean`` and ``idle_fraction``."""
+        """``join_step_mean`` / ``join_step_p95`` / ``join_step_max`` / ``within_step_mean`` and ``idle_fraction``."""
 
         def mean(x: list[float]) -> float:
             return float(np.mean(x)) if x else 0.0
 
         return {
             "join_step_mean": mean(self.join),
+            "join_step_p95": float(np.percentile(self.join, 95)) if self.join else 0.0,
             "join_step_max": float(max(self.join, default=0.0)),
             "within_step_mean": mean(self.within),
             "idle_fraction": self.idle / max(self.steps, 1),

@@ -139,6 +139,11 @@ def test_train_bc_evaluates_exports_and_resumes(teacher: Path, dataset: Path, tm
     assert yaml.safe_load((run / "eval.yaml").read_text())["execution"]["ensemble_decay"] == -0.6
     refused = robot_rl("eval", run, "--ensemble-decay", "nan")
     assert refused.returncode == 2 and "--ensemble-decay must be a finite number" in refused.stderr
+    timed = robot_rl("eval", run, "--episodes", "2", "--seeds", "1", "--chunking", "sync", "--inference-delay", "2")
+    assert timed.returncode == 0 and "loop idle" in timed.stdout, timed.stderr  # the loop waited for its plans
+    assert yaml.safe_load((run / "eval_chunking-sync-d2.yaml").read_text())["execution"]["idle_fraction"] > 0
+    refused = robot_rl("eval", run, "--chunking", "rtc", "--episodes", "2")
+    assert refused.returncode == 2 and "--chunking rtc needs a sampler that inpaints" in refused.stderr
     blind = robot_rl("eval", run, "--visual", "randomized")
     assert blind.returncode == 2 and "--visual randomized: this student sees no camera" in blind.stderr
     exported = robot_rl("export", "onnx", run, "--out", tmp_path / "deploy")

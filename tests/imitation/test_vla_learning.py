@@ -81,3 +81,13 @@ def test_a_vla_student_follows_the_instruction(tmp_path: Path) -> None:
     assert yaml.safe_load((result.run_dir / "eval.yaml").read_text())["episodes"] == 180
     bad = robot_rl("eval", result.run_dir, "--instructions", "polite", "--episodes", "2")
     assert bad.returncode == 2 and "--instructions polite: env.instructions must be one of" in bad.stderr
+
+    # robot-rl eval --chunking: receding horizon under a simulated delay, the steps at the joins, its own file
+    out = robot_rl("eval", result.run_dir, "--chunking", "rtc", "--inference-delay", "2", "--episodes", "6",
+                   "--seeds", "1")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "chunk joins: largest action step" in out.stdout and "loop idle 0.0%" in out.stdout
+    timed = yaml.safe_load((result.run_dir / "eval_chunking-rtc-d2.yaml").read_text())["execution"]
+    assert timed["schedule"] == "rtc" and timed["ensemble_decay"] is None and timed["join_step_max"] > 0
+    bad = robot_rl("eval", result.run_dir, "--inference-delay", "2", "--episodes", "2")
+    assert bad.returncode == 2 and "--inference-delay applies with --chunking" in bad.stderr

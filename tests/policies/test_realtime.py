@@ -4,6 +4,7 @@ the flow sampler's inpainting and its exported graph."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 import time
@@ -210,3 +211,7 @@ def test_rtc_is_refused_for_a_graph_that_does_not_inpaint(tmp_path: Path) -> Non
         ChunkedOnnxPolicy(path, timing=RealTime("rtc", 2))
     with pytest.raises(ContractError, match="temporal ensembling"):
         ChunkedOnnxPolicy(path, timing=RealTime("async", 2), ensemble_decay=0.0)
+    ensembled = dataclasses.replace(contract, chunk=dataclasses.replace(contract.chunk, ensemble_decay=-0.3))
+    path = write_onnx(chunk_to_onnx_model(policy, ensembled), ensembled, tmp_path / "ensembled")
+    assert ChunkedOnnxPolicy(path).executor.spec.ensemble_decay == -0.3
+    assert ChunkedOnnxPolicy(path, timing=RealTime("async", 2)).executor.spec.ensemble_decay is None  # a schedule

@@ -294,6 +294,9 @@ def test_estop_latches_until_reactivation(trained_hover: Any, ros: str) -> None:
         ({"expected_actuators": ["m1", "m2", "m3", "m4"]}, False),
         ({"robot_description": "WRONG_SPIN"}, False),
         ({"trigger": "sometimes"}, False),
+        ({"chunking": "async"}, False),  # the hover policy plans no chunks
+        ({"chunking": "later"}, False),
+        ({"onnx_threads": 0}, False),
         ({}, True),
     ],
 )
@@ -630,13 +633,16 @@ def test_robot_rl_deploy_summarises_a_manipulator_run_and_refuses_to_record_it(
 
 
 @E2E
-@pytest.mark.parametrize("ensemble_decay", [None, -0.3], ids=["receding", "ensembled"])
+@pytest.mark.parametrize(
+    ("ensemble_decay", "chunking"), [(None, ""), (-0.3, ""), (-0.3, "async")], ids=["receding", "ensembled", "async"]
+)
 def test_a_diffusion_chunk_policy_drives_the_simulated_panda_over_dds(
-    ros: str, tmp_path: Path, ensemble_decay: float | None
+    ros: str, tmp_path: Path, ensemble_decay: float | None, chunking: str
 ) -> None:
     """The node runs an exported diffusion student (ChunkedOnnxPolicy: plans every action_horizon periods inside
-    the control period, or every period when the contract ensembles plans, as configs/bc-diffusion.yaml does) behind
-    the tank at the contract's rate; its skill is tested in tests/imitation."""
+    the control period, every period when the contract ensembles plans, as configs/bc-diffusion.yaml does, or on a
+    worker thread beside the loop with ``chunking: async``) behind the tank at the contract's rate; its skill is
+    tested in tests/imitation."""
     import dataclasses
 
     import sim
@@ -656,7 +662,7 @@ def test_a_diffusion_chunk_policy_drives_the_simulated_panda_over_dds(
     contract = dataclasses.replace(contract, output_name="action_chunk", chunk=spec)
     path = write_onnx(chunk_to_onnx_model(student, contract), contract, tmp_path)
     data = read_params(PKG / "config" / "panda_reach_sim.yaml")
-    data["policy_node"].update(model_path=str(path), watchdog_s=0.5)
+    data["policy_node"].update(model_path=str(path), watchdog_s=0.5, chunking=chunking, onnx_threads=1)
     result = run_graph(data, sim=True, duration_s=4.0, namespace=ros)
     assert result.fault == "" and result.rejected == 0 and result.sim["rejected"] == 0
     # the node kept pace with the robot it has (a loaded machine slows both; a count per wall second would flake)

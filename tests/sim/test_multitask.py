@@ -41,10 +41,12 @@ def test_each_world_names_one_cube_by_colour_and_sees_all_three_in_colour_order(
 def test_heldout_phrasings_are_other_words_for_the_same_goals() -> None:
     train, held = _env(4), _env(4, ["env.instructions=heldout"])
     assert not set(train.instructions) & set(held.instructions)
-    assert len(train.instructions) == len(held.instructions) == len(COLOURS) * len(TRAIN_PHRASINGS)
-    for a, b in zip(train.instructions, held.instructions, strict=True):  # index i names the same colour in both
-        assert [c for c in COLOURS if c in a.split()] == [c for c in COLOURS if c in b.split()]
-    assert len(HELDOUT_PHRASINGS) == len(TRAIN_PHRASINGS)
+    assert len(train.instructions) == len(COLOURS) * len(TRAIN_PHRASINGS)
+    assert len(held.instructions) == len(COLOURS) * len(HELDOUT_PHRASINGS)
+    for env in (train, held):  # colour-major: index i // phrasings names colour i
+        per = len(env.instructions) // len(COLOURS)
+        for i, text in enumerate(env.instructions):
+            assert [c for c in COLOURS if c in text.split()] == [list(COLOURS)[i // per]]
 
 
 def test_the_probes_name_another_cube_or_nothing() -> None:

@@ -55,11 +55,12 @@ COLOURS: dict[str, tuple[float, float, float]] = {
 """The cubes' colours (RGB in [0, 1]), in the order of the ``object_positions`` observation."""
 
 TRAIN_PHRASINGS = ("lift the {c} cube", "pick up the {c} cube", "grasp the {c} cube and raise it")
-"""Instruction templates used in training and in the default evaluation (``{c}``: the colour's name)."""
+"""Instruction templates used in training and in the default evaluation (``{c}``: the colour's name). Eight (these
+and five more without a word of the held-out list) trained a student that did worse on the held-out paraphrases
+(11.0 % against 20.0 %, docs/vla.md): a pooled sentence embedding does not isolate the colour word."""
 
 HELDOUT_PHRASINGS = ("raise the {c} block", "take the {c} one off the table", "can you hold up the {c} box")
 """Paraphrases never used in training (``env.instructions: heldout``), fixed before any policy was trained."""
-assert len(HELDOUT_PHRASINGS) == len(TRAIN_PHRASINGS)  # one instruction index per (colour, template) in both sets
 INSTRUCTION_SETS = ("train", "heldout", "wrong-colour", "empty")
 """What ``env.instructions`` may choose (see the module docstring)."""
 
@@ -153,8 +154,12 @@ class PandaMultitask(PandaLift):
         """Every instruction text the task gives (``env.instructions``), indexed by :meth:`instruction_ids`."""
         if self.cfg.instructions == "empty":
             return [""]
-        templates = HELDOUT_PHRASINGS if self.cfg.instructions == "heldout" else TRAIN_PHRASINGS
-        return [t.format(c=c) for c in COLOURS for t in templates]
+        return [t.format(c=c) for c in COLOURS for t in self._templates]
+
+    @property
+    def _templates(self) -> tuple[str, ...]:
+        """The phrasings this episode's instructions are drawn from (the probes use the training ones)."""
+        return HELDOUT_PHRASINGS if self.cfg.instructions == "heldout" else TRAIN_PHRASINGS
 
     def instruction_ids(self) -> torch.Tensor:
         """Index into :attr:`instructions` of each world's current instruction ``[N]`` (long)."""
@@ -163,7 +168,7 @@ class PandaMultitask(PandaLift):
             return torch.zeros_like(named)
         if self.cfg.instructions == "wrong-colour":
             named = self.colour[:, 1]
-        return named * len(TRAIN_PHRASINGS) + self.phrase
+        return named * len(self._templates) + self.phrase
 
     # ------------------------------------------------------------------------------------------ episodes
     def _reset_task(self, rows: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
@@ -184,7 +189,7 @@ class PandaMultitask(PandaLift):
         target = torch.randint(0, 3, (n,), generator=g, device=dev)
         swap = torch.randint(0, 2, (n,), generator=g, device=dev)
         self.colour[rows] = torch.stack((target, (target + 1 + swap) % 3, (target + 2 - swap) % 3), -1)
-        self.phrase[rows] = torch.randint(0, len(TRAIN_PHRASINGS), (n,), generator=g, device=dev)
+        self.phrase[rows] = torch.randint(0, len(self._templates), (n,), generator=g, device=dev)
         self.closest[rows] = math.inf
 
     def _read_task_state(self) -> None:

@@ -189,6 +189,10 @@ POLICY_NODE: dict[str, Param] = {
     "safe_command": Param([0.0], "the command sent with safe_mode command"),
     "control_rate_hz": Param(0.0, "control rate, Hz (0: the contract's)"),
     "trigger": Param("timer", "timer (own clock) or input (step on each odometry / joint state)"),
+    "onnx_threads": Param(1, "onnxruntime intra-op threads: the policy's CPU cores (1..64)"),
+    "chunking": Param(
+        "", "action-chunk policies: '' (the contract's execution), sync, async or rtc (next chunk planned on a thread)"
+    ),
     "joint_states_topic": Param("joint_states", "sensor_msgs/JointState in (manipulators, legged robots)"),
     "imu_topic": Param("imu", "sensor_msgs/Imu in: gyro and attitude (legged robots)"),
     "imu_frame_id": Param("", "the frame IMU messages must be in (header.frame_id; '': any)"),

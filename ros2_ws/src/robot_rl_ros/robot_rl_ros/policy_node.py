@@ -53,14 +53,17 @@ from robot_rl_ros.params import POLICY_NODE, ParamError, declare
 from robot_rl_ros.spin import spin_node
 from std_msgs.msg import Bool, Float64MultiArray, String
 
-from policies.runtime import ContractError, OnnxPolicy, open_policy
+from policies.runtime import ContractError, OnnxPolicy, load_contract, open_policy
 from policies.runtime.contract import MAX_CONTROL_RATE_HZ
 from policies.runtime.passivity import EnergyTank, TankParams, impedance_stiffness
+from policies.runtime.realtime import MODES, RealTime
 from policies.runtime.robot_check import check_robot
 from policies.runtime.safety import SafetyConfig, SafetyLayer
 from policies.runtime.text import printable
 
 ESTOP_QOS = LATCHED
+MAX_ONNX_THREADS = 64
+"""Largest ``onnx_threads`` accepted (a typo such as 1000 would oversubscribe the robot's computer)."""
 PARAMETERS = POLICY_NODE
 """Declared parameters (:data:`robot_rl_ros.params.POLICY_NODE`)."""
 
@@ -163,8 +166,17 @@ class PolicyNode(Node):
             )
         if self.p("trigger") not in ("timer", "input"):
             raise ValueError(f"parameter trigger is '{self.p('trigger')}'; expected 'timer' or 'input'")
-        # chunk policies plan inside the period; integral terms integrate over the period the node runs at
-        policy = open_policy(self.p("model_path"), control_period_s=1.0 / rate if rate > 0 else None)
+        threads, chunking = self.p("onnx_threads"), self.p("chunking")
+        if not 1 <= threads <= MAX_ONNX_THREADS:
+            raise ValueError(f"parameter onnx_threads is {threads}; expected 1..{MAX_ONNX_THREADS}")
+        if chunking not in ("", *MODES):
+            raise ValueError(f"parameter chunking is '{printable(chunking)}'; expected '', {', '.join(MODES)}")
+        timing = {"timing": RealTime(chunking, 1, threaded=True)} if chunking else {}
+        if timing and load_contract(self.p("model_path")).chunk is None:
+            raise ValueError("parameter chunking applies to action-chunk policies; this model plans no chunks")
+        # chunk policies plan inside the period (or on a thread); integral terms integrate over the node's period
+        period = 1.0 / rate if rate > 0 else None
+        policy = open_policy(self.p("model_path"), control_period_s=period, intra_op_threads=threads, **timing)
         c = policy.contract
         if self.p("expected_task") and c.task != self.p("expected_task"):
             raise ContractError(f"the model is for task '{c.task}', the parameters expect '{self.p('expected_task')}'")
@@ -223,6 +235,9 @@ class PolicyNode(Node):
             self._timer = None
 
     def _release(self) -> None:
+        executor = getattr(self.policy, "executor", None)  # a chunk policy's planner thread
+        if executor is not None:
+            executor.close()
         if self.inputs is not None:
             for sub in self.inputs.subscriptions:
                 self.destroy_subscription(sub)
