@@ -220,7 +220,8 @@ def _eval_bc(run: Any, args: argparse.Namespace) -> int:
     if result.motion:
         m = result.motion
         print(
-            f"  chunk joins: largest action step {m['join_step_max']:.3f}, mean {m['join_step_mean']:.3f} "
+            f"  chunk joins: largest action step {m['join_step_max']:.3f}, p95 {m['join_step_p95']:.3f}, "
+            f"mean {m['join_step_mean']:.3f} "
             f"(within chunks {m['within_step_mean']:.3f}; normalised units); loop idle {m['idle_fraction']:.1%}"
         )
     if run.policy.language_dim:
