@@ -331,11 +331,7 @@ class ChunkedOnnxPolicy(OnnxPolicy):
                 f"instruction '{printable(text[:80])}' is not in the policy's table ({len(table)} known: {known}); "
                 "embed it with the policy's encoder (chunk.language.encoder) and call set_instruction_embedding"
             )
-        mask = np.ones(self.num_envs, bool) if robots is None else np.asarray(robots, bool)
-        self._instruction[mask] = np.asarray(table[text], np.float32)
-        self._instructed[mask] = True
-        for i in np.nonzero(mask)[0]:
-            self.instructions[i] = text
+        self._assign(robots, np.asarray(table[text], np.float32), text)
 
     def set_instruction_embedding(self, embedding: np.ndarray, robots: np.ndarray | None = None) -> None:
         """Give ``robots`` an instruction by its embedding ``[D_l]`` (computed with the contract's encoder).
@@ -349,11 +345,16 @@ class ChunkedOnnxPolicy(OnnxPolicy):
         e = np.asarray(embedding, np.float32)
         if e.shape != (dim,) or not np.isfinite(e).all():
             raise ContractError(f"an instruction embedding must be {dim} finite values, got shape {list(e.shape)}")
+        self._assign(robots, e, "(embedding)")
+
+    def _assign(self, robots: np.ndarray | None, embedding: np.ndarray, text: str) -> None:
         mask = np.ones(self.num_envs, bool) if robots is None else np.asarray(robots, bool)
-        self._instruction[mask] = e
+        instruction = self._instruction.copy()  # swapped whole: a threaded planner never reads half an update
+        instruction[mask] = embedding
+        self._instruction = instruction
         self._instructed[mask] = True
         for i in np.nonzero(mask)[0]:
-            self.instructions[i] = "(embedding)"
+            self.instructions[i] = text
 
     def check_images(self, images: Mapping[str, np.ndarray] | None) -> dict[str, np.ndarray] | None:
         """The images of every camera the contract names, checked: ``uint8 [N, H, W, 3]`` each.

@@ -139,23 +139,26 @@ class Scheduler:
     def _start(
         self, rows: np.ndarray, fresh: np.ndarray, window: np.ndarray, images: dict[str, np.ndarray] | None
     ) -> None:
-        """Plan for ``rows`` (released after the delay) and ``fresh`` (at once), in one call where simulated."""
+        """Plan for ``rows`` (released after the delay) and ``fresh`` (at once), in one call where simulated. A
+        planner's error propagates with nothing changed: the rows ask again at the next step."""
         guide = self._guide(rows) if rows.any() else None
-        self._pending |= rows
-        self._made[rows] = self._t[rows]
         if self._pool is None or fresh.any():
-            self.plans += 1
             plan = self.plan(window, images, guide if self._pool is None else None)
+            self.plans += 1
             self._cur[fresh], self._k[fresh] = plan[fresh], 0
             if self._pool is None:
                 self._next[rows] = plan[rows]
                 self._due[rows] = self._t[rows] + self.timing.delay_steps
+                self._pending |= rows
+                self._made[rows] = self._t[rows]
                 return
         if rows.any():
-            self.plans += 1
             frozen = {c: x.copy() for c, x in images.items()} if images is not None else None  # the loop refills
             self._future = self._pool.submit(self.plan, window.copy(), frozen, guide)
             self._future_rows = rows.copy()
+            self.plans += 1
+            self._pending |= rows
+            self._made[rows] = self._t[rows]
 
     def _release(self, rows: np.ndarray, plan: np.ndarray) -> None:
         """Swap in the new chunks of ``rows``, at the action of this step (async, rtc) or at their first (sync)."""
@@ -175,11 +178,16 @@ class Scheduler:
             return
         if self._future is None or not (wait or self._future.done()):
             return
-        t0 = time.perf_counter()
-        plan = self._future.result()  # a planner's error reaches the control loop here
-        self.idle_s += time.perf_counter() - t0
-        rows, self._future = self._future_rows & self._pending, None
-        self._release(rows, plan)
+        future, self._future, t0 = self._future, None, time.perf_counter()
+        asked = self._future_rows & self._pending
+        try:
+            plan = future.result()  # a planner's error reaches the control loop here ...
+        except BaseException:
+            self._pending[asked] = False  # ... and the rows plan again at the next step
+            raise
+        finally:
+            self.idle_s += time.perf_counter() - t0
+        self._release(asked, plan)
         recent = self.delays[-8:]
         self.delay = max(recent) if recent else self.delay
 

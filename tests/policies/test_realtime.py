@@ -215,3 +215,28 @@ def test_rtc_is_refused_for_a_graph_that_does_not_inpaint(tmp_path: Path) -> Non
     path = write_onnx(chunk_to_onnx_model(policy, ensembled), ensembled, tmp_path / "ensembled")
     assert ChunkedOnnxPolicy(path).executor.spec.ensemble_decay == -0.3
     assert ChunkedOnnxPolicy(path, timing=RealTime("async", 2)).executor.spec.ensemble_decay is None  # a schedule
+
+
+class FailsOnce(Ramp):
+    """A planner whose second plan fails (the graph returned a bad chunk)."""
+
+    def __call__(self, window: np.ndarray, images: object = None, guide: object = None) -> np.ndarray:
+        plan = super().__call__(window, images, guide)  # type: ignore[arg-type]
+        if len(self.guides) == 2:
+            raise RuntimeError("bad chunk")
+        return plan
+
+
+@pytest.mark.parametrize("threaded", [False, True], ids=["simulated", "threaded"])
+def test_a_planner_error_reaches_the_loop_and_the_next_step_plans_again(threaded: bool) -> None:
+    sched = Scheduler(1, TP, TA, 1, FailsOnce(), RealTime("async", 1, threaded=threaded))
+    errors, actions = 0, []
+    for t in range(3 * TP):
+        try:
+            actions.append(float(sched.step(np.full((1, 1, 1), float(t), np.float32), None, np.array([t == 0]))[0, 0]))
+        except RuntimeError:
+            errors += 1
+        time.sleep(0.002 if threaded else 0.0)  # let the worker finish (order only; nothing timed)
+    assert errors == 1 and len(actions) == 3 * TP - 1
+    assert len(sched.delays) >= 2 and sched.idle_steps < TP  # planning resumed; the chunks kept the robot moving
+    sched.close()

@@ -171,12 +171,13 @@ class PolicyNode(Node):
             raise ValueError(f"parameter onnx_threads is {threads}; expected 1..{MAX_ONNX_THREADS}")
         if chunking not in ("", *MODES):
             raise ValueError(f"parameter chunking is '{printable(chunking)}'; expected '', {', '.join(MODES)}")
-        timing = {"timing": RealTime(chunking, 1, threaded=True)} if chunking else {}
-        if timing and load_contract(self.p("model_path")).chunk is None:
-            raise ValueError("parameter chunking applies to action-chunk policies; this model plans no chunks")
         # chunk policies plan inside the period (or on a thread); integral terms integrate over the node's period
-        period = 1.0 / rate if rate > 0 else None
-        policy = open_policy(self.p("model_path"), control_period_s=period, intra_op_threads=threads, **timing)
+        runner: dict[str, Any] = {"control_period_s": 1.0 / rate if rate > 0 else None, "intra_op_threads": threads}
+        if chunking:
+            if load_contract(self.p("model_path")).chunk is None:
+                raise ValueError("parameter chunking applies to action-chunk policies; this model plans no chunks")
+            runner["timing"] = RealTime(chunking, 1, threaded=True)
+        policy = open_policy(self.p("model_path"), **runner)
         c = policy.contract
         if self.p("expected_task") and c.task != self.p("expected_task"):
             raise ContractError(f"the model is for task '{c.task}', the parameters expect '{self.p('expected_task')}'")
