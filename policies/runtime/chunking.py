@@ -70,8 +70,9 @@ class ChunkExecutor:
         action_dim: ``D_a``.
         sample: The planner (see :data:`Sampler`); called with all ``N`` windows when any robot needs a plan.
         timing: How receding-horizon plans are timed against the loop (:mod:`policies.runtime.realtime`: sync,
-            async or real-time chunking, a simulated or a threaded planner); ``None``: sync without delay.
-            Temporal ensembling plans every step and takes none.
+            async or real-time chunking, a simulated or a threaded planner); ``None``: sync without delay. With
+            temporal ensembling only a simulated ``async`` delay applies (each period's plan joins the average
+            ``delay_steps`` periods later; a new episode's first plan at once).
 
     Shapes: ``obs [N, D_o]`` (and camera images ``uint8 [N, H, W, 3]`` each) ``-> action [N, D_a]`` per control
     period.
@@ -86,8 +87,16 @@ class ChunkExecutor:
         self.sample = sample
         self._ensemble_plans = 0
         n, tp = num_envs, spec.pred_horizon
+        self._lag = 0
+        """Ensembling under a simulated delay: each period's plan is used from this many periods later."""
         if spec.ensemble_decay is not None and timing not in (None, RealTime()):
-            raise ValueError("temporal ensembling plans every step; async and real-time chunking need it off")
+            assert timing is not None
+            if timing.mode != "async" or timing.threaded or timing.delay_steps >= tp:
+                raise ValueError(
+                    "temporal ensembling plans every step: of the schedules only a simulated async delay shorter than "
+                    "the chunk applies to it (sync and real-time chunking need it off)"
+                )
+            self._lag = timing.delay_steps
         self.scheduler = Scheduler(n, tp, spec.action_horizon, action_dim, self._plan_all, timing or RealTime())
         """Receding-horizon execution (its counters: idle steps and seconds, delays)."""
         self._hist = _History(spec.obs_horizon)
@@ -97,6 +106,7 @@ class ChunkExecutor:
         self._step = np.zeros(n, dtype=np.int64)
         self._ring = np.zeros((n, tp, tp, action_dim), dtype=np.float32)  # [robot, plan slot, k, action]
         self._made = np.full((n, tp), -(1 << 40), dtype=np.int64)  # step at which each slot's plan was made
+        self._due = np.zeros((n, tp), dtype=np.int64)  # step from which each slot's plan may be used
 
     def reset(self, mask: np.ndarray | None = None) -> None:
         """Start new episodes for robots in ``mask`` (all if ``None``): history refilled, plans dropped."""
@@ -147,12 +157,13 @@ class ChunkExecutor:
         slot = self._step % tp
         self._ring[self._rows, slot] = self._plan_all(window, image_windows)
         self._made[self._rows, slot] = self._step
+        self._due[self._rows, slot] = np.where(fresh, self._step, self._step + self._lag)  # a new episode's at once
         offset = self._step[:, None] - self._made  # [N, slots]: how many steps ago each plan was made
-        valid = (offset >= 0) & (offset < tp)
+        valid = (offset >= 0) & (offset < tp) & (self._step[:, None] >= self._due)
         k = np.clip(offset, 0, tp - 1)
         actions = self._ring[self._rows[:, None], np.arange(tp)[None, :], k]  # [N, slots, D_a]
         logit = np.where(valid, self.spec.ensemble_decay * k, -np.inf)
-        weight = np.exp(logit - logit.max(1, keepdims=True))  # newest plan always valid: no 0/0, no overflow
+        weight = np.exp(logit - logit.max(1, keepdims=True))  # one plan always valid (lag < Tp): no 0/0, no overflow
         self._step += 1
         return (np.einsum("ns,nsa->na", weight, actions) / weight.sum(1, keepdims=True)).astype(np.float32)
 

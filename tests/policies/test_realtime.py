@@ -118,9 +118,20 @@ def test_a_new_episode_plans_at_once_and_drops_the_plan_in_flight() -> None:
     assert sched.delays == [3]  # only robot 1's plan was released
 
 
-def test_temporal_ensembling_takes_no_schedule() -> None:
-    with pytest.raises(ValueError, match="temporal ensembling"):
-        ChunkExecutor(1, ChunkSpec(1, TP, TA, ensemble_decay=0.0), 1, Ramp(), RealTime("async", 1))
+def test_temporal_ensembling_under_a_simulated_delay_averages_the_plans_that_have_arrived() -> None:
+    def constant(window: np.ndarray, images: object = None) -> np.ndarray:  # the plan made at step t: all t
+        return np.repeat(window[:, -1:, :1], TP, axis=1)
+
+    ex = ChunkExecutor(1, ChunkSpec(1, TP, TA, ensemble_decay=0.0), 1, constant, RealTime("async", 2))
+    got = [float(ex(np.array([[float(t)]], np.float32))[0, 0]) for t in range(6)]
+    assert got == [0.0, 0.0, 0.0, 0.5, 1.0, 1.5]  # step t averages the plans of steps 0 .. t - 2 (0 from the start)
+
+
+def test_temporal_ensembling_takes_no_other_schedule() -> None:
+    spec = ChunkSpec(1, TP, TA, ensemble_decay=0.0)
+    for timing in (RealTime("rtc", 1), RealTime("sync", 1), RealTime("async", 1, threaded=True), RealTime("async", TP)):
+        with pytest.raises(ValueError, match="temporal ensembling"):
+            ChunkExecutor(1, spec, 1, Ramp(), timing)
     with pytest.raises(ValueError, match="one of sync, async, rtc"):
         RealTime("later")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="whole number"):
