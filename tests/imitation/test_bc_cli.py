@@ -144,6 +144,13 @@ def test_train_bc_evaluates_exports_and_resumes(teacher: Path, dataset: Path, tm
     assert yaml.safe_load((run / "eval_chunking-sync-d2.yaml").read_text())["execution"]["idle_fraction"] > 0
     refused = robot_rl("eval", run, "--chunking", "rtc", "--episodes", "2")
     assert refused.returncode == 2 and "--chunking rtc needs a sampler that inpaints" in refused.stderr
+    late = robot_rl("eval", run, "--episodes", "2", "--seeds", "1", "--chunking", "async", "--inference-delay", "1",
+                    "--ensemble-decay", "-0.6")  # fmt: skip
+    assert late.returncode == 0, late.stderr  # ensembling under a delay: each plan averaged in a period later
+    execution = yaml.safe_load((run / "eval_chunking-async-d1.yaml").read_text())["execution"]
+    assert execution["ensemble_decay"] == -0.6 and execution["inference_delay_steps"] == 1
+    refused = robot_rl("eval", run, "--chunking", "sync", "--ensemble-decay", "-0.6")
+    assert refused.returncode == 2 and "--chunking sync executes receding-horizon plans" in refused.stderr
     blind = robot_rl("eval", run, "--visual", "randomized")
     assert blind.returncode == 2 and "--visual randomized: this student sees no camera" in blind.stderr
     exported = robot_rl("export", "onnx", run, "--out", tmp_path / "deploy")
