@@ -86,7 +86,8 @@ class Scheduler:
         plan: The planner (:data:`Plan`); called with all ``N`` windows (rows that did not ask are ignored).
         timing: The schedule.
 
-    After each :meth:`step`: :attr:`joined` ``[N]`` (this step's action is a new chunk's first) and :attr:`idle`
+    After each :meth:`step`: :attr:`joined` ``[N]`` (this step's action is the first taken from a chunk released
+    at this step: its action 0 with sync, ``d`` with async and rtc) and :attr:`idle`
     ``[N]`` (the robot held its last command, waiting for a plan); totals in :attr:`plans`, :attr:`idle_steps`,
     :attr:`idle_s` (threaded: seconds the loop waited) and :attr:`delays` (each plan's delay, control periods).
     """
