@@ -451,8 +451,11 @@ def open_policy(path: str | Path, num_envs: int = 1, **kwargs: object) -> OnnxPo
     section, :class:`~policies.runtime.onnx_policy.OnnxPolicy` otherwise (same call interface).
 
     Raises:
-        FileNotFoundError, PolicyFileError, ContractError: As the runners do.
+        FileNotFoundError, PolicyFileError, ContractError: As the runners do; also a chunk schedule (``timing``)
+            asked of a policy that plans no chunks.
     """
     if load_contract(path).chunk is not None:
         return ChunkedOnnxPolicy(path, num_envs, **kwargs)  # type: ignore[arg-type]
+    if kwargs.pop("timing", None) is not None:
+        raise ContractError(f"{path}: a chunk schedule applies to action-chunk policies; this model plans no chunks")
     return OnnxPolicy(path, num_envs, **kwargs)  # type: ignore[arg-type]

@@ -133,8 +133,9 @@ class Scheduler:
         idx = np.minimum(self._k[:, None] + np.arange(tp)[None, :], tp - 1)  # the last action repeats (weight 0)
         actions = self._cur[self._rows[:, None], idx]
         weights = np.zeros((n, tp), np.float32)
-        for r in np.nonzero(rows)[0]:
-            weights[r] = rtc_weights(tp, int(min(self._k[r], tp)), self.delay)
+        start = np.minimum(self._k, tp)
+        for k in np.unique(start[rows]):  # one weight row per executed count (all Ta but for a late plan)
+            weights[rows & (start == k)] = rtc_weights(tp, int(k), self.delay)
         return actions, weights
 
     def _start(

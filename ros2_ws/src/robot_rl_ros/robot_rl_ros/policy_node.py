@@ -53,7 +53,7 @@ from robot_rl_ros.params import POLICY_NODE, ParamError, declare
 from robot_rl_ros.spin import spin_node
 from std_msgs.msg import Bool, Float64MultiArray, String
 
-from policies.runtime import ContractError, OnnxPolicy, load_contract, open_policy
+from policies.runtime import ContractError, OnnxPolicy, open_policy
 from policies.runtime.contract import MAX_CONTROL_RATE_HZ
 from policies.runtime.passivity import EnergyTank, TankParams, impedance_stiffness
 from policies.runtime.realtime import MODES, RealTime
@@ -173,9 +173,7 @@ class PolicyNode(Node):
             raise ValueError(f"parameter chunking is '{printable(chunking)}'; expected '', {', '.join(MODES)}")
         # chunk policies plan inside the period (or on a thread); integral terms integrate over the node's period
         runner: dict[str, Any] = {"control_period_s": 1.0 / rate if rate > 0 else None, "intra_op_threads": threads}
-        if chunking:
-            if load_contract(self.p("model_path")).chunk is None:
-                raise ValueError("parameter chunking applies to action-chunk policies; this model plans no chunks")
+        if chunking:  # open_policy refuses it for a policy that plans no chunks
             runner["timing"] = RealTime(chunking, 1, threaded=True)
         policy = open_policy(self.p("model_path"), **runner)
         c = policy.contract
