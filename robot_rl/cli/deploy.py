@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +58,7 @@ def run_deploy(args: argparse.Namespace) -> int:
         raise ConfigError("--episodes counts the simulated robot's episodes; add --sim")
     try:
         from robot_rl_ros.graph import DeployError, check_namespace, read_params, run_graph
+        from robot_rl_ros.spin import StopSignals
     except ImportError as exc:
         raise ConfigError(f"ROS 2 Python packages are missing ({exc.name}); pip install -e '.[ros2]'") from None
     try:
@@ -100,32 +100,6 @@ def run_deploy(args: argparse.Namespace) -> int:
         print(f"robot-rl: stopped by {name}; the nodes were shut down and the recording finished", file=sys.stderr)
         return 128 + stopped.signum
     return 0 if not result.fault else 1
-
-
-class StopSignals:
-    """Within the block, Ctrl-C and SIGTERM only request a stop (:meth:`requested`), which the node graph's loop
-    checks between callbacks; raising from the handler instead would land inside rclpy's C++ calls."""
-
-    def __init__(self) -> None:
-        self.signum = 0
-        self._previous: dict[int, Any] = {}
-
-    def requested(self) -> bool:
-        """Whether a stop signal arrived."""
-        return self.signum != 0
-
-    def _handle(self, signum: int, frame: object) -> None:
-        self.signum = signum
-
-    def __enter__(self) -> StopSignals:
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self._previous[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
 
 
 def _sim_summary(sim: dict[str, Any]) -> str:

@@ -137,11 +137,12 @@ def test_the_console_scripts_fly_the_simulated_crazyflie_as_separate_processes(
         assert min(len(commands), len(odometry)) >= wanted, (len(commands), len(odometry))
     finally:
         peer.destroy_node()
-        for proc in procs:
-            proc.send_signal(signal.SIGINT)
+        # while messages still flow: SIGTERM (what ros2 launch escalates to) to the robot, Ctrl-C to the policy
+        for proc, sig in zip(procs, (signal.SIGTERM, signal.SIGINT), strict=True):
+            proc.send_signal(sig)
         outcomes = [_exit(proc) for proc in procs]
     report = "\n".join(f"exit status {code}, stderr ends:\n{err[-3000:]}" for code, err in outcomes)
-    assert [code for code, _ in outcomes] == [0, 0], report  # Ctrl-C: a clean shutdown (a str: shown whole)
+    assert [code for code, _ in outcomes] == [0, 0], report  # a clean shutdown (a str: shown whole)
 
 
 def _exit(proc: subprocess.Popen[str], timeout: float = 20.0) -> tuple[int | None, str]:
@@ -151,7 +152,7 @@ def _exit(proc: subprocess.Popen[str], timeout: float = 20.0) -> tuple[int | Non
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
-        return None, "still running after SIGINT: killed"
+        return None, "still running after the stop signal: killed"
 
 
 def test_a_console_script_refuses_an_unknown_executor_by_name(tmp_path: Path) -> None:
