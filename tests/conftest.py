@@ -133,3 +133,28 @@ def untrained_reach(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def untrained_quadruped(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An untrained A1 velocity policy, exported (see :func:`export_untrained`)."""
     return export_untrained("quadruped-velocity", tmp_path_factory.mktemp("untrained-quadruped"))
+
+
+TRAINING_FIXTURES = ("trained_hover", "trained_reach")
+"""Session fixtures that train for minutes (one worker trains, any other that needs it waits on the file lock)."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Order the suite so that no pytest-xdist worker sits idle waiting on another's training: the first test of
+    each training fixture, then every test that needs none, then the rest (xdist hands tests out in this order; a
+    ``xdist_group`` runs as one unit, its largest first). Once a worker ran the hover fixture's first test while the
+    other waited 280 s on its lock."""
+    first: list[pytest.Item] = []
+    free: list[pytest.Item] = []
+    rest: list[pytest.Item] = []
+    started: set[str] = set()
+    for item in items:
+        needs = [f for f in TRAINING_FIXTURES if f in getattr(item, "fixturenames", ())]
+        if not needs:
+            free.append(item)
+        elif needs[0] not in started and item.get_closest_marker("xdist_group") is None:
+            started.add(needs[0])
+            first.append(item)
+        else:
+            rest.append(item)
+    items[:] = first + free + rest
