@@ -3,7 +3,8 @@
 A task reports one world's measurements with ``measurements(world)`` as a list of these records; the ROS 2
 ``sim_robot_node`` turns each kind into its message (``Odometry`` -> ``nav_msgs/Odometry``, ``JointStates`` ->
 ``sensor_msgs/JointState``, ``Pose`` -> ``geometry_msgs/PoseStamped``, ``Imu`` -> ``sensor_msgs/Imu``,
-``VelocityCommand`` -> ``geometry_msgs/Twist``) and publishes it on the topic of its ``name``, in the order given.
+``VelocityCommand`` -> ``geometry_msgs/Twist``,
+``Instruction`` -> ``std_msgs/String``) and publishes it on the topic of its ``name``, in the order given.
 Nothing here knows a robot: a new robot family reports its state in these kinds and the node needs no change (a new
 kind of sensor is one new record here and one converter there, for every family).
 
@@ -115,5 +116,19 @@ class VelocityCommand:
     angular: np.ndarray
 
 
-Measurement = Odometry | JointStates | Pose | Imu | VelocityCommand
+@dataclass(frozen=True)
+class Instruction:
+    """An operator's language instruction to a language-conditioned policy (``std_msgs/String``), sent reliably and
+    kept for late subscribers, only when it changes.
+
+    Attributes:
+        name: Topic name (``instruction``).
+        text: The instruction, e.g. ``lift the red cube``.
+    """
+
+    name: str
+    text: str
+
+
+Measurement = Odometry | JointStates | Pose | Imu | VelocityCommand | Instruction
 """One record of a robot's measurements."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import math
+import re
 import signal
 import subprocess
 import sys
@@ -590,6 +591,61 @@ def test_a_camera_student_gets_the_wrist_images_over_dds_and_a_silent_or_wrong_c
     with pytest.raises(DeployError, match="refused to configure"):
         run_graph(data, sim=False, duration_s=0.1, namespace=ros)
     assert "image_topics names camera 'front'; the model sees ['wrist']" in capfd.readouterr().err
+
+
+def _vla_student(tmp_path: Path) -> tuple[Path, list[str]]:
+    """An untrained vision-language-action student of ``panda-multitask`` (8-wide instruction embeddings, random, for
+    the task's training instructions), exported, and those instructions: what the node must feed (its skill is
+    tested in tests/imitation/test_vla_learning.py)."""
+    import dataclasses
+
+    import sim
+    from policies.nets.chunk import Horizons
+    from policies.nets.export import chunk_to_onnx_model, write_onnx
+    from policies.nets.vla import FlowSettings, VLAPolicy
+    from policies.runtime.contract import ChunkSpec
+
+    env = sim.make("panda-multitask", 1)
+    contract = env.contract(["policy"])  # type: ignore[attr-defined]
+    d, a = contract.obs_dim, contract.action.size
+    student = VLAPolicy(
+        d, a, Horizons(1, 8, 4), -np.ones(d), np.ones(d), -0.1 * np.ones(a), 0.1 * np.ones(a), d_model=16, heads=2,
+        layers=1, expert_layers=1, flow=FlowSettings(2), language_dim=8,
+    ).eval()  # fmt: skip
+    texts = list(env.instructions)  # type: ignore[attr-defined]
+    rng = np.random.default_rng(0)
+    table = {t: rng.normal(size=8).tolist() for t in texts}
+    language = {"input": "instruction", "dim": 8, "encoder": {"name": "test", "sha256": "none"}, "instructions": table}
+    spec = ChunkSpec(1, 8, 4, "noise", student.sampler_settings(), None, {}, language, dict(student.guide_inputs))
+    contract = dataclasses.replace(contract, output_name="action_chunk", chunk=spec)
+    return write_onnx(chunk_to_onnx_model(student, contract), contract, tmp_path), texts
+
+
+def test_a_language_policy_follows_the_instruction_topic_and_refuses_one_it_cannot_follow(
+    ros: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A VLA student reads the three cubes' tracked poses (object_pose/<colour>) and the operator's instruction
+    (std_msgs/String, latched) over DDS: the simulated robot's episode instruction reaches it and it commands; with
+    no instruction it waits and sends nothing; an instruction outside its table is refused by name and the one it
+    follows stays."""
+    model, texts = _vla_student(tmp_path)
+    data = read_params(PKG / "config" / "panda_multitask_sim.yaml")
+    data["policy_node"].update(model_path=str(model), watchdog_s=0.5)
+    result = run_graph(data, sim=True, duration_s=2.0, namespace=ros)
+    assert result.fault == "" and result.rejected == 0 and result.sim["rejected"] == 0
+    assert result.commands >= 0.6 * 2.0 / 0.04, result.commands
+    said = re.findall(r"instruction: '([^']*)'", capfd.readouterr().err)
+    assert said and said[0] in texts, said
+
+    data["sim_robot_node"].update(instruction_topic="unheard")  # no operator: the policy waits, nothing is sent
+    result = run_graph(data, sim=True, duration_s=1.0, namespace=ros)
+    assert result.fault == "waiting for input" and result.commands == 0
+
+    data["sim_robot_node"].update(env_overrides=["instructions=heldout"])  # paraphrases the table does not hold
+    data["sim_robot_node"].update(instruction_topic="instruction")
+    result = run_graph(data, sim=True, duration_s=1.0, namespace=ros)
+    assert result.fault == "waiting for input" and result.commands == 0 and result.rejected >= 1
+    assert "is not in the policy's table" in capfd.readouterr().err
 
 
 def test_robot_rl_deploy_summarises_a_manipulator_run_and_refuses_to_record_it(

@@ -36,10 +36,11 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import mujoco
+import numpy as np
 import torch
 
 from policies.runtime.contract import ObservationTerm
-from sim.measurements import Measurement
+from sim.measurements import Instruction, Measurement, Pose
 from sim.registry import TaskSpec
 from sim.robots import panda
 from sim.tasks.base import SensorNoise
@@ -234,8 +235,12 @@ class PandaMultitask(PandaLift):
         return {g: self._rgba[self.colour[:, i]] for i, g in enumerate(self._geoms)}
 
     def _task_measurements(self, world: int) -> list[Measurement]:
-        """None yet: the ROS 2 node for language-conditioned policies (images and instructions) is not built."""
-        return []
+        """A colour tracker's estimate of each cube (``object_pose/<colour>``, as the policy sees it in training:
+        delayed, noisy, biased while the randomisation is on; position only), and the operator's instruction."""
+        seen = self.last_signals["objects_pos"][world].detach().cpu().numpy().reshape(len(COLOURS), 3)
+        poses = [Pose(f"object_pose/{c}", p, np.eye(3), self.BASE_FRAME) for c, p in zip(COLOURS, seen, strict=True)]
+        text = self.instructions[int(self.instruction_ids()[world])]
+        return [*poses, Instruction("instruction", text)]
 
     def contract_extra(self) -> dict[str, object]:
         """``panda-lift``'s facts plus the colours and the instructions."""
@@ -244,6 +249,7 @@ class PandaMultitask(PandaLift):
             "object": "three 0.05 m cubes; object_positions: their centres (red, green, blue) in the base frame "
             f"from a colour tracker, {self.object_delay} control period(s) old",
             "colours_rgb": {k: list(v) for k, v in COLOURS.items()},
+            "objects": list(COLOURS),  # object_positions, in this order: the ROS 2 node's object_pose/<name> topics
             "instructions": {"train": [t.format(c=c) for c in COLOURS for t in TRAIN_PHRASINGS]},
         }
 

@@ -49,7 +49,7 @@ class GraphResult:
         rejected: Messages the policy node rejected.
         fault: The policy node's fault at the end (``""``: none).
         sim: The simulated robot's figures (steps, crashes, steps with no new command, rejected commands, position
-            errors), if simulated.
+            errors, each finished episode's success and the task's episode metrics), if simulated.
         recorded: Messages written to the recording.
     """
 
@@ -208,4 +208,5 @@ def _sim_figures(simulated: Any) -> dict[str, Any]:
         "position_errors_m": list(simulated.position_errors),
         "control_period_s": simulated.contract.control_period_s,
         "episodes_succeeded": list(simulated.episodes),
+        "episode_metrics": list(simulated.episode_metrics),
     }

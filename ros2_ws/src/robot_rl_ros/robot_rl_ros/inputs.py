@@ -35,6 +35,7 @@ policy nor feeds the watchdog; one that passes calls ``accept``.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -59,9 +60,11 @@ from robot_rl_ros.messages import (
     velocity_command,
 )
 from sensor_msgs.msg import Image, Imu, JointState
+from std_msgs.msg import String
 
 from policies.runtime import ContractError, OnnxPolicy
 from policies.runtime.onnx_policy import LAST_ACTION_SIGNAL
+from policies.runtime.text import printable
 
 LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 """Operator inputs (e-stop, goal, target): reliable and transient-local, so the last one sent before the node started
@@ -77,6 +80,7 @@ ARM_SIGNALS = {
     "target_rot6": "goal",
     "goal_xy": "goal",
     "object_pos": "object",
+    "objects_pos": "objects",
     LAST_ACTION_SIGNAL: "",
 }
 """Contract signals a manipulator policy may read -> the input that provides them."""
@@ -89,6 +93,8 @@ JOINT_RANGE_MARGIN_RAD = 0.1
 joint state is refused, rad."""
 ENVELOPE_KEYS = {"linear.x": "lin_vel_x_m_s", "linear.y": "lin_vel_y_m_s", "angular.z": "yaw_rate_rad_s"}
 """Twist component -> the contract's ``extra.training_envelope`` range."""
+OBJECT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,31}")
+"""A tracked object's name (``extra.objects``): one token of a ROS topic name."""
 Accept = Callable[[dict[str, np.ndarray], str, Any], None]
 Reject = Callable[[str, Exception], None]
 
@@ -258,8 +264,21 @@ class ArmInputs(Inputs):
         if "object" in self.needed:
             topic = node.p("object_pose_topic")
             self.subscribe(PoseStamped, topic, "object pose", lambda m: self._on_pose(m, "object"), sensor)
+        self.objects = _object_names(c) if "objects" in self.needed else []
+        self.object_seen: dict[str, np.ndarray] = {}  # object -> newest position [3]
+        self.object_at: dict[str, float] = {}
+        for name in self.objects:
+            topic = f"{node.p('object_pose_topic')}/{name}"
+            self.subscribe(PoseStamped, topic, f"object '{name}' pose", self._object_handler(name), sensor)
         for camera, (_, _, topic) in self.cameras.items():
             self.subscribe(Image, topic, f"camera '{camera}' image", self._image_handler(camera), sensor)
+        self.language = bool(c.chunk is not None and c.chunk.language)
+        self.instruction: str | None = None
+        """The instruction the policy follows (``None``: none yet; the policy waits for one). It outlives a
+        re-activation, as the operator's latched message does."""
+        if self.language:
+            topic = node.p("instruction_topic")
+            self.subscribe(String, topic, "instruction", self._on_instruction, LATCHED)  # an operator input
 
     @property
     def joints(self) -> list[str]:
@@ -267,8 +286,9 @@ class ArmInputs(Inputs):
         return list(self.contract.joint_names[: self.arm_joints])
 
     def reset(self) -> None:
-        """Forget every input: after activation the policy waits for fresh ones."""
+        """Forget every input: after activation the policy waits for fresh ones (the instruction stays)."""
         self.parts, self.part_at, self.images, self.image_at = {}, {}, {}, {}
+        self.object_seen, self.object_at = {}, {}
 
     def _on_joints(self, msg: JointState) -> None:
         check_header(msg.header, self.now_ns(), self.max_age_s, "joint_states")
@@ -289,6 +309,32 @@ class ArmInputs(Inputs):
         self.part_at[which] = self.node.now()
         self.node.record(which, msg)
 
+    def _object_handler(self, name: str) -> Callable[[PoseStamped], None]:
+        return lambda msg: self._on_object(msg, name)
+
+    def _on_object(self, msg: PoseStamped, name: str) -> None:
+        """One of several tracked objects (``objects_pos``: the contract's ``extra.objects``, in that order)."""
+        check_header(msg.header, self.now_ns(), self.max_age_s, f"object '{name}' pose", self.frame_id)
+        self.object_seen[name] = position_signal(msg, name)[name][0]
+        self.object_at[name] = self.node.now()
+        self.node.record(f"object_pose/{name}", msg)
+        if len(self.object_seen) == len(self.objects):
+            self.parts["objects"] = {"objects_pos": np.concatenate([self.object_seen[o] for o in self.objects])[None]}
+            self.part_at["objects"] = min(self.object_at.values())  # the oldest of them
+
+    def _on_instruction(self, msg: String) -> None:
+        """A new instruction: it takes effect at the policy's next plan. One the policy cannot follow (not instruction
+        text, or not in its table: ``ChunkedOnnxPolicy.set_instruction``) is refused and the previous one stays."""
+        text = msg.data
+        try:
+            self.policy.set_instruction(text)  # type: ignore[attr-defined]
+        except ContractError as exc:
+            raise MessageError(str(exc)) from None
+        self.node.record("instruction", msg)
+        if text != self.instruction:
+            self.node.get_logger().info(f"instruction: '{text}'")
+        self.instruction = text
+
     def _image_handler(self, camera: str) -> Callable[[Image], None]:
         return lambda msg: self._on_image(msg, camera)
 
@@ -302,9 +348,9 @@ class ArmInputs(Inputs):
         """A joint state arrived: merge it with the newest of every other required input and accept them; while one
         has not arrived yet, wait; when one is stale, refuse (it does not feed the watchdog)."""
         now = self.node.now()
-        if not self.needed <= set(self.parts):
-            return  # the other inputs have not arrived yet (discovery): wait, nothing is refused
-        poses: list[str] = [w for w in ("tcp", "object") if w in self.needed]
+        if not self.needed <= set(self.parts) or (self.language and self.instruction is None):
+            return  # the other inputs (or the instruction) have not arrived yet: wait, nothing is refused
+        poses: list[str] = [w for w in ("tcp", "object", "objects") if w in self.needed]
         old = [w for w in poses if now - self.part_at[w] > self.pose_timeout_s]
         if old:
             raise MessageError(f"the {' and '.join(old)} pose is older than watchdog_s {self.pose_timeout_s:g} s")
@@ -449,6 +495,27 @@ def _finger_joint(c: Any, arm_joints: int) -> str:
             f"(joint_names: {list(c.joint_names)})"
         )
     return str(c.joint_names[arm_joints])
+
+
+def _object_names(c: Any) -> list[str]:
+    """The objects whose positions ``objects_pos`` concatenates, in order: the contract's ``extra.objects`` (each a
+    name, ``<object_pose_topic>/<name>`` on the robot), three coordinates each."""
+    names = c.extra.get("objects")
+    size = next(t.size for t in c.observation if t.source == "objects_pos")
+    if not isinstance(names, list) or not names or 3 * len(names) != size:
+        raise ContractError(
+            f"the contract reads objects_pos ({size} values) but its extra.objects does not name {size // 3} objects"
+        )
+    for i, name in enumerate(names):
+        if not isinstance(name, str) or not OBJECT_NAME.fullmatch(name):
+            shown = printable(str(name)[:40]) if isinstance(name, str) else type(name).__name__
+            raise ContractError(
+                f"the contract's extra.objects[{i}] '{shown}' is not an object name (a letter or _, then letters, "
+                "digits or _; at most 32: it becomes a topic name)"
+            )
+    if len(set(names)) != len(names):
+        raise ContractError(f"the contract's extra.objects names an object twice: {names}")
+    return [str(n) for n in names]
 
 
 def _camera_topics(c: Any, entries: list[str]) -> dict[str, tuple[int, int, str]]:

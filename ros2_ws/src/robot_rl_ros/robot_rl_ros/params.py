@@ -201,7 +201,10 @@ POLICY_NODE: dict[str, Param] = {
     "gains_topic": Param("", "std_msgs/Float64MultiArray out, latched: the contract's Kp then Kd per joint ('': off)"),
     "tcp_pose_topic": Param("tcp_pose", "geometry_msgs/PoseStamped tool pose in (base frame)"),
     "goal_topic": Param("goal_pose", "geometry_msgs/PoseStamped goal in (reliable, latched)"),
-    "object_pose_topic": Param("object_pose", "geometry_msgs/PoseStamped object estimate in (base frame)"),
+    "object_pose_topic": Param(
+        "object_pose", "geometry_msgs/PoseStamped object estimate in (base frame; several objects: <topic>/<name>)"
+    ),
+    "instruction_topic": Param("instruction", "std_msgs/String instruction in (language policies; latched)"),
     "image_topics": Param([""], "camera=topic overrides of <camera>/image_raw"),
     "image_timeout_s": Param(0.2, "a camera silent this long makes the inputs stale, s"),
     "passivity": Param(True, "energy tank on a joint-space command port (manipulators, legged robots)"),
@@ -227,7 +230,9 @@ SIM_ROBOT_NODE: dict[str, Param] = {
     "cmd_vel_topic": Param("cmd_vel", "geometry_msgs/Twist out: each episode's velocity command, as a teleop"),
     "tcp_pose_topic": Param("tcp_pose", "tool pose out"),
     "goal_topic": Param("goal_pose", "goal out (latched)"),
-    "object_pose_topic": Param("object_pose", "object estimate out"),
+    "object_pose_topic": Param("object_pose", "object estimate out (several objects: <topic>/<name>)"),
+    "instruction_topic": Param("instruction", "std_msgs/String out: each episode's instruction (latched)"),
+    "env_overrides": Param([""], "task settings over its training config, key=value (e.g. instructions=heldout)"),
     "cameras": Param([""], "cameras rendered and published on <camera>/image_raw"),
     "image_size": Param(64, "rendered image side, pixels"),
     "visual_randomization": Param(False, "randomise lights, colours and camera mounts per episode"),

@@ -187,7 +187,8 @@ class PolicyNode(Node):
         policy.self_test()
         cameras = c.chunk is not None and c.chunk.cameras
         grey = [policy.grey_images(1)] if cameras else []  # type: ignore[attr-defined]
-        policy.run_obs(np.zeros((1, policy.obs_dim), dtype=np.float32), *grey)  # warm-up
+        if not (c.chunk is not None and c.chunk.language):  # a language policy's self-test planned with each
+            policy.run_obs(np.zeros((1, policy.obs_dim), dtype=np.float32), *grey)  # instruction: its warm-up
         return policy
 
     def on_activate(self, state: State) -> TransitionCallbackReturn:

@@ -12,6 +12,8 @@ drivers would, in the task's order:
 - ``Imu`` -> ``sensor_msgs/Imu`` (attitude, gyro, accelerometer in the IMU frame: REP 145; legged robots);
 - ``VelocityCommand`` -> ``geometry_msgs/Twist`` on ``cmd_vel``: each episode's velocity command, every period, as
   an operator's teleop sends it (legged robots);
+- ``Instruction`` -> ``std_msgs/String`` on ``instruction``: each episode's instruction, reliable and latched, sent
+  when it changes, as an operator would (language-conditioned tasks);
 - camera images (``cameras``, rendered every period: ``sensor_msgs/Image`` on ``<camera>/image_raw``);
 - ``JointStates`` -> ``sensor_msgs/JointState`` (arm and fingers, or legs, ``joint_state_broadcaster``) last, so
   that a node stepping on them (``trigger: input``) has the period's other inputs.
@@ -25,7 +27,8 @@ silence). The node counts the periods it stepped with no new command (``stale_ti
 crashes (terminations), every finished episode's success, and for odometry the distance of the body from the origin
 (the hover point in the simulation's world).
 
-Physics: the task's simulation with its training config (``configs/<task>.yaml``), stepped (and its sensors
+Physics: the task's simulation with its training config (``configs/<task>.yaml``; ``env_overrides`` ``key=value``
+over it, e.g. ``instructions=wrong-colour``), stepped (and its sensors
 published) every control period, or at ``rate_hz`` (a motion-capture system at 250 Hz, say; the physics step is
 kept); randomisation as configured; a finished episode starts the next.
 """
@@ -48,7 +51,7 @@ from robot_rl_ros.messages import fill_image, fill_imu, fill_joint_state, fill_o
 from robot_rl_ros.params import SIM_ROBOT_NODE, declare
 from robot_rl_ros.spin import spin_node
 from sensor_msgs.msg import Image, Imu, JointState
-from std_msgs.msg import Float64MultiArray
+from std_msgs.msg import Float64MultiArray, String
 
 import sim
 from sim import measurements as m
@@ -67,7 +70,8 @@ class SimRobotNode(Node):
         param = self.get_parameter
         task, seed = param("task").value, int(param("seed").value)
         length = float(param("episode_length_s").value)
-        env_cfg = sim.train_env_config(task, [f"episode_length_s={length}"] if length > 0 else [])
+        overrides = [o for o in param("env_overrides").value if o]
+        env_cfg = sim.train_env_config(task, [*overrides, *([f"episode_length_s={length}"] if length > 0 else [])])
         if getattr(env_cfg, "passivity", None) is not None:  # the robot has no tank: the policy node's is the one
             env_cfg = dataclasses.replace(env_cfg, passivity=type(env_cfg.passivity)())
         rate = float(param("rate_hz").value)
@@ -91,8 +95,9 @@ class SimRobotNode(Node):
         self._fresh = False
         self.position_errors: list[float] = []  # odometry: distance of the body from the world's origin, m
         self.episodes: list[bool] = []  # success of every finished episode
+        self.episode_metrics: list[dict[str, float]] = []  # the task's figures of every finished episode
         self._topic_publishers: dict[str, Any] = {}
-        self._latched: dict[str, np.ndarray] = {}
+        self._latched: dict[str, np.ndarray | str] = {}
         self._joints: dict[str, float] = {}  # joint -> position last published (the reference of relative commands)
         self._renderer, self._images = self._make_renderer()
         command_type = param("command_type").value
@@ -146,6 +151,7 @@ class SimRobotNode(Node):
         self.crashes += int(bool(terminated.any()))
         if bool((terminated | truncated).any()):
             self.episodes.append(bool(info.success[0]))
+            self.episode_metrics.append({k: float(v[0]) for k, v in info.episode_metrics.items()})
             self._action = torch.zeros_like(self._action)  # the next episode starts from rest
             if self._renderer is not None:
                 self._renderer.redraw(np.array([0]))
@@ -185,6 +191,13 @@ class SimRobotNode(Node):
             msg = Twist()
             fill_twist(msg, record.linear, record.angular)
             return msg
+        if isinstance(record, m.Instruction):
+            if self._latched.get(record.name) == record.text:
+                return None
+            self._latched[record.name] = record.text
+            msg = String()
+            msg.data = record.text
+            return msg
         if isinstance(record, m.JointStates):
             msg = JointState()
             msg.header.frame_id = record.frame_id
@@ -193,7 +206,7 @@ class SimRobotNode(Node):
             return msg
         if record.latched:
             value = np.concatenate((record.position.ravel(), record.rotation.ravel()))
-            if record.name in self._latched and np.array_equal(self._latched[record.name], value):
+            if np.array_equal(self._latched.get(record.name, np.empty(0)), value):
                 return None
             self._latched[record.name] = value
         msg = PoseStamped()
@@ -204,9 +217,11 @@ class SimRobotNode(Node):
     def _publisher(self, record: m.Measurement, kind: type) -> Any:
         """The publisher of a record's topic (``<name>_topic`` parameter, else the name), made on first use."""
         if record.name not in self._topic_publishers:
-            key = f"{record.name}_topic"
-            topic = self.get_parameter(key).value if self.has_parameter(key) else record.name
-            latched = isinstance(record, m.Pose) and record.latched
+            base, sep, item = record.name.partition("/")  # object_pose/red: under object_pose_topic
+            key = f"{base}_topic"
+            topic = self.get_parameter(key).value if self.has_parameter(key) else base
+            topic = f"{topic}/{item}" if sep else topic
+            latched = (isinstance(record, m.Pose) and record.latched) or isinstance(record, m.Instruction)
             self._topic_publishers[record.name] = self.create_publisher(
                 kind, topic, LATCHED if latched else qos_profile_sensor_data
             )
