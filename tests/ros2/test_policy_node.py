@@ -648,11 +648,14 @@ def test_a_language_policy_follows_the_instruction_topic_and_refuses_one_it_cann
     assert "is not in the policy's table" in capfd.readouterr().err
 
 
-def test_robot_rl_deploy_summarises_a_manipulator_run_and_refuses_to_record_it(
+def test_robot_rl_deploy_summarises_and_records_a_manipulator_run_that_replay_refuses(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The CLI prints the simulated Panda's episodes (it used to divide by the quadrotor's empty error list), and
-    `--record` of a manipulator, whose inputs the recorder does not cover, is refused before anything is written."""
+    `--record` keeps what the node saw (joint states, poses, the wrist camera's images) and sent; `replay`, which
+    re-runs multirotor recordings, refuses it by name."""
+    from robot_rl_ros.recording import read_log
+
     from robot_rl.cli import main
 
     model = _lift_camera_student(tmp_path)
@@ -662,31 +665,23 @@ def test_robot_rl_deploy_summarises_a_manipulator_run_and_refuses_to_record_it(
     data["sim_robot_node"]["ros__parameters"]["image_size"] = 16
     sim_params.write_text(yaml.safe_dump(data))
     ns = f"t{uuid.uuid4().hex[:8]}"
-    assert (
-        main(
-            [
-                "deploy",
-                "--params",
-                str(sim_params),
-                "--sim",
-                "--model",
-                str(model),
-                "--duration",
-                "1",
-                "--namespace",
-                ns,
-            ]
-        )
-        == 0
-    )
+    record = tmp_path / "run.mcap"
+    argv = ["deploy", "--params", str(sim_params), "--sim", "--model", str(model), "--duration", "2"]
+    assert main([*argv, "--namespace", ns, "--record", str(record)]) == 0
     out = capsys.readouterr().out
     assert "policy_node:" in out and "0 rejected messages, fault: none" in out
     assert "sim_robot_node:" in out and "episodes finished" in out
-    record = tmp_path / "run.mcap"
-    argv = ["deploy", "--params", str(sim_params), "--sim", "--model", str(model), "--duration", "1"]
-    assert main([*argv, "--namespace", ns, "--record", str(record)]) == 2
-    assert "recordings cover multirotor policies" in capsys.readouterr().err
-    assert not list(tmp_path.glob("run.mcap*"))
+    log = read_log(record)
+    counts: dict[str, int] = {}
+    for _, topic, _ in log.messages:
+        counts[topic] = counts.get(topic, 0) + 1
+    assert log.complete and counts["/command"] > 0, counts
+    for topic in ("/joint_states", "/tcp", "/object", "/wrist/image_raw", "/tank"):
+        assert counts.get(topic, 0) >= counts["/command"] // 2, (topic, counts)
+    image = next(msg for _, topic, msg in log.messages if topic == "/wrist/image_raw")
+    assert (image.height, image.width, len(image.data)) == (16, 16, 16 * 16 * 3)
+    assert main(["replay", str(record)]) == 2
+    assert "replay re-runs multirotor recordings" in capsys.readouterr().err
 
 
 @E2E

@@ -343,6 +343,7 @@ class ArmInputs(Inputs):
         check_header(msg.header, self.now_ns(), self.max_age_s, f"camera '{camera}' image")
         self.images[camera] = image_signals(msg, h, w)
         self.image_at[camera] = self.node.now()
+        self.node.record(f"{camera}/image_raw", msg)
 
     def _merge(self, kind: str, msg: Any) -> None:
         """A joint state arrived: merge it with the newest of every other required input and accept them; while one

@@ -1,7 +1,8 @@
 """Recording a deployed policy to MCAP (ROS 2 message encoding) and replaying it offline.
 
-The policy node writes what *it* saw and did, in the order it happened: every odometry message it accepted, every
-e-stop message, every new hover target, every command it published, and every change of its fault
+The policy node writes what *it* saw and did, in the order it happened: every input message it accepted (odometry
+and hover targets; joint states, tool, goal and object poses, camera images and instructions; the IMU and velocity
+commands), every e-stop message, every command it published, the energy tank's state, and every change of its fault
 (``std_msgs/String``). Log times are the node's monotonic clock in nanoseconds. The file opens in Foxglove Studio or
 with ``ros2 bag`` (message definitions are embedded, generated from the installed message classes). The model and
 its contract are stored as MCAP metadata ``robot_rl`` (written first) so :func:`replay` can re-run exactly that
@@ -13,7 +14,8 @@ each flushed to the operating system at least every :data:`FLUSH_INTERVAL_S` (al
 run, Ctrl-C, SIGTERM and exceptions. After a SIGKILL or a power cut the file holds everything up to its last flushed
 chunk; :func:`replay` reads such a file as far as it goes and says how far.
 
-:func:`replay` walks the log: odometry updates the latest signals, each recorded command is one control step; the
+:func:`replay` re-runs multirotor recordings (a manipulator's or legged robot's is for inspection: Foxglove, the MCAP
+reader). It walks the log: odometry updates the latest signals, each recorded command is one control step; the
 policy (``policies.runtime.OnnxPolicy``, numpy + onnxruntime) computes that step from the same signals and the
 previously recorded command as ``last_action``, and the two commands are compared (steps under a fault are skipped:
 the safety layer, not the policy, chose them). A recording whose metadata, contract or commands are malformed
@@ -26,6 +28,7 @@ import importlib
 import json
 import math
 import os
+import struct
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +55,13 @@ COMMAND_MESSAGES = {
 TOPICS = {"odom": "nav_msgs/msg/Odometry", "estop": "std_msgs/msg/Bool", "fault": "std_msgs/msg/String",
           "target": "geometry_msgs/msg/PointStamped", "target_velocity": "geometry_msgs/msg/TwistStamped"}  # fmt: skip
 """Recorded topics besides ``/command`` (whose type is the node's ``command_type``)."""
+INPUT_TOPICS = {"joint_states": "sensor_msgs/msg/JointState", "tcp": "geometry_msgs/msg/PoseStamped",
+                "goal": "geometry_msgs/msg/PoseStamped", "object": "geometry_msgs/msg/PoseStamped",
+                "instruction": "std_msgs/msg/String", "imu": "sensor_msgs/msg/Imu",
+                "cmd_vel": "geometry_msgs/msg/Twist", "tank": "std_msgs/msg/Float64MultiArray"}  # fmt: skip
+"""Manipulator and legged inputs, and the energy tank's state (energy J, alpha, injected J), as the node accepted
+them; a contract's objects and cameras add ``object_pose/<name>`` and ``<camera>/image_raw``
+(:func:`_contract_topics`)."""
 FLUSH_INTERVAL_S = 0.5
 """Longest time recorded messages stay in memory before they are written to the file, s."""
 CHUNK_BYTES = 256 * 1024
@@ -79,6 +89,18 @@ def _nested(t: str) -> str | None:
     base = t[len("sequence<") : -1].split(",")[0] if t.startswith("sequence<") else t
     base = base.split("[")[0]
     return base if "/" in base else None
+
+
+def _contract_topics(c: Contract) -> dict[str, str]:
+    """The topics a policy's own inputs add: each tracked object's pose (``extra.objects``) and each camera's image
+    (``chunk.cameras``); names the node would refuse are left out (the node refuses the model at configure)."""
+    from robot_rl_ros.inputs import OBJECT_NAME
+
+    objects = c.extra.get("objects")
+    names = [o for o in objects if isinstance(o, str) and OBJECT_NAME.fullmatch(o)] if isinstance(objects, list) else []
+    topics = {f"object_pose/{o}": "geometry_msgs/msg/PoseStamped" for o in names}
+    cameras = c.chunk.cameras if c.chunk is not None else {}
+    return {**topics, **{f"{cam}/image_raw": "sensor_msgs/msg/Image" for cam in cameras}}
 
 
 def _message_class(name: str) -> Any:
@@ -141,11 +163,6 @@ class Recorder:
         velocity_timeout_s: float | None = None,
     ) -> None:
         loaded = load_contract(model)
-        if loaded.action.kind != "rpm":  # checked before anything is written
-            raise RecordingError(
-                f"recordings cover multirotor policies (odometry in, rotor speeds out); this model's action kind is "
-                f"'{loaded.action.kind}', whose inputs (joint states, poses, images) are not recorded yet"
-            )
         if command_type not in COMMAND_TYPES:
             raise RecordingError(f"command_type '{command_type}' is not one of {', '.join(COMMAND_TYPES)}")
         self.path = Path(path)
@@ -154,7 +171,7 @@ class Recorder:
         except FileExistsError:
             raise RecordingError(f"recording '{path}' already exists; recordings are never overwritten") from None
         self._writer = Writer(self._file, chunk_size=CHUNK_BYTES)
-        topics = {**TOPICS, "command": COMMAND_MESSAGES[command_type]}
+        topics = {**TOPICS, **INPUT_TOPICS, **_contract_topics(loaded), "command": COMMAND_MESSAGES[command_type]}
         self._schemas = {k: self._writer.register_msgdef(t, msgdef(_message_class(t))) for k, t in topics.items()}
         meta = {"model_path": str(Path(model).resolve()), "contract": loaded.to_json(), "command_type": command_type}
         if control_period_s is not None:  # the node ran at another rate than the contract's (control_rate_hz)
@@ -282,8 +299,9 @@ def read_log(path: Path) -> _Log:
 
 
 def _truncated(exc: Exception) -> bool:
-    """Whether ``exc`` is how the MCAP reader meets the end of a file cut short (inside a record)."""
-    return isinstance(exc, EndOfFile)
+    """Whether ``exc`` is how the MCAP reader meets the end of a file cut short: inside a record (``EndOfFile``) or
+    inside a record's length prefix (a short read that ``struct`` cannot unpack)."""
+    return isinstance(exc, EndOfFile) or (isinstance(exc, struct.error) and "requires a buffer of" in str(exc))
 
 
 def replay(path: Path, model: Path | None = None) -> ReplayResult:
@@ -295,6 +313,11 @@ def replay(path: Path, model: Path | None = None) -> ReplayResult:
     log = read_log(path)
     period, target, timeout = _metadata(path, log.meta)
     policy = open_policy(model or log.meta["model_path"], control_period_s=period)
+    if policy.contract.action.kind != "rpm":
+        raise RecordingError(
+            f"replay re-runs multirotor recordings (odometry in, rotor speeds out); '{path}' is a run of a "
+            f"'{policy.contract.action.kind}' policy, whose recorded inputs open in Foxglove or the MCAP reader"
+        )
     velocity: np.ndarray | None = None
     velocity_ns = 0
     signals, fault, prev = None, "", np.asarray(policy.contract.action.offset, dtype=np.float32)[None]
