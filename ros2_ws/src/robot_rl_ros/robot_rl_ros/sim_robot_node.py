@@ -95,7 +95,7 @@ class SimRobotNode(Node):
         self._fresh = False
         self.position_errors: list[float] = []  # odometry: distance of the body from the world's origin, m
         self.episodes: list[bool] = []  # success of every finished episode
-        self.episode_metrics: list[dict[str, float]] = []  # the task's figures of every finished episode
+        self.episode_metrics: list[dict[str, Any]] = []  # the task's figures of every finished episode (numbers, lists)
         self._topic_publishers: dict[str, Any] = {}
         self._latched: dict[str, np.ndarray | str] = {}
         self._joints: dict[str, float] = {}  # joint -> position last published (the reference of relative commands)
@@ -151,7 +151,7 @@ class SimRobotNode(Node):
         self.crashes += int(bool(terminated.any()))
         if bool((terminated | truncated).any()):
             self.episodes.append(bool(info.success[0]))
-            self.episode_metrics.append({k: float(v[0]) for k, v in info.episode_metrics.items()})
+            self.episode_metrics.append({k: v[0].tolist() for k, v in info.episode_metrics.items()})
             self._action = torch.zeros_like(self._action)  # the next episode starts from rest
             if self._renderer is not None:
                 self._renderer.redraw(np.array([0]))
