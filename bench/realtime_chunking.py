@@ -9,7 +9,8 @@ others), side by side in one run of this script (policies/runtime/realtime.py sa
    next), and the share of control periods the loop sat idle holding its last command. Same starts, randomised
    parameters and sampler seeds for every schedule.
 2. **On the clock**: the run's student exported afresh (onnxruntime, ``--threads`` intra-op threads) driven by a control
-   loop at the contract's period for ``--wall-steps`` periods, the planner on a worker thread for async / rtc:
+   loop at the contract's period for ``--wall-steps`` periods, the planner on a worker thread for async / rtc (async
+   keeps the contract's temporal ensembling: a plan from the newest observations whenever the worker is free):
    the time the loop spent blocked waiting for a plan (its idle time) and the longest control step after the first
    (which plans the episode's first chunk at once in every schedule), against sync.
    ``--extra-latency-ms`` adds a sleep to every plan to stand in for a larger model or a slower computer (said so in
@@ -36,8 +37,9 @@ from robot_rl.runs.bc import BCRun
 
 
 def simulated(run: BCRun, mode: str, delay: int, episodes: int, seeds: int) -> dict[str, float]:
-    """Success and join smoothness of ``run`` under ``mode`` with a simulated ``delay``."""
-    run.execute_with(timing=RealTime(mode, delay))  # type: ignore[arg-type]
+    """Success and join smoothness of ``run`` under ``mode`` with a simulated ``delay``, receding horizon (its
+    configured action horizon; async would otherwise keep a run's temporal ensembling)."""
+    run.execute_with(run.cfg.policy.action_horizon, timing=RealTime(mode, delay))  # type: ignore[arg-type]
     result = evaluate_chunk_policy(
         run.policy, run.spec(), run.cfg.task, run.env_cfg, run.obs_groups, episodes, tuple(range(seeds)),
         timing=run.timing,
@@ -46,7 +48,8 @@ def simulated(run: BCRun, mode: str, delay: int, episodes: int, seeds: int) -> d
 
 
 def on_the_clock(path: Path, mode: str, steps: int, threads: int, extra_ms: float) -> dict[str, float]:
-    """Idle time and the longest period of a control loop at the contract's period running ``path``."""
+    """Idle time and the longest period of a control loop at the contract's period running ``path`` (async keeps
+    the contract's temporal ensembling, on the worker thread: ``ensembled``)."""
     policy = ChunkedOnnxPolicy(path, intra_op_threads=threads, timing=RealTime(mode, 1, threaded=True))  # type: ignore[arg-type]
     c = policy.chunk
     if c.language:
@@ -70,10 +73,11 @@ def on_the_clock(path: Path, mode: str, steps: int, threads: int, extra_ms: floa
         if i > 0:  # the first period plans a new episode's chunk at once in every schedule
             longest = max(longest, time.perf_counter() - t0)
         time.sleep(max(0.0, start + (i + 1) * period - time.perf_counter()))
-    s = policy.executor.scheduler
-    policy.executor.close()
+    s = policy.executor
+    s.close()
     return {"idle_s": s.idle_s, "idle_fraction": s.idle_s / (steps * period), "longest_ms": 1e3 * longest,
-            "delay": float(np.mean(s.delays)) if s.delays else 0.0, "period_ms": 1e3 * period}  # fmt: skip
+            "delay": float(np.mean(s.delays)) if s.delays else 0.0, "period_ms": 1e3 * period,
+            "ensembled": s.spec.ensemble_decay is not None}  # fmt: skip
 
 
 def main() -> None:
@@ -114,7 +118,7 @@ def main() -> None:
         w = on_the_clock(path, mode, args.wall_steps, args.threads, args.extra_latency_ms)
         print(
             f"{mode:>8} {w['idle_s']:>6.2f}s {w['idle_fraction']:>10.1%} {w['longest_ms']:>10.1f} ms "
-            f"{w['delay']:>16.2f}   (period {w['period_ms']:.0f} ms)"
+            f"{w['delay']:>16.2f}   (period {w['period_ms']:.0f} ms{', ensembled' if w['ensembled'] else ''})"
         )
     tmp.cleanup()
 

@@ -26,7 +26,9 @@ ONNX graph on the robot); :class:`ChunkedOnnxPolicy` is the exported file behind
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -71,8 +73,10 @@ class ChunkExecutor:
         sample: The planner (see :data:`Sampler`); called with all ``N`` windows when any robot needs a plan.
         timing: How receding-horizon plans are timed against the loop (:mod:`policies.runtime.realtime`: sync,
             async or real-time chunking, a simulated or a threaded planner); ``None``: sync without delay. With
-            temporal ensembling only a simulated ``async`` delay applies (each period's plan joins the average
-            ``delay_steps`` periods later; a new episode's first plan at once).
+            temporal ensembling only ``async`` applies: simulated, each period's plan joins the average
+            ``delay_steps`` periods later; threaded, a worker plans from the newest observations whenever it is
+            free and each plan joins the average when it arrives (the loop waits only for a robot none of whose
+            plans still covers this step). A new episode's first plan is made at once.
 
     Shapes: ``obs [N, D_o]`` (and camera images ``uint8 [N, H, W, 3]`` each) ``-> action [N, D_a]`` per control
     period.
@@ -89,14 +93,24 @@ class ChunkExecutor:
         n, tp = num_envs, spec.pred_horizon
         self._lag = 0
         """Ensembling under a simulated delay: each period's plan is used from this many periods later."""
+        self._pool: ThreadPoolExecutor | None = None
+        """Ensembling with a threaded planner: the worker."""
+        self._future: Future[np.ndarray] | None = None
+        self._future_rows = np.zeros(n, bool)  # the robots the plan in flight is for ...
+        self._future_made = np.zeros(n, np.int64)  # ... and the step it was started at
+        self._ensemble_idle_s = 0.0
+        self._ensemble_delays: list[int] = []
         if spec.ensemble_decay is not None and timing not in (None, RealTime()):
             assert timing is not None
-            if timing.mode != "async" or timing.threaded or timing.delay_steps >= tp:
+            if timing.mode != "async" or (not timing.threaded and timing.delay_steps >= tp):
                 raise ValueError(
-                    "temporal ensembling plans every step: of the schedules only a simulated async delay shorter than "
-                    "the chunk applies to it (sync and real-time chunking need it off)"
+                    "temporal ensembling plans every step: of the schedules only async applies to it, simulated with a "
+                    "delay shorter than the chunk or threaded (sync and real-time chunking need it off)"
                 )
-            self._lag = timing.delay_steps
+            if timing.threaded:
+                self._pool = ThreadPoolExecutor(1, thread_name_prefix="robot-rl-ensemble")
+            else:
+                self._lag = timing.delay_steps
         self.scheduler = Scheduler(n, tp, spec.action_horizon, action_dim, self._plan_all, timing or RealTime())
         """Receding-horizon execution (its counters: idle steps and seconds, delays)."""
         self._hist = _History(spec.obs_horizon)
@@ -117,9 +131,21 @@ class ChunkExecutor:
         """Plans made so far."""
         return self._ensemble_plans + self.scheduler.plans
 
+    @property
+    def idle_s(self) -> float:
+        """Seconds the control loop waited for a threaded planner."""
+        return self._ensemble_idle_s + self.scheduler.idle_s
+
+    @property
+    def delays(self) -> list[int]:
+        """Each released plan's delay, control periods (timed schedules)."""
+        return self._ensemble_delays + self.scheduler.delays
+
     def close(self) -> None:
-        """Stop a threaded planner."""
+        """Stop a threaded planner, dropping a plan in flight."""
         self.scheduler.close()
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
 
     def _plan_all(
         self,
@@ -151,21 +177,77 @@ class ChunkExecutor:
         self._step[fresh] = 0
         if self.spec.ensemble_decay is None:
             return self.scheduler.step(window, image_windows, fresh)
-        tp = self.spec.pred_horizon
-        self._ensemble_plans += 1
         self._made[fresh] = -(1 << 40)
-        slot = self._step % tp
-        self._ring[self._rows, slot] = self._plan_all(window, image_windows)
-        self._made[self._rows, slot] = self._step
-        self._due[self._rows, slot] = np.where(fresh, self._step, self._step + self._lag)  # a new episode's at once
+        try:
+            if self._pool is None:
+                self._ensemble_plans += 1
+                lag = np.where(fresh, 0, self._lag)  # a new episode's first plan at once
+                self._insert(np.ones(self.num_envs, bool), self._plan_all(window, image_windows), self._step, lag)
+            else:
+                self._threaded_plans(window, image_windows, fresh)
+            return self._ensembled()
+        finally:  # a period passes even when a planner's error is raised: the kept plans stay on the clock
+            self._step += 1
+
+    # ------------------------------------------------------------------------------------ temporal ensembling
+    def _insert(self, rows: np.ndarray, plan: np.ndarray, made: np.ndarray, lag: np.ndarray | int = 0) -> None:
+        """Keep ``rows``' plans ``[N, Tp, D_a]`` made at steps ``made [N]``, usable ``lag`` steps after that (or now,
+        if later: a threaded plan arrives when it arrives)."""
+        r = self._rows[rows]
+        slot = made[r] % self.spec.pred_horizon
+        self._ring[r, slot] = plan[r]
+        self._made[r, slot] = made[r]
+        self._due[r, slot] = (made + lag)[r]
+
+    def _valid(self) -> np.ndarray:
+        """``[N, slots]``: the kept plans that cover this step and may be used."""
+        offset = self._step[:, None] - self._made
+        return (offset >= 0) & (offset < self.spec.pred_horizon) & (self._step[:, None] >= self._due)
+
+    def _ensembled(self) -> np.ndarray:
+        """This step's action ``[N, D_a]``: the weighted mean of what every valid plan made for it."""
+        tp = self.spec.pred_horizon
         offset = self._step[:, None] - self._made  # [N, slots]: how many steps ago each plan was made
-        valid = (offset >= 0) & (offset < tp) & (self._step[:, None] >= self._due)
         k = np.clip(offset, 0, tp - 1)
         actions = self._ring[self._rows[:, None], np.arange(tp)[None, :], k]  # [N, slots, D_a]
-        logit = np.where(valid, self.spec.ensemble_decay * k, -np.inf)
-        weight = np.exp(logit - logit.max(1, keepdims=True))  # one plan always valid (lag < Tp): no 0/0, no overflow
-        self._step += 1
+        logit = np.where(self._valid(), self.spec.ensemble_decay * k, -np.inf)
+        weight = np.exp(logit - logit.max(1, keepdims=True))  # one plan always valid: no 0/0, no overflow
         return (np.einsum("ns,nsa->na", weight, actions) / weight.sum(1, keepdims=True)).astype(np.float32)
+
+    def _threaded_plans(self, window: np.ndarray, images: dict[str, np.ndarray] | None, fresh: np.ndarray) -> None:
+        """Threaded ensembling: plan new episodes at once, take in the plan that arrived, start the next one when
+        the worker is free, and wait only for robots that no kept plan covers at this step."""
+        self._future_rows &= ~fresh  # a new episode drops the plan in flight for its robot
+        if fresh.any():
+            self._ensemble_plans += 1
+            self._insert(fresh, self._plan_all(window, images), self._step)
+        self._collect(wait=False)
+        if self._future is None and (~fresh).any():
+            assert self._pool is not None
+            frozen = {c: x.copy() for c, x in images.items()} if images is not None else None  # the loop refills
+            self._future = self._pool.submit(self._plan_all, window.copy(), frozen)
+            self._future_rows, self._future_made = ~fresh, self._step.copy()
+            self._ensemble_plans += 1
+        if not self._valid().any(1).all():  # a plan slower than a whole chunk: the loop waits for it
+            self._collect(wait=True)
+        starving = np.logical_not(self._valid().any(1))
+        if starving.any():  # nothing in flight for them either (it was dropped): plan at once
+            self._ensemble_plans += 1
+            self._insert(starving, self._plan_all(window, images), self._step)
+
+    def _collect(self, wait: bool) -> None:
+        """Keep the plan in flight if it is ready (``wait``: block until it is; the wait is idle time). A planner's
+        error reaches the loop here, once; the next step starts a new plan."""
+        if self._future is None or not (wait or self._future.done()):
+            return
+        future, self._future, t0 = self._future, None, time.perf_counter()
+        try:
+            plan = future.result()
+        finally:
+            self._ensemble_idle_s += time.perf_counter() - t0 if wait else 0.0
+        rows = self._future_rows
+        self._insert(rows, plan, self._future_made)
+        self._ensemble_delays.extend(int(d) for d in (self._step - self._future_made)[rows])
 
 
 class ChunkedOnnxPolicy(OnnxPolicy):
@@ -181,9 +263,11 @@ class ChunkedOnnxPolicy(OnnxPolicy):
         providers, intra_op_threads: As for :class:`OnnxPolicy`.
         ensemble_decay: Override of the contract's temporal ensembling (``None``: the contract's).
         control_period_s: As for :class:`OnnxPolicy`.
-        timing: Receding-horizon schedule (:class:`~policies.runtime.realtime.RealTime`; e.g. ``RealTime("rtc",
-            threaded=True)``: the next chunk computed on a worker thread while the current one executes, inpainted
-            to join it); turns the contract's temporal ensembling off (and takes no ``ensemble_decay``).
+        timing: Schedule (:class:`~policies.runtime.realtime.RealTime`; e.g. ``RealTime("rtc", threaded=True)``:
+            the next chunk computed on a worker thread while the current one executes, inpainted to join it). A
+            contract that ensembles keeps ensembling with ``async`` (a worker plans from the newest observations
+            whenever it is free; each plan joins the average when it arrives), or ensembles with ``ensemble_decay``;
+            ``sync`` and ``rtc`` turn it off and take no ``ensemble_decay``.
 
     Raises:
         FileNotFoundError, PolicyFileError, ContractError: As for :class:`OnnxPolicy`; also a contract without
@@ -213,12 +297,13 @@ class ChunkedOnnxPolicy(OnnxPolicy):
         self.instructions: list[str] = [""] * num_envs
         """Each robot's current instruction text (``""``: none yet)."""
         if timing is not None:
-            if ensemble_decay is not None:
-                raise ContractError("a timed schedule executes receding-horizon chunks: no temporal ensembling")
+            if ensemble_decay is not None and timing.mode != "async":
+                raise ContractError(f"{timing.mode} executes receding-horizon chunks: no temporal ensembling")
             if timing.mode == "rtc" and not spec.guide:
                 raise ContractError(f"{self.path}: real-time chunking needs a sampler that inpaints (no chunk.guide)")
-            spec = ChunkSpec(**{**spec.__dict__, "ensemble_decay": None})
-        elif ensemble_decay is not None:
+            if timing.mode != "async":  # async keeps the contract's ensembling (each plan averaged in on arrival)
+                spec = ChunkSpec(**{**spec.__dict__, "ensemble_decay": None})
+        if ensemble_decay is not None:
             spec = ChunkSpec(**{**spec.__dict__, "ensemble_decay": ensemble_decay})
         self.executor = ChunkExecutor(num_envs, spec, self.num_actions, self.sample, timing)
 

@@ -77,8 +77,9 @@ def add_parser(sub: Any) -> None:
         help="train-bc runs: execute receding-horizon chunks under an inference delay (--inference-delay): sync "
         "(the loop waits, holding its last command), async (the next chunk computed while the current one executes), "
         "rtc (async with real-time chunking: the new chunk inpainted to join the current one; flow students); "
-        "turns temporal ensembling off (async with --ensemble-decay M: a plan every period, each averaged in from "
-        "--inference-delay periods later); writes eval_chunking-MODE-dN.yaml/png with the action steps at the joins",
+        "sync and rtc turn temporal ensembling off; async keeps the run's (or --ensemble-decay's: a plan every "
+        "period, each averaged in from --inference-delay periods later; --action-horizon K for receding async); "
+        "writes eval_chunking-MODE-dN.yaml/png with the action steps at the joins",
     )
     ev.add_argument(
         "--inference-delay",

@@ -114,9 +114,9 @@ class BCRun:
     ) -> None:
         """Execute the student otherwise than it was trained to (evaluation only; the checkpoint is not touched):
         ``action_horizon`` actions per plan, ensembling off unless ``ensemble_decay`` is given too; ``timing``: a
-        receding-horizon schedule under a simulated inference delay (ensembling off, unless ``ensemble_decay`` is
-        given with ``async``: each period's plan averaged in from ``delay_steps`` periods later); ``None``: as the
-        run says.
+        schedule under a simulated inference delay: ``sync`` and ``rtc`` execute receding-horizon plans (ensembling
+        off), ``async`` keeps the run's ensembling (or ``ensemble_decay``'s; each period's plan averaged in from
+        ``delay_steps`` periods later) unless ``action_horizon`` turns it off; ``None``: as the run says.
 
         Raises:
             ConfigError: ``action_horizon`` outside ``1..pred_horizon``, ``ensemble_decay`` not finite, ``timing``
@@ -128,10 +128,12 @@ class BCRun:
                 raise ConfigError(f"--chunking {timing.mode} executes receding-horizon plans; it takes no --ensemble-decay")
             if timing.mode == "rtc" and not self.policy.guide_inputs:
                 raise ConfigError(f"--chunking rtc needs a sampler that inpaints; a {self.policy.kind} student does not")
-            if ensemble_decay is not None and timing.delay_steps >= self.cfg.policy.pred_horizon:
-                raise ConfigError(f"--inference-delay must be below the chunk ({self.cfg.policy.pred_horizon}) to ensemble")
             self.timing = timing
-            self.cfg.policy = dataclasses.replace(self.cfg.policy, ensemble_decay=None)
+            if timing.mode != "async":
+                self.cfg.policy = dataclasses.replace(self.cfg.policy, ensemble_decay=None)
+            ensembled = action_horizon is None and (ensemble_decay, self.cfg.policy.ensemble_decay) != (None, None)
+            if ensembled and timing.delay_steps >= self.cfg.policy.pred_horizon:
+                raise ConfigError(f"--inference-delay must be below the chunk ({self.cfg.policy.pred_horizon}) to ensemble")
         if action_horizon is not None:
             horizon = self.cfg.policy.pred_horizon
             if not 1 <= action_horizon <= horizon:

@@ -151,6 +151,12 @@ def test_train_bc_evaluates_exports_and_resumes(teacher: Path, dataset: Path, tm
     assert execution["ensemble_decay"] == -0.6 and execution["inference_delay_steps"] == 1
     refused = robot_rl("eval", run, "--chunking", "sync", "--ensemble-decay", "-0.6")
     assert refused.returncode == 2 and "--chunking sync executes receding-horizon plans" in refused.stderr
+    trained = yaml.safe_load((run / "config.yaml").read_text())["policy"]["ensemble_decay"]
+    for extra, decay in (((), trained), (("--action-horizon", "4"), None)):  # async keeps the run's ensembling
+        kept = robot_rl("eval", run, "--episodes", "2", "--seeds", "1", "--chunking", "async", "--inference-delay", "1",
+                        *extra)  # fmt: skip
+        assert kept.returncode == 0, kept.stderr
+        assert yaml.safe_load((run / "eval_chunking-async-d1.yaml").read_text())["execution"]["ensemble_decay"] == decay
     blind = robot_rl("eval", run, "--visual", "randomized")
     assert blind.returncode == 2 and "--visual randomized: this student sees no camera" in blind.stderr
     exported = robot_rl("export", "onnx", run, "--out", tmp_path / "deploy")

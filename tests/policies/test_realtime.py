@@ -129,7 +129,7 @@ def test_temporal_ensembling_under_a_simulated_delay_averages_the_plans_that_hav
 
 def test_temporal_ensembling_takes_no_other_schedule() -> None:
     spec = ChunkSpec(1, TP, TA, ensemble_decay=0.0)
-    for timing in (RealTime("rtc", 1), RealTime("sync", 1), RealTime("async", 1, threaded=True), RealTime("async", TP)):
+    for timing in (RealTime("rtc", 1), RealTime("sync", 1), RealTime("sync", threaded=True), RealTime("async", TP)):
         with pytest.raises(ValueError, match="temporal ensembling"):
             ChunkExecutor(1, spec, 1, Ramp(), timing)
     with pytest.raises(ValueError, match="one of sync, async, rtc"):
@@ -177,6 +177,54 @@ def test_a_threaded_sync_loop_waits_for_its_plan() -> None:
     sched.close()
 
 
+def _ensembled(planner: Ramp, steps: int, n: int = 1, period_s: float = 0.0) -> tuple[list[list[float]], ChunkExecutor]:
+    """Drive a threaded, ensembling executor whose observation is the step number (one loop period ``period_s``
+    of sleep after each step): the actions ``[steps][N]`` and the executor."""
+    ex = ChunkExecutor(n, ChunkSpec(1, TP, TA, ensemble_decay=-0.3), 1, planner, RealTime("async", threaded=True))
+    out = []
+    for t in range(steps):
+        out.append([float(a) for a in ex(np.full((n, 1), float(t), np.float32))[:, 0]])
+        time.sleep(period_s)
+    return out, ex
+
+
+def test_threaded_ensembling_averages_each_plan_in_when_it_arrives() -> None:
+    """Every plan of the ramp agrees on the action of each step (the step number), whichever plans have arrived:
+    the ensembled action is the step, so each plan is indexed by the step it was started at, not the one it
+    arrived at. The worker planned while the loop ran, and the loop never waited."""
+    actions, ex = _ensembled(Ramp(), 40, n=2, period_s=0.002)
+    assert actions == [[float(t)] * 2 for t in range(40)]
+    assert ex.plans >= 2 and len(ex.delays) >= 1 and ex.idle_s < 0.05  # ~0 on an idle machine; a loaded one waits
+    ex.close()
+
+
+def test_threaded_ensembling_waits_for_a_plan_only_when_no_kept_plan_covers_the_step() -> None:
+    planner = SlowRamp()  # the first plan at once, then one only when the test lets it
+    ex = ChunkExecutor(1, ChunkSpec(1, TP, TA, ensemble_decay=-0.3), 1, planner, RealTime("async", threaded=True))
+    got = [float(ex(np.full((1, 1), float(t), np.float32))[0, 0]) for t in range(TP)]  # the first plan covers TP
+    assert got == list(map(float, range(TP))) and ex.idle_s == 0.0
+    threading.Timer(0.05, planner.go.set).start()
+    assert float(ex(np.full((1, 1), float(TP), np.float32))[0, 0]) == TP  # nothing covers step TP: it waited
+    assert ex.idle_s > 0.0 and ex.delays == [TP - 1]  # the plan started at step 1 came at step TP
+    planner.go.set()
+    ex.close()
+
+
+def test_a_threaded_ensembling_planner_error_reaches_the_loop_once() -> None:
+    planner = FailsOnce()
+    ex = ChunkExecutor(1, ChunkSpec(1, TP, TA, ensemble_decay=-0.3), 1, planner, RealTime("async", threaded=True))
+    errors, actions = 0, {}
+    for t in range(3 * TP):
+        try:
+            actions[t] = float(ex(np.full((1, 1), float(t), np.float32))[0, 0])
+        except RuntimeError:
+            errors += 1
+        time.sleep(0.002)  # let the worker finish (order only; nothing timed)
+    assert errors == 1 and len(actions) == 3 * TP - 1  # the failed plan's step raised, once
+    assert all(a == t for t, a in actions.items()) and ex.plans >= 4  # planning resumed, each plan kept its place
+    ex.close()
+
+
 def test_the_flow_inpaints_its_guide_and_the_graph_agrees(tmp_path: Path) -> None:
     policy = _policy(cameras=False).eval()
     rng = np.random.default_rng(1)
@@ -220,12 +268,17 @@ def test_rtc_is_refused_for_a_graph_that_does_not_inpaint(tmp_path: Path) -> Non
     ChunkedOnnxPolicy(path, timing=RealTime("async", 2))  # any sampler runs async
     with pytest.raises(ContractError, match="real-time chunking needs a sampler that inpaints"):
         ChunkedOnnxPolicy(path, timing=RealTime("rtc", 2))
-    with pytest.raises(ContractError, match="temporal ensembling"):
-        ChunkedOnnxPolicy(path, timing=RealTime("async", 2), ensemble_decay=0.0)
+    with pytest.raises(ContractError, match="sync executes receding-horizon chunks: no temporal ensembling"):
+        ChunkedOnnxPolicy(path, timing=RealTime("sync", 2), ensemble_decay=0.0)
+    asked = ChunkedOnnxPolicy(path, timing=RealTime("async", 2), ensemble_decay=0.0)  # ensembled under the delay
+    assert asked.executor.spec.ensemble_decay == 0.0
     ensembled = dataclasses.replace(contract, chunk=dataclasses.replace(contract.chunk, ensemble_decay=-0.3))
     path = write_onnx(chunk_to_onnx_model(policy, ensembled), ensembled, tmp_path / "ensembled")
     assert ChunkedOnnxPolicy(path).executor.spec.ensemble_decay == -0.3
-    assert ChunkedOnnxPolicy(path, timing=RealTime("async", 2)).executor.spec.ensemble_decay is None  # a schedule
+    assert ChunkedOnnxPolicy(path, timing=RealTime("sync", 2)).executor.spec.ensemble_decay is None  # receding
+    kept = ChunkedOnnxPolicy(path, timing=RealTime("async", threaded=True))  # averaged in as each plan arrives
+    assert kept.executor.spec.ensemble_decay == -0.3
+    kept.executor.close()
 
 
 class FailsOnce(Ramp):

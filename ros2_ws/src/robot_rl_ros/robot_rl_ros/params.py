@@ -191,7 +191,9 @@ POLICY_NODE: dict[str, Param] = {
     "trigger": Param("timer", "timer (own clock) or input (step on each odometry / joint state)"),
     "onnx_threads": Param(1, "onnxruntime intra-op threads: the policy's CPU cores (1..64)"),
     "chunking": Param(
-        "", "action-chunk policies: '' (the contract's execution), sync, async or rtc (next chunk planned on a thread)"
+        "",
+        "action-chunk policies: '' (the contract's execution, planned in the control step), sync, async or rtc "
+        "(planned on a thread; async keeps the contract's temporal ensembling)",
     ),
     "joint_states_topic": Param("joint_states", "sensor_msgs/JointState in (manipulators, legged robots)"),
     "imu_topic": Param("imu", "sensor_msgs/Imu in: gyro and attitude (legged robots)"),
