@@ -91,9 +91,12 @@ def test_hostile_odometry_is_refused_never_feeds_the_watchdog_and_the_fault_show
     drone = Drone(rig)
     rig.start()
     rig.spin_until_commanding(drone.send, every=0.02)  # DDS discovery takes longer on a loaded machine
-    assert rig.node.fault == "" and rig.commands and rig.node.rejected == 0
+    assert rig.node.fault == "" and rig.commands
+    # Counted from here: on a loaded machine a good message can arrive older than max_input_age_s and is rightly
+    # refused (once in CI: 0.388 s against 0.25 s).
+    before = rig.node.rejected
     rig.spin(0.8, lambda: drone.send(kind))  # only hostile odometry now
-    assert rig.node.rejected >= 20, rig.node.rejected
+    assert rig.node.rejected >= before + 20, rig.node.rejected
     assert rig.node.fault == "watchdog" and rig.state() == "inactive"  # `ros2 lifecycle get` shows it
     published = rig.node.published
     rig.spin(0.3, lambda: drone.send(kind))
@@ -197,7 +200,7 @@ def test_a_velocity_setpoint_moves_the_velocity_the_policy_sees_until_it_times_o
         velocities.publish(bad)
         rig.spin(0.1, drone.send)
         assert rig.node._signals is not None and np.abs(rig.node._signals["lin_vel_w"]).max() < 1e-6
-    assert rig.node.rejected == before + 3, rig.node.rejected
+    assert rig.node.rejected >= before + 3, rig.node.rejected  # (+ a good odometry late on a loaded machine)
     velocities.publish(setpoint(0.2))
     rig.spin(0.1, drone.send)
     np.testing.assert_allclose(rig.node._signals["lin_vel_w"][0], [-0.2, 0.0, 0.0], atol=1e-6)
@@ -285,7 +288,8 @@ def test_hostile_joint_states_are_refused_and_the_tank_never_sees_them(reach_mod
     # CI load): count from when the node commands.
     before = rig.node.rejected
     rig.spin(0.4, arm.send, every=0.04)
-    assert rig.node.fault == "" and rig.commands and rig.node.rejected == before
+    assert rig.node.fault == "" and rig.commands  # (a good message late on a loaded machine is refused: not counted)
+    before = rig.node.rejected
     held = rig.values()[-1]
     rig.spin(0.8, lambda: arm.send(kind), every=0.04)
     assert rig.node.rejected >= before + 10 and rig.node.fault == "watchdog" and rig.state() == "inactive"
