@@ -191,8 +191,8 @@ class ChunkExecutor:
 
     # ------------------------------------------------------------------------------------ temporal ensembling
     def _insert(self, rows: np.ndarray, plan: np.ndarray, made: np.ndarray, lag: np.ndarray | int = 0) -> None:
-        """Keep ``rows``' plans ``[N, Tp, D_a]`` made at steps ``made [N]``, usable ``lag`` steps after that (or now,
-        if later: a threaded plan arrives when it arrives)."""
+        """Keep ``rows``' plans ``[N, Tp, D_a]`` made at steps ``made [N]``, usable from ``lag`` steps after that (a
+        threaded plan that arrives later is usable at once)."""
         r = self._rows[rows]
         slot = made[r] % self.spec.pred_horizon
         self._ring[r, slot] = plan[r]
@@ -228,9 +228,10 @@ class ChunkExecutor:
             self._future = self._pool.submit(self._plan_all, window.copy(), frozen)
             self._future_rows, self._future_made = ~fresh, self._step.copy()
             self._ensemble_plans += 1
-        if not self._valid().any(1).all():  # a plan slower than a whole chunk: the loop waits for it
-            self._collect(wait=True)
         starving = np.logical_not(self._valid().any(1))
+        if starving.any():  # a plan slower than a whole chunk: the loop waits for it
+            self._collect(wait=True)
+            starving = np.logical_not(self._valid().any(1))
         if starving.any():  # nothing in flight for them either (it was dropped): plan at once
             self._ensemble_plans += 1
             self._insert(starving, self._plan_all(window, images), self._step)

@@ -131,7 +131,8 @@ class BCRun:
             self.timing = timing
             if timing.mode != "async":
                 self.cfg.policy = dataclasses.replace(self.cfg.policy, ensemble_decay=None)
-            ensembled = action_horizon is None and (ensemble_decay, self.cfg.policy.ensemble_decay) != (None, None)
+            asked = ensemble_decay if ensemble_decay is not None else self.cfg.policy.ensemble_decay
+            ensembled = action_horizon is None and asked is not None
             if ensembled and timing.delay_steps >= self.cfg.policy.pred_horizon:
                 raise ConfigError(f"--inference-delay must be below the chunk ({self.cfg.policy.pred_horizon}) to ensemble")
         if action_horizon is not None:
