@@ -10,6 +10,7 @@ beside it with ``add_parser(sub)`` and its ``run`` functions side by side (``tra
     robot-rl train-bc --policy diffusion|mlp --dataset DIR [--set key=value ...] [--resume RUN]
     robot-rl export onnx|int8|firmware|ros2-node RUN [--out DIR]
     robot-rl deploy --params FILE [--sim] [--record RUN.mcap]      robot-rl replay RUN.mcap
+    robot-rl dataset from-mcap RUN.mcap [...] --out DIR
     robot-rl inspect policy.onnx|RUN      robot-rl tasks      robot-rl bench
 
 Exit status: 0 done; 2 a user error (unknown task or key, wrong type or range, missing or corrupt run, a file
@@ -50,6 +51,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "export": export.run,
     "deploy": deploy.run_deploy,
     "replay": deploy.run_replay,
+    "dataset": deploy.run_dataset,
     "inspect": info.run_inspect,
     "tasks": info.run_tasks,
     "bench": info.run_bench,

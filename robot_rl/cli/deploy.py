@@ -1,5 +1,6 @@
-"""``robot-rl deploy`` (the ROS 2 node graph of a launch file in one process, over real DDS) and ``robot-rl replay``
-(a recording's policy re-run offline). The one module of ``robot_rl`` that imports the ROS 2 package."""
+"""``robot-rl deploy`` (the ROS 2 node graph of a launch file in one process, over real DDS), ``robot-rl replay`` (a
+recording's policy re-run offline) and ``robot-rl dataset from-mcap`` (recordings into a dataset). The one module of
+``robot_rl`` that imports the ROS 2 package."""
 
 from __future__ import annotations
 
@@ -48,6 +49,22 @@ def add_parser(sub: Any) -> None:
     rep = sub.add_parser("replay", help="re-run the policy on a recording's inputs and report divergence")
     rep.add_argument("recording", type=Path, help="MCAP file written by robot-rl deploy --record")
     rep.add_argument("--model", type=Path, help="policy.onnx to replay (default: the recorded one)")
+    data = sub.add_parser("dataset", help="make a dataset from recorded runs (robot-rl dataset from-mcap --help)")
+    verbs = data.add_subparsers(dest="dataset_command", required=True, metavar="VERB", parser_class=type(data))
+    mcap = verbs.add_parser(
+        "from-mcap",
+        help="turn recordings of robot-rl deploy --record into a LeRobot-style dataset for train-bc (docs/datasets.md)",
+    )
+    mcap.add_argument("recordings", type=Path, nargs="+", metavar="RUN.mcap", help="recordings, in order")
+    mcap.add_argument("--out", type=Path, required=True, metavar="DIR", help="new dataset folder (must not exist)")
+    mcap.add_argument("--model", type=Path, help="policy.onnx the runs used (default: the recorded path)")
+    mcap.add_argument(
+        "--max-gap",
+        type=float,
+        metavar="SEC",
+        help="also end an episode where commands pause for longer than this, s (default: episodes end only at "
+        "faults, re-activations and new instructions)",
+    )
 
 
 def run_deploy(args: argparse.Namespace) -> int:
@@ -119,7 +136,8 @@ def _sim_summary(sim: dict[str, Any]) -> str:
 def run_replay(args: argparse.Namespace) -> int:
     """``robot-rl replay``: the recorded policy re-run offline on the recorded inputs; exit 1 if it diverges."""
     try:
-        from robot_rl_ros.recording import RecordingError, replay
+        from robot_rl_ros.playback import replay
+        from robot_rl_ros.recording import RecordingError
     except ImportError as exc:
         raise ConfigError(f"ROS 2 / MCAP Python packages are missing ({exc.name}); pip install -e '.[ros2]'") from None
     try:
@@ -128,6 +146,29 @@ def run_replay(args: argparse.Namespace) -> int:
         raise ConfigError(str(exc)) from None
     print(r.line(args.recording))
     return 0 if r.max_divergence <= 1e-5 else 1
+
+
+def run_dataset(args: argparse.Namespace) -> int:
+    """``robot-rl dataset from-mcap``: recorded runs into a new dataset; prints what each recording gave."""
+    if args.out.exists():
+        raise ConfigError(f"--out '{args.out}' already exists; datasets are never overwritten")
+    check_folder_writable(args.out.parent, "output folder")
+    if args.max_gap is not None:
+        in_range("--max-gap", args.max_gap, 1e-4, 86400)
+    try:
+        from robot_rl_ros.recording import RecordingError
+        from robot_rl_ros.to_dataset import recordings_to_dataset
+    except ImportError as exc:
+        raise ConfigError(f"ROS 2 / MCAP Python packages are missing ({exc.name}); pip install -e '.[ros2]'") from None
+    try:
+        out, summaries = recordings_to_dataset(list(args.recordings), args.out, args.model, args.max_gap)
+    except RecordingError as exc:
+        raise ConfigError(str(exc)) from None
+    for s in summaries:
+        print(s.line())
+    frames = sum(s.frames for s in summaries)
+    print(f"dataset: {out} ({frames} frames, {sum(s.episodes for s in summaries)} episodes)")
+    return 0
 
 
 def ros2_node_reads(contract: Contract) -> bool:

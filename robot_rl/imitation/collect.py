@@ -27,7 +27,15 @@ from tqdm import tqdm
 
 import sim
 from robot_rl.evaluate import pick
-from robot_rl.imitation.dataset import DatasetError, DatasetWriter, Episode, encode_image, load_dataset
+from robot_rl.imitation.dataset import (
+    DatasetError,
+    DatasetWriter,
+    Episode,
+    encode_image,
+    load_dataset,
+    robot_type,
+    state_names,
+)
 from robot_rl.imitation.evaluate import ChunkActor, env_instructions
 from robot_rl.logger import interactive
 from robot_rl.runs.bc import BCRun
@@ -143,12 +151,7 @@ def collect(
     env = sim.make(cfg.task, num_envs, device_, cfg.env)
     expert = expert_cls(env) if expert_cls is not None else None
     contract = env.contract(STUDENT_VIEW)  # what is recorded; a privileged teacher acts on its own groups
-    state_names = [
-        f"{t.name}[{i}]" if t.size > 1 else t.name
-        for t in contract.observation
-        for _ in range(t.history)
-        for i in range(t.size)
-    ]
+    layout = state_names(contract)
     extra = {
         "task": cfg.task,
         "teacher": teacher_name,
@@ -175,14 +178,12 @@ def collect(
     if include is not None:
         base = load_dataset(include)
         names = list(base.info["features"]["observation.state"]["names"])
-        if base.robot_rl.get("task") != cfg.task or names != state_names:
+        if base.robot_rl.get("task") != cfg.task or names != layout:
             raise DatasetError(
                 f"dataset '{include}' ({base.robot_rl.get('task')}, {len(names)} state values) does not fit "
-                f"{cfg.task} ({len(state_names)} state values in the teacher's layout)"
+                f"{cfg.task} ({len(layout)} state values in the teacher's layout)"
             )
         extra["included"] = {"dataset": str(include), "episodes": len(base.episodes)}
-    robot_fact = contract.extra.get("robot")
-    robot = str(robot_fact.get("name") if isinstance(robot_fact, dict) else robot_fact or cfg.task.split("-")[0])
     try:
         shape = (image_size, image_size)
         camera = CameraRenderer(env, dict.fromkeys(cameras, shape), visual, seed) if cameras else None
@@ -193,7 +194,7 @@ def collect(
         extra["cameras"] = camera.mounts()
         extra["visual_randomization"] = None if visual is None else asdict(visual)
     writer = DatasetWriter(
-        out, 1.0 / env.dt, state_names, list(contract.action.names), robot, extra,
+        out, 1.0 / env.dt, layout, list(contract.action.names), robot_type(contract), extra,
         {c: (image_size, image_size) for c in cameras},
     )  # fmt: skip
     images: list[dict[str, list[bytes]]] = [{c: [] for c in cameras} for _ in range(num_envs)]

@@ -104,6 +104,23 @@ class Episode:
         return int(self.state.shape[0])
 
 
+def state_names(contract: Any) -> list[str]:
+    """One name per ``observation.state`` value of a contract's policy input: ``term[i]`` (``term`` for a scalar),
+    repeated per history step, in the input's order."""
+    return [
+        f"{t.name}[{i}]" if t.size > 1 else t.name
+        for t in contract.observation
+        for _ in range(t.history)
+        for i in range(t.size)
+    ]
+
+
+def robot_type(contract: Any) -> str:
+    """LeRobot's ``robot_type``: the contract's ``extra.robot`` (a mapping's ``name``), else the task's first word."""
+    fact = contract.extra.get("robot")
+    return str(fact.get("name") if isinstance(fact, dict) else fact or contract.task.split("-")[0])
+
+
 def _feature(names: list[str]) -> dict[str, Any]:
     return {"dtype": "float32", "shape": [len(names)], "names": names}
 

@@ -447,7 +447,12 @@ def test_a_recorded_run_replays_to_the_same_commands(
     trained_hover: Any, ros: str, tmp_path: Path, rate_hz: float
 ) -> None:
     from mcap_ros2.reader import read_ros2_messages
-    from robot_rl_ros.recording import RecordingError, replay
+    from robot_rl_ros.playback import replay
+    from robot_rl_ros.recording import RecordingError
+    from robot_rl_ros.to_dataset import recordings_to_dataset
+
+    from policies.runtime import OnnxPolicy
+    from robot_rl.imitation.dataset import load_dataset
 
     path = tmp_path / "run.mcap"
     # A generous watchdog, as in the hover tests: with the default 0.1 s, a stall of this process on a loaded 2-core
@@ -461,6 +466,12 @@ def test_a_recorded_run_replays_to_the_same_commands(
     r = replay(path)
     assert r.steps + r.skipped >= result.commands - 2 and r.steps >= result.commands // 2, (r, result.fault)
     assert r.max_divergence == 0.0
+    # The same run as a dataset: each frame's state is what the node fed the policy (it gives the recorded command)
+    data = load_dataset(recordings_to_dataset([path], tmp_path / "flown")[0])
+    policy = OnnxPolicy(trained_hover.onnx)
+    assert sum(e.length for e in data.episodes) == r.steps
+    for ep in data.episodes:
+        assert np.abs(policy.normalized_action(policy.run_obs(ep.state)) - ep.action).max() < 1e-6
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
     (tmp_path / "bad.mcap").write_bytes(b"not mcap")
     with pytest.raises(RecordingError, match="could not be read"):
@@ -648,15 +659,17 @@ def test_a_language_policy_follows_the_instruction_topic_and_refuses_one_it_cann
     assert "is not in the policy's table" in capfd.readouterr().err
 
 
-def test_robot_rl_deploy_summarises_and_records_a_manipulator_run_that_replay_refuses(
+def test_robot_rl_deploy_records_a_manipulator_run_that_replay_refuses_and_from_mcap_makes_a_dataset(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The CLI prints the simulated Panda's episodes (it used to divide by the quadrotor's empty error list), and
     `--record` keeps what the node saw (joint states, poses, the wrist camera's images) and sent; `replay`, which
-    re-runs multirotor recordings, refuses it by name."""
+    re-runs multirotor recordings, refuses it by name; `dataset from-mcap` turns it into a dataset."""
     from robot_rl_ros.recording import read_log
 
+    from policies.runtime import load_contract
     from robot_rl.cli import main
+    from robot_rl.imitation.dataset import decode_image, load_dataset
 
     model = _lift_camera_student(tmp_path)
     params = PKG / "config" / "panda_lift_sim.yaml"
@@ -682,6 +695,12 @@ def test_robot_rl_deploy_summarises_and_records_a_manipulator_run_that_replay_re
     assert (image.height, image.width, len(image.data)) == (16, 16, 16 * 16 * 3)
     assert main(["replay", str(record)]) == 2
     assert "replay re-runs multirotor recordings" in capsys.readouterr().err
+    # ... and `dataset from-mcap` makes it a dataset train-bc reads: a frame per command, the images the node had
+    assert main(["dataset", "from-mcap", str(record), "--out", str(tmp_path / "run-data")]) == 0
+    data = load_dataset(tmp_path / "run-data")
+    assert sum(e.length for e in data.episodes) == counts["/command"] and data.cameras == {"wrist": (16, 16)}
+    assert data.state_dim == load_contract(model).obs_dim and np.abs(data.episodes[0].action).max() <= 1.0
+    assert decode_image(data.episodes[-1].images["wrist"][-1]).shape == (16, 16, 3)
 
 
 @E2E

@@ -19,7 +19,8 @@ import rclpy
 from nav_msgs.msg import Odometry
 from robot_rl_ros.graph import read_params, run_graph
 from robot_rl_ros.messages import fill_odometry
-from robot_rl_ros.recording import Recorder, RecordingError, msgdef, read_log, replay, to_plain
+from robot_rl_ros.playback import replay
+from robot_rl_ros.recording import Recorder, RecordingError, msgdef, read_log, to_plain
 from std_msgs.msg import Float64MultiArray
 
 from policies.runtime import load_contract

@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -239,14 +240,10 @@ class ArmInputs(Inputs):
     def __init__(self, node: Any, policy: OnnxPolicy, accept: Accept, reject: Reject) -> None:
         super().__init__(node, policy, accept, reject)
         c = self.contract
-        self.sources = sources = {t.source for t in c.observation}
-        unknown = sorted(sources - set(ARM_SIGNALS))
-        if unknown:
-            raise ContractError(f"no topic provides the contract's signal(s) {unknown} to this node")
-        self.arm_joints = self.tank_joints = _joint_count(c)
-        self.finger = _finger_joint(c, self.arm_joints)
-        self.needed = {ARM_SIGNALS[s] for s in sources} - {""}
-        self.cameras = _camera_topics(c, node.p("image_topics"))
+        self.layout = layout = ArmLayout.of(c)
+        self.sources, self.needed, self.finger = layout.sources, layout.needed, layout.finger
+        self.arm_joints = self.tank_joints = len(layout.joints)
+        self.cameras = camera_topics(c, node.p("image_topics"))
         self.image_timeout_s = float(node.p("image_timeout_s"))
         if self.cameras and not (math.isfinite(self.image_timeout_s) and self.image_timeout_s > 0):
             raise ValueError(f"parameter image_timeout_s is {self.image_timeout_s}; expected seconds > 0")
@@ -264,7 +261,7 @@ class ArmInputs(Inputs):
         if "object" in self.needed:
             topic = node.p("object_pose_topic")
             self.subscribe(PoseStamped, topic, "object pose", lambda m: self._on_pose(m, "object"), sensor)
-        self.objects = _object_names(c) if "objects" in self.needed else []
+        self.objects = list(layout.objects)
         self.object_seen: dict[str, np.ndarray] = {}  # object -> newest position [3]
         self.object_at: dict[str, float] = {}
         for name in self.objects:
@@ -272,7 +269,7 @@ class ArmInputs(Inputs):
             self.subscribe(PoseStamped, topic, f"object '{name}' pose", self._object_handler(name), sensor)
         for camera, (_, _, topic) in self.cameras.items():
             self.subscribe(Image, topic, f"camera '{camera}' image", self._image_handler(camera), sensor)
-        self.language = bool(c.chunk is not None and c.chunk.language)
+        self.language = layout.language
         self.instruction: str | None = None
         """The instruction the policy follows (``None``: none yet; the policy waits for one). It outlives a
         re-activation, as the operator's latched message does."""
@@ -283,7 +280,7 @@ class ArmInputs(Inputs):
     @property
     def joints(self) -> list[str]:
         """The arm joints the contract measures, in its order."""
-        return list(self.contract.joint_names[: self.arm_joints])
+        return list(self.layout.joints)
 
     def reset(self) -> None:
         """Forget every input: after activation the policy waits for fresh ones (the instruction stays)."""
@@ -300,12 +297,7 @@ class ArmInputs(Inputs):
         """``which``: ``tcp`` (the tool pose), ``goal`` (a pose, or its x and y for ``goal_xy``) or ``object``."""
         age = 0.0 if which == "goal" else self.max_age_s  # a latched goal may have been sent long ago
         check_header(msg.header, self.now_ns(), age, f"{which} pose", self.frame_id)
-        if which == "goal" and "goal_xy" in self.sources:
-            self.parts[which] = position_signal(msg, "goal_xy", axes=2)
-        elif which == "object":
-            self.parts[which] = position_signal(msg, "object_pos")
-        else:
-            self.parts[which] = pose_signals(msg, "tcp" if which == "tcp" else "target")
+        self.parts[which] = self.layout.pose(which, msg)
         self.part_at[which] = self.node.now()
         self.node.record(which, msg)
 
@@ -319,7 +311,7 @@ class ArmInputs(Inputs):
         self.object_at[name] = self.node.now()
         self.node.record(f"object_pose/{name}", msg)
         if len(self.object_seen) == len(self.objects):
-            self.parts["objects"] = {"objects_pos": np.concatenate([self.object_seen[o] for o in self.objects])[None]}
+            self.parts["objects"] = self.layout.objects_part(self.object_seen)
             self.part_at["objects"] = min(self.object_at.values())  # the oldest of them
 
     def _on_instruction(self, msg: String) -> None:
@@ -471,6 +463,63 @@ def make_inputs(node: Any, policy: OnnxPolicy, accept: Accept, reject: Reject) -
     )
 
 
+@dataclass(frozen=True)
+class ArmLayout:
+    """What a manipulator contract reads and which inputs provide it (the node's and a recording's view alike).
+
+    Attributes:
+        sources: The contract's observation signals.
+        needed: The inputs they need: ``joints``, ``tcp``, ``goal``, ``object``, ``objects``.
+        joints: The arm joints the contract measures, in its order (``joint_pos``, ``joint_vel``; the first
+            commands, the ones the tank filters).
+        finger: The gripper joint whose position is ``finger_pos``, or ``""``.
+        objects: The tracked objects whose positions ``objects_pos`` concatenates (``extra.objects``), or none.
+        language: Whether the policy follows an instruction.
+    """
+
+    sources: frozenset[str]
+    needed: frozenset[str]
+    joints: tuple[str, ...]
+    finger: str
+    objects: tuple[str, ...]
+    language: bool
+
+    @classmethod
+    def of(cls, c: Any) -> ArmLayout:
+        """The layout of contract ``c``.
+
+        Raises:
+            ContractError: The contract reads a signal no manipulator input provides, or its joints or objects are
+                malformed (named).
+        """
+        sources = frozenset(t.source for t in c.observation)
+        unknown = sorted(sources - set(ARM_SIGNALS))
+        if unknown:
+            raise ContractError(f"no topic provides the contract's signal(s) {unknown} to this node")
+        n = _joint_count(c)
+        needed = frozenset(ARM_SIGNALS[s] for s in sources) - {""}
+        objects = tuple(_object_names(c)) if "objects" in needed else ()
+        language = bool(c.chunk is not None and c.chunk.language)
+        return cls(sources, needed, tuple(c.joint_names[:n]), _finger_joint(c, n), objects, language)
+
+    def pose(self, which: str, msg: PoseStamped) -> dict[str, np.ndarray]:
+        """The signals of a ``tcp`` (tool), ``goal`` (a pose, or its x and y for ``goal_xy``) or single ``object``
+        pose message.
+
+        Raises:
+            MessageError: A value the policy reads is not finite in float32 (or not a unit quaternion).
+        """
+        if which == "goal" and "goal_xy" in self.sources:
+            return position_signal(msg, "goal_xy", axes=2)
+        if which == "object":
+            return position_signal(msg, "object_pos")
+        return pose_signals(msg, "tcp" if which == "tcp" else "target")
+
+    def objects_part(self, seen: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """``objects_pos`` ``[1, 3 * len(objects)]`` from each object's newest position ``[3]``."""
+        return {"objects_pos": np.concatenate([seen[o] for o in self.objects])[None]}
+
+
 def _joint_count(c: Any) -> int:
     """Joints the manipulator contract measures (``joint_pos`` and ``joint_vel``, the first commands)."""
     sizes = {t.source: t.size for t in c.observation}
@@ -519,7 +568,7 @@ def _object_names(c: Any) -> list[str]:
     return [str(n) for n in names]
 
 
-def _camera_topics(c: Any, entries: list[str]) -> dict[str, tuple[int, int, str]]:
+def camera_topics(c: Any, entries: list[str]) -> dict[str, tuple[int, int, str]]:
     """Camera -> (height, width, topic) for the contract's cameras; ``image_topics`` entries ``camera=topic``
     override the default ``<camera>/image_raw``."""
     cameras = dict(c.chunk.cameras) if c.chunk is not None else {}

@@ -200,6 +200,7 @@ class PolicyNode(Node):
         self._signals, self._running = None, False
         self.safety.activate(self.now())  # clears a latched fault (not an engaged e-stop)
         self.fault = self.safety.fault or "waiting for input"
+        self.record("fault", String(data=self.fault))  # a recording shows each activation (histories restart)
         self._last_action = np.asarray(self.policy.contract.action.offset, dtype=np.float32)[None]
         self._setpoint: np.ndarray | None = None  # joint commands: the set-points in force (position kind)
         if self.tank is not None:
@@ -285,6 +286,7 @@ class PolicyNode(Node):
             self.safety.activate(self._input_at)
             if not self.safety.fault:
                 self.fault = ""
+                self.record("fault", String(data=""))
         self.safety.input_received(self._input_at)
         if self._on_input:
             self._input_step()

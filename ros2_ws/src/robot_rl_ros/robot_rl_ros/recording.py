@@ -1,25 +1,21 @@
-"""Recording a deployed policy to MCAP (ROS 2 message encoding) and replaying it offline.
+"""Recording a deployed policy to MCAP (ROS 2 message encoding) and reading the recording back.
 
 The policy node writes what *it* saw and did, in the order it happened: every input message it accepted (odometry
 and hover targets; joint states, tool, goal and object poses, camera images and instructions; the IMU and velocity
 commands), every e-stop message, every command it published, the energy tank's state, and every change of its fault
 (``std_msgs/String``). Log times are the node's monotonic clock in nanoseconds. The file opens in Foxglove Studio or
 with ``ros2 bag`` (message definitions are embedded, generated from the installed message classes). The model and
-its contract are stored as MCAP metadata ``robot_rl`` (written first) so :func:`replay` can re-run exactly that
-policy.
+its contract are stored as MCAP metadata ``robot_rl`` (written first) so ``robot_rl_ros.playback`` can re-run exactly
+that policy (``robot-rl replay``) or turn the run into a dataset (``robot-rl dataset from-mcap``).
 
 **Crash-safe.** The file is written in place under its final name (an existing file is never replaced) as chunks,
 each flushed to the operating system at least every :data:`FLUSH_INTERVAL_S` (also while nothing is written:
 :meth:`Recorder.tick`), and finished (summary, index, footer) on every way out of ``robot-rl deploy``: the end of the
 run, Ctrl-C, SIGTERM and exceptions. After a SIGKILL or a power cut the file holds everything up to its last flushed
-chunk; :func:`replay` reads such a file as far as it goes and says how far.
+chunk; :func:`read_log` reads such a file as far as it goes and says how far.
 
-:func:`replay` re-runs multirotor recordings (a manipulator's or legged robot's is for inspection: Foxglove, the MCAP
-reader). It walks the log: odometry updates the latest signals, each recorded command is one control step; the
-policy (``policies.runtime.OnnxPolicy``, numpy + onnxruntime) computes that step from the same signals and the
-previously recorded command as ``last_action``, and the two commands are compared (steps under a fault are skipped:
-the safety layer, not the policy, chose them). A recording whose metadata, contract or commands are malformed
-(a command of another length, a non-finite command) is refused as corrupt, naming what and where.
+Reading trusts nothing in the file: metadata, contract and commands are checked where they are read
+(:func:`read_metadata`, :func:`recorded_command`), and a malformed one is refused as corrupt, naming what and where.
 """
 
 from __future__ import annotations
@@ -41,9 +37,8 @@ from mcap.stream_reader import StreamReader
 from mcap_ros2.decoder import DecoderFactory
 from mcap_ros2.writer import Writer
 from robot_rl_ros.commands import COMMAND_TYPES, command_values
-from robot_rl_ros.messages import MessageError, header_ns, odometry_signals, velocity_at
 
-from policies.runtime import load_contract, open_policy
+from policies.runtime import load_contract
 from policies.runtime.contract import Contract
 from policies.runtime.text import printable
 
@@ -214,47 +209,13 @@ class Recorder:
 
 
 @dataclass
-class ReplayResult:
-    """How the offline re-run compares with the recorded commands.
-
-    Attributes:
-        steps: Recorded control steps compared.
-        skipped: Steps under a fault (chosen by the safety layer), not compared.
-        max_divergence: Largest ``|recorded - replayed|`` in normalised command units.
-        messages: Messages read.
-        complete: Whether the file was finished; ``False``: it was cut short (SIGKILL, power cut) and read as far
-            as its last whole chunk.
-        duration_s: Log time from the first to the last message read, s.
-    """
-
-    steps: int
-    skipped: int
-    max_divergence: float
-    messages: int
-    complete: bool = True
-    duration_s: float = 0.0
-
-    def line(self, path: Path) -> str:
-        """One summary line."""
-        cut = "" if self.complete else (
-            f"; the file was not finished (the recording process was killed?): read up to {self.duration_s:.2f} s, "
-            "its last flushed chunk"
-        )  # fmt: skip
-        return (
-            f"{path}: {self.messages} messages over {self.duration_s:.2f} s, {self.steps} control steps replayed, "
-            f"{self.skipped} under a fault skipped; max divergence {self.max_divergence:.3g} (normalised command "
-            f"units){cut}"
-        )
-
-
-@dataclass
-class _Log:
+class Log:
     meta: dict[str, str]
     messages: list[tuple[int, str, Any]]  # log time ns, topic, decoded message
     complete: bool
 
 
-def read_log(path: Path) -> _Log:
+def read_log(path: Path) -> Log:
     """Every message of a recording (decoded), its metadata, and whether the file was finished; a file cut short
     is read up to its last whole chunk.
 
@@ -295,7 +256,7 @@ def read_log(path: Path) -> _Log:
     if meta is None:
         empty = " (the file is empty)" if path.stat().st_size == 0 else ""
         raise RecordingError(f"'{path}' is not a robot-rl recording (no 'robot_rl' metadata){empty}")
-    return _Log(meta, messages, complete)
+    return Log(meta, messages, complete)
 
 
 def _truncated(exc: Exception) -> bool:
@@ -304,54 +265,7 @@ def _truncated(exc: Exception) -> bool:
     return isinstance(exc, EndOfFile) or (isinstance(exc, struct.error) and "requires a buffer of" in str(exc))
 
 
-def replay(path: Path, model: Path | None = None) -> ReplayResult:
-    """Re-run the recorded policy (or ``model``) on the recorded inputs; see the module docstring.
-
-    Raises:
-        RecordingError: The file is missing, not a robot-rl recording, or corrupt (named).
-    """
-    log = read_log(path)
-    period, target, timeout = _metadata(path, log.meta)
-    policy = open_policy(model or log.meta["model_path"], control_period_s=period)
-    if policy.contract.action.kind != "rpm":
-        raise RecordingError(
-            f"replay re-runs multirotor recordings (odometry in, rotor speeds out); '{path}' is a run of a "
-            f"'{policy.contract.action.kind}' policy, whose recorded inputs open in Foxglove or the MCAP reader"
-        )
-    velocity: np.ndarray | None = None
-    velocity_ns = 0
-    signals, fault, prev = None, "", np.asarray(policy.contract.action.offset, dtype=np.float32)[None]
-    steps = skipped = 0
-    worst = 0.0
-    for t_ns, topic, msg in sorted(log.messages, key=lambda m: m[0]):
-        if topic == "/odom":
-            try:
-                moving = velocity_at(velocity, velocity_ns, header_ns(msg.header), timeout)
-                signals = odometry_signals(msg, target, moving)
-            except MessageError:
-                continue
-        elif topic == "/target":
-            target = [msg.point.x, msg.point.y, msg.point.z]
-        elif topic == "/target_velocity":  # recorded only once the node accepted it
-            velocity = np.asarray([msg.twist.linear.x, msg.twist.linear.y, msg.twist.linear.z], dtype=np.float64)
-            velocity_ns = header_ns(msg.header)
-        elif topic == "/fault":
-            fault = str(msg.data)
-        elif topic == "/command":
-            recorded = _recorded_command(path, msg, policy.contract, t_ns, log.messages[0][0])[None]
-            if fault or signals is None:
-                skipped += 1
-            else:
-                replayed = policy({**signals, "last_action": policy.normalized_action(prev)})
-                diff = np.abs(replayed - recorded) / np.asarray(policy.contract.action.scale, dtype=np.float32)
-                worst = max(worst, float(diff.max()))
-                steps += 1
-            prev = recorded
-    duration = (log.messages[-1][0] - log.messages[0][0]) * 1e-9 if log.messages else 0.0
-    return ReplayResult(steps, skipped, worst, len(log.messages), log.complete, duration)
-
-
-def _metadata(path: Path, meta: dict[str, str]) -> tuple[float | None, list[float], float]:
+def read_metadata(path: Path, meta: dict[str, str]) -> tuple[float | None, list[float], float]:
     """The control period, hover target and velocity-setpoint timeout the metadata records, each checked (and its
     contract)."""
     for key in ("model_path", "contract"):
@@ -397,7 +311,7 @@ def _seconds(path: Path, meta: dict[str, str], key: str) -> float | None:
     return value
 
 
-def _recorded_command(path: Path, msg: Any, contract: Contract, t_ns: int, t0_ns: int) -> np.ndarray:
+def recorded_command(path: Path, msg: Any, contract: Contract, t_ns: int, t0_ns: int) -> np.ndarray:
     """A recorded command ``[A]`` (float32), refused as corrupt when malformed or not finite."""
     where = f"recording '{path}' is corrupt: the command at {(t_ns - t0_ns) * 1e-9:.3f} s"
     try:

@@ -1,0 +1,255 @@
+"""A recording played back: what the policy node had at each control step, rebuilt offline.
+
+:func:`walk` turns a recording (``robot_rl_ros.recording``) into control steps. Each recorded ``/command`` is one
+step; its inputs are the newest recorded messages before it, read as the node read them (``robot_rl_ros.messages``;
+the node records only the messages it accepted, so one that does not read is damage and refused as corrupt):
+
+- multirotors (``rpm``): odometry with the hover point (``/target``) and the velocity setpoint (``/target_velocity``,
+  applied to odometry stamped within the recorded timeout), as :class:`~robot_rl_ros.inputs.OdometryInputs`;
+- manipulators (``position`` / ``torque``): joint states, the tool, goal and object poses, each camera's newest image
+  and the operator's instruction, as :class:`~robot_rl_ros.inputs.ArmInputs` (:class:`~robot_rl_ros.inputs.ArmLayout`).
+
+A step taken under a fault (the safety layer, not the policy, chose its command) or before every input had arrived
+carries no signals. The node records its fault at each activation (``waiting for input``: histories restart) and
+whenever it changes, so a step after a recorded fault message is marked ``restarted``. Legged recordings are for
+inspection (Foxglove, the MCAP reader) and refused by name.
+
+:func:`replay` (``robot-rl replay``) re-runs a multirotor policy (``policies.runtime.OnnxPolicy``, numpy +
+onnxruntime) on each step's signals, with the previously recorded command as ``last_action``, and compares its
+command with the recorded one. ``robot_rl_ros.to_dataset`` writes the steps into a dataset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from robot_rl_ros.inputs import ArmLayout, camera_topics
+from robot_rl_ros.messages import (
+    MessageError,
+    header_ns,
+    image_signals,
+    joint_state_signals,
+    odometry_signals,
+    position_signal,
+    velocity_at,
+)
+from robot_rl_ros.recording import Log, RecordingError, read_log, read_metadata, recorded_command
+
+from policies.runtime import ContractError, OnnxPolicy, open_policy
+from policies.runtime.contract import Contract
+from policies.runtime.text import printable
+
+
+@dataclass
+class Step:
+    """One recorded control step.
+
+    Attributes:
+        t_ns: Log time of its command, ns (the node's monotonic clock).
+        command: The published command ``[1, A]`` float32, the contract's units.
+        signals: The contract's signals the node computed it from, ``{source: [1, size]}`` (``last_action`` not
+            included), or ``None``: a fault held the command, or an input had not arrived yet.
+        images: Camera -> the newest image before the command, RGB ``uint8 [1, H, W, 3]`` (manipulators with cameras).
+        instruction: The instruction the policy followed (language policies), else ``None``.
+        fault: The node's fault at the step (``""``: none).
+        restarted: A fault message (a fault, its end, or an activation) came since the previous step: the policy's
+            histories may have restarted.
+    """
+
+    t_ns: int
+    command: np.ndarray
+    signals: dict[str, np.ndarray] | None
+    images: dict[str, np.ndarray] = field(default_factory=dict)
+    instruction: str | None = None
+    fault: str = ""
+    restarted: bool = False
+
+
+class _Odometry:
+    """A multirotor's inputs: odometry, the hover point and the velocity setpoint (see the module docstring)."""
+
+    def __init__(self, target: list[float], timeout_s: float) -> None:
+        self.target, self.timeout_s = target, timeout_s
+        self.velocity: np.ndarray | None = None
+        self.velocity_ns = 0
+        self.signals: dict[str, np.ndarray] | None = None
+        self.images: dict[str, np.ndarray] = {}
+        self.instruction: str | None = None
+
+    def read(self, topic: str, msg: Any) -> None:
+        if topic == "/odom":
+            moving = velocity_at(self.velocity, self.velocity_ns, header_ns(msg.header), self.timeout_s)
+            self.signals = odometry_signals(msg, self.target, moving)
+        elif topic == "/target":
+            self.target = [msg.point.x, msg.point.y, msg.point.z]
+        elif topic == "/target_velocity":  # recorded only once the node accepted it
+            self.velocity = np.asarray([msg.twist.linear.x, msg.twist.linear.y, msg.twist.linear.z], np.float64)
+            self.velocity_ns = header_ns(msg.header)
+
+
+class _Arm:
+    """A manipulator's inputs: joint states, poses, images and the instruction (see the module docstring)."""
+
+    def __init__(self, contract: Contract) -> None:
+        self.layout = ArmLayout.of(contract)
+        self.cameras = {name: (h, w) for name, (h, w, _) in camera_topics(contract, []).items()}
+        self.parts: dict[str, dict[str, np.ndarray]] = {}
+        self.objects: dict[str, np.ndarray] = {}
+        self.images: dict[str, np.ndarray] = {}
+        self.instruction: str | None = None
+        self.signals: dict[str, np.ndarray] | None = None
+
+    def read(self, topic: str, msg: Any) -> None:
+        kind = topic[1:]
+        if kind == "joint_states":  # the node merges the newest of every input on each joint state
+            self.parts["joints"] = joint_state_signals(msg, self.layout.joints, self.layout.finger)
+            ready = self.layout.needed <= set(self.parts) and set(self.images) == set(self.cameras)
+            if ready and (self.instruction is not None or not self.layout.language):
+                self.signals = {k: v for part in self.parts.values() for k, v in part.items()}
+        elif kind in ("tcp", "goal", "object") and kind in self.layout.needed:
+            self.parts[kind] = self.layout.pose(kind, msg)
+        elif kind.startswith("object_pose/") and kind[len("object_pose/") :] in self.layout.objects:
+            name = kind[len("object_pose/") :]
+            self.objects[name] = position_signal(msg, name)[name][0]
+            if len(self.objects) == len(self.layout.objects):
+                self.parts["objects"] = self.layout.objects_part(self.objects)
+        elif kind.endswith("/image_raw") and kind[: -len("/image_raw")] in self.cameras:
+            camera = kind[: -len("/image_raw")]
+            if isinstance(msg.data, list):  # the MCAP decoder may give a byte array as a list of ints
+                msg.data = bytes(msg.data)
+            self.images[camera] = image_signals(msg, *self.cameras[camera])
+        elif kind == "instruction" and self.layout.language:
+            if not isinstance(msg.data, str):
+                raise MessageError("the instruction is not text")
+            self.instruction = msg.data
+
+
+def open_recorded_policy(path: Path, log: Log, model: Path | None = None) -> OnnxPolicy:
+    """The policy a recording ran (or ``model``), at the recorded control period.
+
+    Raises:
+        RecordingError: The metadata is corrupt, or the model cannot be opened (named).
+    """
+    period, _, _ = read_metadata(path, log.meta)
+    where = model or Path(log.meta["model_path"])
+    try:
+        return open_policy(where, control_period_s=period)
+    except FileNotFoundError:
+        raise RecordingError(
+            f"recording '{path}' ran '{printable(str(where))}', which does not exist here; pass the policy file "
+            "with --model"
+        ) from None
+    except (ContractError, ValueError) as exc:
+        raise RecordingError(f"recording '{path}': its policy '{printable(str(where))}': {printable(exc)}") from None
+
+
+def walk(path: Path, log: Log, contract: Contract) -> Iterator[Step]:
+    """The recorded control steps in log order (see the module docstring).
+
+    Raises:
+        RecordingError: The recording is of a legged robot, or a recorded input or command is malformed (named with
+            its topic and time).
+    """
+    _, target, timeout = read_metadata(path, log.meta)
+    kind = contract.action.kind
+    sources = {t.source for t in contract.observation}
+    inputs: _Odometry | _Arm
+    if kind == "rpm":
+        inputs = _Odometry(target, timeout)
+    elif kind in ("position", "torque") and "projected_gravity" not in sources:
+        try:
+            inputs = _Arm(contract)
+        except (ContractError, ValueError) as exc:
+            raise RecordingError(f"recording '{path}' is corrupt: its contract: {printable(exc)}") from None
+    else:
+        raise RecordingError(
+            f"recording '{path}' is of a legged robot ('{kind}' commands from an IMU); its inputs open in Foxglove "
+            "or the MCAP reader (playback reads multirotor and manipulator recordings)"
+        )
+    messages = sorted(log.messages, key=lambda m: m[0])
+    t0 = messages[0][0] if messages else 0
+    fault, restarted = "", False
+    for t_ns, topic, msg in messages:
+        if topic == "/fault":
+            fault, restarted = str(msg.data), True
+        elif topic == "/command":
+            command = recorded_command(path, msg, contract, t_ns, t0)[None]
+            signals = None if fault else inputs.signals
+            yield Step(t_ns, command, signals, dict(inputs.images), inputs.instruction, fault, restarted)
+            restarted = False
+        else:
+            try:
+                inputs.read(topic, msg)
+            except (MessageError, AttributeError, TypeError, ValueError) as exc:
+                raise RecordingError(
+                    f"recording '{path}' is corrupt: the {topic} message at {(t_ns - t0) * 1e-9:.3f} s: "
+                    f"{printable(exc)}"
+                ) from None
+
+
+@dataclass
+class ReplayResult:
+    """How the offline re-run compares with the recorded commands.
+
+    Attributes:
+        steps: Recorded control steps compared.
+        skipped: Steps under a fault (chosen by the safety layer), not compared.
+        max_divergence: Largest ``|recorded - replayed|`` in normalised command units.
+        messages: Messages read.
+        complete: Whether the file was finished; ``False``: it was cut short (SIGKILL, power cut) and read as far
+            as its last whole chunk.
+        duration_s: Log time from the first to the last message read, s.
+    """
+
+    steps: int
+    skipped: int
+    max_divergence: float
+    messages: int
+    complete: bool = True
+    duration_s: float = 0.0
+
+    def line(self, path: Path) -> str:
+        """One summary line."""
+        cut = "" if self.complete else (
+            f"; the file was not finished (the recording process was killed?): read up to {self.duration_s:.2f} s, "
+            "its last flushed chunk"
+        )  # fmt: skip
+        return (
+            f"{path}: {self.messages} messages over {self.duration_s:.2f} s, {self.steps} control steps replayed, "
+            f"{self.skipped} under a fault skipped; max divergence {self.max_divergence:.3g} (normalised command "
+            f"units){cut}"
+        )
+
+
+def replay(path: Path, model: Path | None = None) -> ReplayResult:
+    """Re-run the recorded policy (or ``model``) on the recorded inputs; see the module docstring.
+
+    Raises:
+        RecordingError: The file is missing, not a robot-rl recording, not a multirotor's, or corrupt (named).
+    """
+    log = read_log(path)
+    policy = open_recorded_policy(path, log, model)
+    if policy.contract.action.kind != "rpm":
+        raise RecordingError(
+            f"replay re-runs multirotor recordings (odometry in, rotor speeds out); '{path}' is a run of a "
+            f"'{policy.contract.action.kind}' policy: its inputs open in Foxglove or the MCAP reader, and "
+            "`robot-rl dataset from-mcap` turns it into a dataset"
+        )
+    prev = np.asarray(policy.contract.action.offset, dtype=np.float32)[None]
+    steps = skipped = 0
+    worst = 0.0
+    for step in walk(path, log, policy.contract):
+        if step.signals is None:
+            skipped += 1
+        else:
+            replayed = policy({**step.signals, "last_action": policy.normalized_action(prev)})
+            diff = np.abs(replayed - step.command) / np.asarray(policy.contract.action.scale, dtype=np.float32)
+            worst = max(worst, float(diff.max()))
+            steps += 1
+        prev = step.command
+    duration = (log.messages[-1][0] - log.messages[0][0]) * 1e-9 if log.messages else 0.0
+    return ReplayResult(steps, skipped, worst, len(log.messages), log.complete, duration)

@@ -1,0 +1,186 @@
+"""Recorded runs as a dataset (``robot-rl dataset from-mcap``): what the robot saw and was told becomes demonstrations.
+
+Each recorded control step (:func:`robot_rl_ros.playback.walk`) becomes one frame of the LeRobot-style dataset
+(``robot_rl.imitation.dataset``, ``docs/datasets.md``):
+
+- ``observation.state``: the policy input the node built from the step's signals (the contract's observation terms,
+  scaled and stacked; ``last_action`` is the previous recorded command), exactly what ``robot-rl collect`` records;
+- ``action``: the published command in the contract's normalised units, i.e. after the energy tank and the safety
+  layer: what the robot was told to do, which is what a student should learn;
+- ``observation.images.<camera>``: each camera's newest image before the command (PNG);
+- the task text: the operator's instruction (language policies), else the contract's task.
+
+Episodes end where the node's fault changed (a fault held the robot: those steps are left out) or the node was
+activated again (its histories restarted), where the instruction changes, where a recording ends, and, if asked,
+where commands pause for longer than ``max_gap_s``. Every episode restarts the observation history, as the node's
+activation does. A recording holds no reward and no success flag:
+frames carry reward 0 and success ``False`` (``robot-rl train-bc`` learns from every frame; keep only the runs you
+want imitated).
+
+Every recording must have run the same observation and action layout (the first one's contract); one that did not
+is refused by name. Writing is all or nothing (:class:`~robot_rl.imitation.dataset.DatasetWriter`): a refused
+recording leaves nothing behind, and an existing folder is never touched.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from robot_rl_ros.playback import Step, open_recorded_policy, walk
+from robot_rl_ros.recording import RecordingError, read_log
+
+from policies.runtime import OnnxPolicy
+from policies.runtime.onnx_policy import LAST_ACTION_SIGNAL
+from policies.runtime.text import printable
+from robot_rl.imitation.dataset import DatasetWriter, Episode, encode_image, state_names
+
+
+@dataclass
+class RecordingSummary:
+    """What one recording gave.
+
+    Attributes:
+        path: The recording.
+        frames: Control steps written.
+        episodes: Episodes written.
+        held: Steps left out: a fault held the robot, or an input had not arrived.
+        complete: Whether the file was finished (``False``: cut short, read up to its last whole chunk).
+    """
+
+    path: Path
+    frames: int
+    episodes: int
+    held: int
+    complete: bool
+
+    def line(self) -> str:
+        cut = "" if self.complete else " (not finished: read up to its last flushed chunk)"
+        return f"{self.path}: {self.frames} frames in {self.episodes} episodes, {self.held} steps held out{cut}"
+
+
+def _signature(policy: OnnxPolicy) -> tuple[object, ...]:
+    """What datasets of several recordings must share: the observation and action layout, and the cameras."""
+    c = policy.contract
+    cameras = sorted(c.chunk.cameras) if c.chunk is not None else []
+    return (c.task, [dataclasses.astuple(t) for t in c.observation], c.action.names, c.action.kind, cameras)
+
+
+def _episodes(policy: OnnxPolicy, steps: list[Step], max_gap_s: float | None, task: str) -> tuple[list[Episode], int]:
+    """The episodes of one recording's steps and the number of steps held out."""
+    episodes: list[Episode] = []
+    held = 0
+    run: list[Step] = []
+
+    def close() -> None:
+        if run:
+            episodes.append(_episode(policy, run, task))
+            run.clear()
+
+    prev_t: int | None = None
+    for step in steps:
+        if step.signals is None:
+            held += 1
+            close()
+            continue
+        paused = prev_t is not None and max_gap_s is not None and (step.t_ns - prev_t) * 1e-9 > max_gap_s
+        if run and (step.restarted or paused or step.instruction != run[-1].instruction):
+            close()
+        run.append(step)
+        prev_t = step.t_ns
+    close()
+    return episodes, held
+
+
+def _episode(policy: OnnxPolicy, run: list[Step], task: str) -> Episode:
+    """One episode: the node's policy inputs rebuilt step by step (a fresh history), the commands normalised."""
+    policy.reset()
+    reads_last = LAST_ACTION_SIGNAL in {t.source for t in policy.contract.observation}
+    offset = np.asarray(policy.contract.action.offset, dtype=np.float32)[None]
+    last = policy.normalized_action(offset, reference=np.zeros_like(offset))  # what an activated node starts from
+    states, actions = [], []
+    images: dict[str, list[bytes]] = {c: [] for c in run[0].images}
+    for step in run:
+        assert step.signals is not None
+        obs = policy.observation({**step.signals, LAST_ACTION_SIGNAL: last} if reads_last else step.signals)
+        last = policy.normalized_action(step.command, reference=policy.reference(obs))  # the node's next last_action
+        states.append(obs[0])
+        actions.append(last[0])
+        for camera, image in step.images.items():
+            images[camera].append(encode_image(image[0]))
+    n = len(run)
+    return Episode(
+        np.stack(states), np.stack(actions), np.zeros(n, np.float32), np.zeros(n, bool),
+        run[0].instruction or task, images,
+    )  # fmt: skip
+
+
+def recordings_to_dataset(
+    recordings: list[Path], out: Path, model: Path | None = None, max_gap_s: float | None = None
+) -> tuple[Path, list[RecordingSummary]]:
+    """Write ``recordings`` (in order) into the new dataset ``out``; see the module docstring.
+
+    Args:
+        recordings: MCAP files written by ``robot-rl deploy --record``.
+        out: New dataset folder (must not exist, or be empty).
+        model: The policy file the runs used, where the recorded path does not exist here (it must carry the same
+            contract).
+        max_gap_s: A pause between commands that ends an episode, s (default: pauses do not).
+
+    Returns:
+        The dataset folder and one summary per recording.
+
+    Raises:
+        RecordingError: A recording is missing, corrupt, of a legged robot, of another layout than the first, or
+            holds no control step with every input (named); nothing is written.
+        DatasetError: ``out`` exists and is not an empty folder.
+    """
+    if not recordings:
+        raise RecordingError("no recording given")
+    first = read_log(recordings[0])
+    policy = open_recorded_policy(recordings[0], first, model)
+    c = policy.contract
+    cameras = {
+        name: (int(cam["height"]), int(cam["width"])) for name, cam in (c.chunk.cameras if c.chunk else {}).items()
+    }
+    mounts = {name: dict(cam.get("mount", {})) for name, cam in (c.chunk.cameras if c.chunk else {}).items()}
+    state_contract = dataclasses.replace(c, chunk=None)  # the dataset describes states, not a student's chunks
+    extra = {
+        "task": c.task,
+        "teacher": f"recorded runs of {printable(str(model or first.meta['model_path']))}",
+        "obs_groups": ["policy"],
+        "contract": state_contract.to_dict(),
+        "action_units": "normalised [-1, 1] commands as published (after the energy tank and the safety layer)",
+        "recordings": [str(p) for p in recordings],
+        **({"cameras": mounts} if mounts else {}),
+    }
+    robot_fact = c.extra.get("robot")
+    robot = str(robot_fact.get("name") if isinstance(robot_fact, dict) else robot_fact or c.task.split("-")[0])
+    summaries: list[RecordingSummary] = []
+    writer = DatasetWriter(
+        out, 1.0 / policy.control_period_s, state_names(c), list(c.action.names), robot, extra, cameras
+    )
+    with writer:
+        for path in recordings:
+            log = first if path == recordings[0] else read_log(path)
+            here = policy if log is first else open_recorded_policy(path, log, model)
+            if _signature(here) != _signature(policy):
+                raise RecordingError(
+                    f"recording '{path}' ran a policy of another layout ({here.contract.task}, {here.obs_dim} inputs, "
+                    f"{here.num_actions} commands) than '{recordings[0]}' ({c.task}, {policy.obs_dim}, "
+                    f"{policy.num_actions}); make one dataset per layout"
+                )
+            episodes, held = _episodes(here, list(walk(path, log, here.contract)), max_gap_s, c.task)
+            for episode in episodes:
+                writer.add_episode(episode)
+            frames = sum(e.length for e in episodes)
+            summaries.append(RecordingSummary(path, frames, len(episodes), held, log.complete))
+        if not any(s.frames for s in summaries):
+            raise RecordingError(
+                f"{', '.join(map(str, recordings))}: no control step with every input (held out: "
+                f"{sum(s.held for s in summaries)}); nothing was written"
+            )
+        writer.close()
+    return out, summaries

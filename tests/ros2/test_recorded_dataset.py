@@ -1,0 +1,179 @@
+"""``robot-rl dataset from-mcap``: recordings of the policy node become a dataset whose states are what the node fed
+the policy (each frame's state, run through the recorded policy, gives the recorded command), split into episodes
+at faults and pauses; malformed recordings and mismatched layouts are refused by name and leave nothing behind."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("rclpy")
+pytest.importorskip("mcap_ros2")
+
+from geometry_msgs.msg import PoseStamped
+from nav_msgs.msg import Odometry
+from robot_rl_ros.inputs import ArmLayout
+from robot_rl_ros.messages import (
+    fill_joint_state,
+    fill_odometry,
+    fill_pose,
+    joint_state_signals,
+    odometry_signals,
+)
+from robot_rl_ros.recording import Recorder, RecordingError
+from robot_rl_ros.to_dataset import recordings_to_dataset
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray, String
+
+from policies.runtime import OnnxPolicy, open_policy
+from robot_rl.imitation.dataset import load_dataset
+from tests.ros2.test_recording import CORRUPT, _meta, write
+
+PERIOD_NS = 20_000_000
+
+
+def _inputs(kind: str, policy: OnnxPolicy, rng: np.random.Generator) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """One period's input messages ``{recording kind: msg}`` and the signals the node makes of them."""
+    if kind == "rpm":
+        odom = Odometry()
+        fill_odometry(odom, rng.uniform(-0.2, 0.2, 3), np.array([1.0, 0, 0, 0]), rng.normal(0, 0.3, 3), np.zeros(3))
+        return {"odom": odom}, odometry_signals(odom, [0.0, 0.0, 0.0], np.zeros(3))
+    layout = ArmLayout.of(policy.contract)
+    names = [*layout.joints, *([layout.finger] if layout.finger else [])]
+    joints = JointState()
+    fill_joint_state(joints, names, rng.uniform(-0.5, 0.5, len(names)), rng.normal(0, 0.2, len(names)))
+    messages: dict[str, Any] = {}
+    signals = joint_state_signals(joints, layout.joints, layout.finger)
+    for which in ("tcp", "goal"):
+        if which in layout.needed:
+            pose = PoseStamped()
+            fill_pose(pose, rng.uniform(0.2, 0.6, 3), np.eye(3))
+            messages[which] = pose
+            signals.update(layout.pose(which, pose))
+    return {**messages, "joint_states": joints}, signals  # the joint state last: the node merges on it
+
+
+def record(
+    model: Path, path: Path, periods: int, seed: int = 0, fault_at: range = range(0), restart_at: int = -1
+) -> Path:
+    """A run as the node records it: its activation, inputs, then the policy's command each period (``fault_at``: the
+    safety layer holds the offset command instead, then the node is re-activated; ``restart_at``: the node was
+    deactivated for a second and activated again before that period)."""
+    policy = open_policy(model)
+    rng = np.random.default_rng(seed)
+    offset = np.asarray(policy.contract.action.offset, dtype=np.float32)[None]
+    rec = Recorder(path, model)
+    last, t = offset, 0
+    for k in range(periods):
+        t += PERIOD_NS + (1_000_000_000 if k == restart_at else 0)
+        if k in (0, restart_at, fault_at.stop):  # activated: fresh histories, last_action from the offset
+            policy.reset()
+            last = offset
+            rec.write("fault", String(data="waiting for input"), t)
+        messages, signals = _inputs(policy.contract.action.kind, policy, rng)
+        for i, (kind, msg) in enumerate(messages.items()):
+            rec.write(kind, msg, t + 1 + i)
+        if k == fault_at.start:
+            rec.write("fault", String(data="watchdog: no input for 0.1 s"), t + 10)
+        held = k in fault_at  # the safety layer chose the command
+        command = offset if held else policy({**signals, "last_action": policy.normalized_action(last)})
+        if k in (0, restart_at, fault_at.stop):
+            rec.write("fault", String(data=""), t + 10)
+        rec.write("command", Float64MultiArray(data=[float(v) for v in command[0]]), t + 20)
+        last = command
+    rec.close()
+    return path
+
+
+def _commands_from_states(model: Path, root: Path) -> float:
+    """Largest difference between each frame's action and the policy's command on the frame's state (normalised)."""
+    data = load_dataset(root)
+    policy = OnnxPolicy(model)
+    worst = 0.0
+    for ep in data.episodes:
+        command = policy.run_obs(ep.state)
+        worst = max(
+            worst, float(np.abs(policy.normalized_action(command, policy.reference(ep.state)) - ep.action).max())
+        )
+    return worst
+
+
+@pytest.mark.parametrize("kind", ["multirotor", "manipulator"])
+def test_a_recording_becomes_a_dataset_whose_states_give_the_recorded_commands(
+    kind: str, untrained_hover: Path, untrained_reach: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from robot_rl.cli import main
+
+    model = untrained_hover if kind == "multirotor" else untrained_reach
+    first = record(model, tmp_path / "a.mcap", 30, seed=0, fault_at=range(10, 13), restart_at=20)
+    second = record(model, tmp_path / "b.mcap", 12, seed=1)
+    out = tmp_path / "demos"
+    assert main(["dataset", "from-mcap", str(first), str(second), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "a.mcap: 27 frames in 3 episodes, 3 steps held out" in printed, printed
+    assert "b.mcap: 12 frames in 1 episodes" in printed and f"dataset: {out}" in printed, printed
+    data = load_dataset(out)
+    assert [e.length for e in data.episodes] == [10, 7, 10, 12]  # split at the fault (held out), re-activation
+    assert data.fps == pytest.approx(1 / OnnxPolicy(model).contract.control_period_s)
+    assert _commands_from_states(model, out) < 1e-5  # the states are exactly what the node fed the policy
+    assert data.robot_rl["task"] == OnnxPolicy(model).contract.task
+    assert data.robot_rl["contract"]["observation"] == OnnxPolicy(model).contract.to_dict()["observation"]
+
+    assert main(["dataset", "from-mcap", str(first), "--out", str(out)]) == 2  # never overwritten
+    assert "already exists; datasets are never overwritten" in capsys.readouterr().err
+    assert len(load_dataset(out).episodes) == 4
+
+
+@pytest.mark.parametrize(("case", "change", "commands", "expected"), CORRUPT, ids=[c[0] for c in CORRUPT])
+def test_a_malformed_recording_makes_no_dataset(
+    untrained_hover: Path, tmp_path: Path, case: str, change: Any, commands: Any, expected: str
+) -> None:
+    meta = None if change is None else {**_meta(untrained_hover), **change}
+    path = write(tmp_path / f"{case}.mcap", meta, commands or [[15000.0] * 4] * 3)
+    with pytest.raises(RecordingError) as info:
+        recordings_to_dataset([path], tmp_path / "out")
+    assert expected in str(info.value) and "\n" not in str(info.value), str(info.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]  # no dataset, no staging folder
+
+
+def test_recordings_of_other_layouts_or_robots_are_refused_by_name(
+    untrained_hover: Path, untrained_reach: Path, untrained_quadruped: Path, tmp_path: Path
+) -> None:
+    hover = record(untrained_hover, tmp_path / "hover.mcap", 5)
+    reach = record(untrained_reach, tmp_path / "reach.mcap", 5)
+    with pytest.raises(RecordingError, match=r"reach.mcap' ran a policy of another layout .*make one dataset per"):
+        recordings_to_dataset([hover, reach], tmp_path / "mixed")
+    legged = Recorder(tmp_path / "legged.mcap", untrained_quadruped)
+    legged.close()
+    with pytest.raises(RecordingError, match="is of a legged robot"):
+        recordings_to_dataset([legged.path], tmp_path / "legged")
+    moved = tmp_path / "moved.onnx"
+    meta = {**_meta(untrained_hover), "model_path": str(moved)}
+    with pytest.raises(RecordingError, match="which does not exist here; pass the policy file with --model"):
+        recordings_to_dataset([write(tmp_path / "moved.mcap", meta, [[15000.0] * 4])], tmp_path / "moved")
+    assert recordings_to_dataset([tmp_path / "moved.mcap"], tmp_path / "given", model=untrained_hover)[0].is_dir()
+    with pytest.raises(RecordingError, match="no control step with every input"):  # commands, no odometry
+        recordings_to_dataset([_commands_only(untrained_hover, tmp_path / "blind.mcap")], tmp_path / "blind")
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.suffix) == ["given"]
+
+
+def _commands_only(model: Path, path: Path) -> Path:
+    rec = Recorder(path, model)
+    for k in range(3):
+        rec.write("command", Float64MultiArray(data=[15000.0] * 4), (k + 1) * PERIOD_NS)
+    rec.close()
+    return path
+
+
+def test_a_recorded_input_that_does_not_read_is_corruption(untrained_reach: Path, tmp_path: Path) -> None:
+    """The node records only what it accepted: a joint state that lacks a joint is damage, named with its time."""
+    rec = Recorder(tmp_path / "bad.mcap", untrained_reach)
+    joints = JointState()
+    fill_joint_state(joints, ["panda_joint1"], np.zeros(1), np.zeros(1))
+    rec.write("joint_states", joints, 40_000_000)
+    rec.close()
+    with pytest.raises(RecordingError, match=r"corrupt: the /joint_states message at 0.000 s: joint_states lacks"):
+        recordings_to_dataset([rec.path], tmp_path / "out")
