@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,14 +61,24 @@ one episode (16 of 20 against 15). At 120 iterations it succeeds in 98.0 % of th
 130); the 50 more iterations cost about 40 s on one core."""
 
 
+@contextmanager
+def one_torch_thread() -> Iterator[None]:
+    """Torch on one thread inside the block: a training's result then does not depend on how many threads the test
+    worker has (a fixed seed gives the same policy on every run; MuJoCo batches are deterministic at any count)."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
 def _train(task: str, overrides: list[str], root: Path) -> dict[str, object]:
     from robot_rl.config import load_config
     from robot_rl.runner import OnPolicyRunner
     from robot_rl.runs.ppo import PPORun
 
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_torch_thread():
         cfg = load_config(task, None, [*overrides, f"run_root={root}"])
         run_dir = root / "run"
         run_dir.mkdir(parents=True)
@@ -77,8 +89,6 @@ def _train(task: str, overrides: list[str], root: Path) -> dict[str, object]:
         runner.model.load_state_dict(kept.model.state_dict())
         after = runner.evaluate(randomize=True).summary()
         onnx = kept.export()
-    finally:
-        torch.set_num_threads(previous)
     return {"run_dir": str(run_dir), "onnx": str(onnx), "before": before, "after": after}
 
 

@@ -1,10 +1,17 @@
 """Batched MuJoCo on the CPU: ``N`` worlds of one MJCF model stepped together in C, on a thread pool.
 
-This wraps :class:`mujoco.batch.Batch` (MuJoCo >= 4.0), which keeps each world's integration state as one
-row of a numpy array and steps every row in C without a Python loop per world; results are bit-identical to
-calling ``mujoco.mj_step`` on one ``MjData`` per world, at any thread count. Physical parameters randomised
-per world are written into per-world copies of model fields (``body_mass``, ``dof_damping``, ...); the model
-constants derived from them are recomputed (``mj_setConst``) for the changed worlds before their next step.
+This wraps :class:`mujoco.batch.Batch` (MuJoCo >= 4.0), which keeps each world's integration state as one row of a
+numpy array and steps every row in C without a Python loop per world. The batch is *persistent*: one ``MjData`` per
+world, so results are bit-identical to calling ``mujoco.mj_step`` on one ``MjData`` per world, at any thread count.
+A non-persistent batch (one ``MjData`` per thread, serving whichever worlds the thread runs) was not: 20 iterations
+of the same panda-lift training (256 worlds, 2 threads, seed 0) gave four different policies in four runs (they
+parted from iteration 15 on), while with one thread or a persistent batch every run gave the same one (5 of 5). The
+cause inside the shared ``MjData`` was not found (stepping the lift scene with the scripted expert's actions, resets
+included, stayed identical across thread counts). A persistent batch costs about 0.2 MB of resident memory per Panda
+world (4,096 worlds: 1.1 GB against 0.3 GB) and measured the same speed (76-86 k steps/s at 256-4,096 worlds either
+way). Physical parameters randomised per world are written into per-world copies of model fields (``body_mass``,
+``dof_damping``, ...); the model constants derived from them are recomputed (``mj_setConst``) for the changed worlds
+before their next step.
 
 Layout (``N`` worlds, numpy ``float64``, all live views of the batch's memory)::
 
@@ -91,7 +98,7 @@ class MujocoBatch:
         self.frame_skip = frame_skip
         self.control_dt = frame_skip * float(self.model.opt.timestep)
         nthread = default_nthread(num_worlds) if nthread is None else nthread
-        self._batch = mjbatch.Batch(self.model, num_worlds, nthread=nthread)
+        self._batch = mjbatch.Batch(self.model, num_worlds, nthread=nthread, persistent=True)
         self.state: np.ndarray = self._batch.state
         self.qpos: np.ndarray = self._batch.bind("qpos")
         self.qvel: np.ndarray = self._batch.bind("qvel")

@@ -18,6 +18,7 @@ from robot_rl.config import load_config
 from robot_rl.evaluate import EVAL_SEED_OFFSET, evaluate_env, make_eval_env
 from robot_rl.runner import OnPolicyRunner
 from sim.vec_env import Obs
+from tests.conftest import one_torch_thread
 
 RETURN_BAR = 8.0
 """A balanced 5 s episode earns about 10; holding still (zero force) earns about 1.6, random actions about 1.3."""
@@ -66,11 +67,14 @@ def test_ppo_learns_to_hover_the_quadrotor(trained_hover: Any) -> None:
     assert flown["tail_position_error_m"] == pytest.approx(after["tail_position_error_m"], abs=2e-3)
 
 
-CONTACT_TASK_BUDGET = {"panda-push": (256, 0.4), "panda-lift": (256, 1.0), "panda-insert": (512, 1.4)}
-"""Worlds of a 40-iteration PPO budget per contact task, and the evaluation return it must add to the untrained
-policy's (about half of what it added when measured, 2-core machine, seed 0: push -0.26 -> 0.67, lift 0.06 -> 1.8
-and 2.3 in two runs, each in about 35 s; with 128 worlds lift added 0.2-0.4, run to run; insert 0.08 -> 2.78 in
-about 45 s, where 256 worlds added only 0.04: its reach stage pays from about 20,000 episode steps on)."""
+CONTACT_TASK_BUDGET = {"panda-push": (256, 40, 0.4), "panda-lift": (256, 60, 1.0), "panda-insert": (512, 40, 1.4)}
+"""Worlds and PPO iterations of a small budget per contact task, and the evaluation return it must add to the untrained
+policy's (about half of what it added when measured, 2-core machine, seed 0: push -0.26 -> 0.67, about 35 s; insert
+0.08 -> 2.78 in about 45 s, where 256 worlds added only 0.04: its reach stage pays from about 20,000 episode steps
+on; lift 0.06 -> 2.58 in 60 iterations, about 80 s). Lift's early learning depends on the seed: with the training
+deterministic (one torch thread, persistent MuJoCo batch), 40 iterations added 1.03, 1.26, 0.33, 1.72, -0.01 and 1.71
+for seeds 0-5 (seed 0's 1.03 passed the bar by 3 %; a CI run of the nondeterministic batch once added 0.98), and
+seed 4 still only 0.08 after 60 and 0.14 after 80: the bar is checked at 60 iterations, on seed 0."""
 
 
 @pytest.mark.slow
@@ -79,11 +83,12 @@ def test_ppo_starts_learning_each_contact_task_from_its_training_config(task: st
     """The contact tasks' own training files (staged rewards, gripper action, the teachers' energy tank) with a small
     budget: PPO must move the policy well beyond the untrained one's return (the reach stage pays first). The full
     teachers take 10-30 min (docs/benchmarks.md); this checks that their learning starts."""
-    worlds, gain = CONTACT_TASK_BUDGET[task]
-    budget = ["runner.max_iterations=40", "runner.eval_interval=1000", "runner.eval_episodes=64"]
+    worlds, iterations, gain = CONTACT_TASK_BUDGET[task]
+    budget = [f"runner.max_iterations={iterations}", "runner.eval_interval=1000", "runner.eval_episodes=64"]
     cfg = load_config(task, None, [f"num_envs={worlds}", *budget])
-    runner = OnPolicyRunner(cfg, tmp_path, quiet=True)
-    before = runner.evaluate(randomize=True).summary()
-    runner.train()
-    after = runner.evaluate(randomize=True).summary()
+    with one_torch_thread():  # the same policy on every run: a bar measured once holds
+        runner = OnPolicyRunner(cfg, tmp_path, quiet=True)
+        before = runner.evaluate(randomize=True).summary()
+        runner.train()
+        after = runner.evaluate(randomize=True).summary()
     assert after["return_mean"] > before["return_mean"] + gain, (before, after)
