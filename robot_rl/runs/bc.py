@@ -252,12 +252,13 @@ def read_bc_checkpoint(path: Path, device: torch.device | str = "cpu") -> dict[s
 
 
 def typed_env(task: str, env: Any) -> Any:
-    """The task config of the demonstrations, typed (``None`` without a task or a config)."""
-    if not task or env is None:
+    """The task config of the demonstrations, typed: the one they record, else (recorded runs, demonstrations made
+    elsewhere) the task's defaults; ``None`` without a task."""
+    if not task:
         return None
     from sim.registry import get_task
 
-    return from_dict(get_task(task).config_cls, env, "env")
+    return from_dict(get_task(task).config_cls, {} if env is None else env, "env")
 
 
 def visual_randomization(plain: dict[str, Any] | None) -> VisualRandomization | None:

@@ -30,13 +30,18 @@ from std_msgs.msg import Float64MultiArray, String
 
 from policies.runtime import OnnxPolicy, open_policy
 from robot_rl.imitation.dataset import load_dataset
+from robot_rl.runs.bc import typed_env
+from sim.registry import get_task
 from tests.ros2.test_recording import CORRUPT, _meta, write
 
 PERIOD_NS = 20_000_000
 
 
-def _inputs(kind: str, policy: OnnxPolicy, rng: np.random.Generator) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """One period's input messages ``{recording kind: msg}`` and the signals the node makes of them."""
+def _inputs(
+    kind: str, policy: OnnxPolicy, rng: np.random.Generator, goal: PoseStamped
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """One period's sensor messages ``{recording kind: msg}`` and the signals the node makes of them (and of the
+    operator's latest ``goal``, for a manipulator that reads one)."""
     if kind == "rpm":
         odom = Odometry()
         fill_odometry(odom, rng.uniform(-0.2, 0.2, 3), np.array([1.0, 0, 0, 0]), rng.normal(0, 0.3, 3), np.zeros(3))
@@ -45,37 +50,48 @@ def _inputs(kind: str, policy: OnnxPolicy, rng: np.random.Generator) -> tuple[di
     names = [*layout.joints, *([layout.finger] if layout.finger else [])]
     joints = JointState()
     fill_joint_state(joints, names, rng.uniform(-0.5, 0.5, len(names)), rng.normal(0, 0.2, len(names)))
-    messages: dict[str, Any] = {}
-    signals = joint_state_signals(joints, layout.joints, layout.finger)
-    for which in ("tcp", "goal"):
-        if which in layout.needed:
-            pose = PoseStamped()
-            fill_pose(pose, rng.uniform(0.2, 0.6, 3), np.eye(3))
-            messages[which] = pose
-            signals.update(layout.pose(which, pose))
-    return {**messages, "joint_states": joints}, signals  # the joint state last: the node merges on it
+    tcp = PoseStamped()
+    fill_pose(tcp, rng.uniform(0.2, 0.6, 3), np.eye(3))
+    signals = {**joint_state_signals(joints, layout.joints, layout.finger), **layout.pose("tcp", tcp)}
+    return {"tcp": tcp, "joint_states": joints}, {**signals, **layout.pose("goal", goal)}  # joints last: the merge
+
+
+def _goal(rng: np.random.Generator) -> PoseStamped:
+    goal = PoseStamped()
+    fill_pose(goal, rng.uniform(0.2, 0.6, 3), np.eye(3))
+    return goal
 
 
 def record(
-    model: Path, path: Path, periods: int, seed: int = 0, fault_at: range = range(0), restart_at: int = -1
+    model: Path,
+    path: Path,
+    periods: int,
+    seed: int = 0,
+    fault_at: range = range(0),
+    restart_at: int = -1,
+    new_goal_at: int = -1,
 ) -> Path:
     """A run as the node records it: its activation, inputs, then the policy's command each period (``fault_at``: the
     safety layer holds the offset command instead, then the node is re-activated; ``restart_at``: the node was
-    deactivated for a second and activated again before that period)."""
+    deactivated for a second and activated again before that period; a manipulator's goal is sent at the start and,
+    as an operator does, again where it changes: at ``new_goal_at``)."""
     policy = open_policy(model)
     rng = np.random.default_rng(seed)
     offset = np.asarray(policy.contract.action.offset, dtype=np.float32)[None]
     rec = Recorder(path, model)
-    last, t = offset, 0
+    last, t, goal = offset, 0, _goal(rng)
     for k in range(periods):
         t += PERIOD_NS + (1_000_000_000 if k == restart_at else 0)
         if k in (0, restart_at, fault_at.stop):  # activated: fresh histories, last_action from the offset
             policy.reset()
             last = offset
             rec.write("fault", String(data="waiting for input"), t)
-        messages, signals = _inputs(policy.contract.action.kind, policy, rng)
+        if k in (0, new_goal_at) and policy.contract.action.kind != "rpm":
+            goal = _goal(rng) if k else goal
+            rec.write("goal", goal, t + 1)
+        messages, signals = _inputs(policy.contract.action.kind, policy, rng, goal)
         for i, (kind, msg) in enumerate(messages.items()):
-            rec.write(kind, msg, t + 1 + i)
+            rec.write(kind, msg, t + 2 + i)
         if k == fault_at.start:
             rec.write("fault", String(data="watchdog: no input for 0.1 s"), t + 10)
         held = k in fault_at  # the safety layer chose the command
@@ -105,26 +121,29 @@ def _commands_from_states(model: Path, root: Path) -> float:
 def test_a_recording_becomes_a_dataset_whose_states_give_the_recorded_commands(
     kind: str, untrained_hover: Path, untrained_reach: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """... and train-bc evaluates a student of it in the task's default config (a recording names no sim config)."""
     from robot_rl.cli import main
 
     model = untrained_hover if kind == "multirotor" else untrained_reach
-    first = record(model, tmp_path / "a.mcap", 30, seed=0, fault_at=range(10, 13), restart_at=20)
+    first = record(model, tmp_path / "a.mcap", 30, seed=0, fault_at=range(10, 13), restart_at=20, new_goal_at=25)
     second = record(model, tmp_path / "b.mcap", 12, seed=1)
     out = tmp_path / "demos"
     assert main(["dataset", "from-mcap", str(first), str(second), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "a.mcap: 27 frames in 3 episodes, 3 steps held out" in printed, printed
+    episodes = [10, 7, 10] if kind == "multirotor" else [10, 7, 5, 5]  # an arm's new goal is a new task
+    assert f"a.mcap: 27 frames in {len(episodes)} episodes, 3 steps held out" in printed, printed
     assert "b.mcap: 12 frames in 1 episodes" in printed and f"dataset: {out}" in printed, printed
     data = load_dataset(out)
-    assert [e.length for e in data.episodes] == [10, 7, 10, 12]  # split at the fault (held out), re-activation
+    assert [e.length for e in data.episodes] == [*episodes, 12]  # split at the fault (held out), re-activation
     assert data.fps == pytest.approx(1 / OnnxPolicy(model).contract.control_period_s)
     assert _commands_from_states(model, out) < 1e-5  # the states are exactly what the node fed the policy
     assert data.robot_rl["task"] == OnnxPolicy(model).contract.task
     assert data.robot_rl["contract"]["observation"] == OnnxPolicy(model).contract.to_dict()["observation"]
+    assert typed_env(data.robot_rl["task"], data.robot_rl.get("env")) == get_task(data.robot_rl["task"]).config_cls()
 
     assert main(["dataset", "from-mcap", str(first), "--out", str(out)]) == 2  # never overwritten
     assert "already exists; datasets are never overwritten" in capsys.readouterr().err
-    assert len(load_dataset(out).episodes) == 4
+    assert len(load_dataset(out).episodes) == len(episodes) + 1
 
 
 @pytest.mark.parametrize(("case", "change", "commands", "expected"), CORRUPT, ids=[c[0] for c in CORRUPT])

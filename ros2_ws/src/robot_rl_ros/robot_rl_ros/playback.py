@@ -11,7 +11,8 @@ the node records only the messages it accepted, so one that does not read is dam
 
 A step taken under a fault (the safety layer, not the policy, chose its command) or before every input had arrived
 carries no signals. The node records its fault at each activation (``waiting for input``: histories restart) and
-whenever it changes, so a step after a recorded fault message is marked ``restarted``. Legged recordings are for
+whenever it changes, so a step after a recorded fault message is marked ``restarted``; one after an operator's new
+goal pose or instruction (each sent when it changes) is marked ``new_task``. Legged recordings are for
 inspection (Foxglove, the MCAP reader) and refused by name.
 
 :func:`replay` (``robot-rl replay``) re-runs a multirotor policy (``policies.runtime.OnnxPolicy``, numpy +
@@ -58,6 +59,7 @@ class Step:
         fault: The node's fault at the step (``""``: none).
         restarted: A fault message (a fault, its end, or an activation) came since the previous step: the policy's
             histories may have restarted.
+        new_task: An operator's goal pose or instruction (sent when it changes) came since the previous step.
     """
 
     t_ns: int
@@ -67,6 +69,7 @@ class Step:
     instruction: str | None = None
     fault: str = ""
     restarted: bool = False
+    new_task: bool = False
 
 
 class _Odometry:
@@ -79,6 +82,7 @@ class _Odometry:
         self.signals: dict[str, np.ndarray] | None = None
         self.images: dict[str, np.ndarray] = {}
         self.instruction: str | None = None
+        self.new_task = False  # a hover point that moves is a setpoint, not a new task
 
     def read(self, topic: str, msg: Any) -> None:
         if topic == "/odom":
@@ -102,6 +106,7 @@ class _Arm:
         self.images: dict[str, np.ndarray] = {}
         self.instruction: str | None = None
         self.signals: dict[str, np.ndarray] | None = None
+        self.new_task = False
 
     def read(self, topic: str, msg: Any) -> None:
         kind = topic[1:]
@@ -112,6 +117,7 @@ class _Arm:
                 self.signals = {k: v for part in self.parts.values() for k, v in part.items()}
         elif kind in ("tcp", "goal", "object") and kind in self.layout.needed:
             self.parts[kind] = self.layout.pose(kind, msg)
+            self.new_task |= kind == "goal"
         elif kind.startswith("object_pose/") and kind[len("object_pose/") :] in self.layout.objects:
             name = kind[len("object_pose/") :]
             self.objects[name] = position_signal(msg, name)[name][0]
@@ -126,6 +132,7 @@ class _Arm:
             if not isinstance(msg.data, str):
                 raise MessageError("the instruction is not text")
             self.instruction = msg.data
+            self.new_task = True
 
 
 def open_recorded_policy(path: Path, log: Log, model: Path | None = None) -> OnnxPolicy:
@@ -179,8 +186,10 @@ def walk(path: Path, log: Log, contract: Contract) -> Iterator[Step]:
         elif topic == "/command":
             command = recorded_command(path, msg, contract, t_ns, t0)[None]
             signals = None if fault else inputs.signals
-            yield Step(t_ns, command, signals, dict(inputs.images), inputs.instruction, fault, restarted)
-            restarted = False
+            yield Step(
+                t_ns, command, signals, dict(inputs.images), inputs.instruction, fault, restarted, inputs.new_task
+            )
+            restarted = inputs.new_task = False
         else:
             try:
                 inputs.read(topic, msg)

@@ -11,11 +11,11 @@ Each recorded control step (:func:`robot_rl_ros.playback.walk`) becomes one fram
 - the task text: the operator's instruction (language policies), else the contract's task.
 
 Episodes end where the node's fault changed (a fault held the robot: those steps are left out) or the node was
-activated again (its histories restarted), where the instruction changes, where a recording ends, and, if asked,
-where commands pause for longer than ``max_gap_s``. Every episode restarts the observation history, as the node's
-activation does. A recording holds no reward and no success flag:
-frames carry reward 0 and success ``False`` (``robot-rl train-bc`` learns from every frame; keep only the runs you
-want imitated).
+activated again (its histories restarted), where the operator's goal pose or instruction changed (a new task), where
+a recording ends, and, if asked, where commands pause for longer than ``max_gap_s``. The observation histories
+restart where the node's did (at its activations), so every frame's state is what the node fed the policy. A
+recording holds no reward and no success flag: frames carry reward 0 and success ``False`` (``robot-rl train-bc``
+learns from every frame; keep only the runs you want imitated).
 
 Every recording must have run the same observation and action layout (the first one's contract); one that did not
 is refused by name. Writing is all or nothing (:class:`~robot_rl.imitation.dataset.DatasetWriter`): a refused
@@ -69,51 +69,51 @@ def _signature(policy: OnnxPolicy) -> tuple[object, ...]:
 
 
 def _episodes(policy: OnnxPolicy, steps: list[Step], max_gap_s: float | None, task: str) -> tuple[list[Episode], int]:
-    """The episodes of one recording's steps and the number of steps held out."""
+    """The episodes of one recording's steps and the number of steps held out.
+
+    The policy inputs are rebuilt step by step as the node built them: the histories and ``last_action`` restart
+    where the node's did (at each activation, marked ``restarted``), not at every episode boundary.
+    """
     episodes: list[Episode] = []
-    held = 0
-    run: list[Step] = []
+    frames: list[tuple[Step, np.ndarray, np.ndarray]] = []  # step, state [D_o], action [D_a]
+    reads_last = LAST_ACTION_SIGNAL in {t.source for t in policy.contract.observation}
+    offset = np.asarray(policy.contract.action.offset, dtype=np.float32)[None]
+    start = policy.normalized_action(offset, reference=np.zeros_like(offset))  # an activated node's last_action
+    last, held, prev_t = start, 0, None
+    policy.reset()
 
     def close() -> None:
-        if run:
-            episodes.append(_episode(policy, run, task))
-            run.clear()
+        if frames:
+            episodes.append(_episode(frames, task))
+            frames.clear()
 
-    prev_t: int | None = None
     for step in steps:
+        if step.restarted:
+            policy.reset()
+            last = start
         if step.signals is None:
             held += 1
             close()
             continue
         paused = prev_t is not None and max_gap_s is not None and (step.t_ns - prev_t) * 1e-9 > max_gap_s
-        if run and (step.restarted or paused or step.instruction != run[-1].instruction):
+        if step.restarted or step.new_task or paused:
             close()
-        run.append(step)
+        obs = policy.observation({**step.signals, LAST_ACTION_SIGNAL: last} if reads_last else step.signals)
+        last = policy.normalized_action(step.command, reference=policy.reference(obs))  # the node's next last_action
+        frames.append((step, obs[0], last[0]))
         prev_t = step.t_ns
     close()
     return episodes, held
 
 
-def _episode(policy: OnnxPolicy, run: list[Step], task: str) -> Episode:
-    """One episode: the node's policy inputs rebuilt step by step (a fresh history), the commands normalised."""
-    policy.reset()
-    reads_last = LAST_ACTION_SIGNAL in {t.source for t in policy.contract.observation}
-    offset = np.asarray(policy.contract.action.offset, dtype=np.float32)[None]
-    last = policy.normalized_action(offset, reference=np.zeros_like(offset))  # what an activated node starts from
-    states, actions = [], []
-    images: dict[str, list[bytes]] = {c: [] for c in run[0].images}
-    for step in run:
-        assert step.signals is not None
-        obs = policy.observation({**step.signals, LAST_ACTION_SIGNAL: last} if reads_last else step.signals)
-        last = policy.normalized_action(step.command, reference=policy.reference(obs))  # the node's next last_action
-        states.append(obs[0])
-        actions.append(last[0])
-        for camera, image in step.images.items():
-            images[camera].append(encode_image(image[0]))
-    n = len(run)
+def _episode(frames: list[tuple[Step, np.ndarray, np.ndarray]], task: str) -> Episode:
+    """One episode of frames (step, state, action); images PNG-encoded."""
+    first = frames[0][0]
+    images = {c: [encode_image(step.images[c][0]) for step, _, _ in frames] for c in first.images}
+    n = len(frames)
     return Episode(
-        np.stack(states), np.stack(actions), np.zeros(n, np.float32), np.zeros(n, bool),
-        run[0].instruction or task, images,
+        np.stack([f[1] for f in frames]), np.stack([f[2] for f in frames]), np.zeros(n, np.float32),
+        np.zeros(n, bool), first.instruction or task, images,
     )  # fmt: skip
 
 
