@@ -1,6 +1,6 @@
 """``robot-rl deploy`` (the ROS 2 node graph of a launch file in one process, over real DDS), ``robot-rl replay`` (a
-recording's policy re-run offline) and ``robot-rl dataset from-mcap`` (recordings into a dataset). The one module of
-``robot_rl`` that imports the ROS 2 package."""
+recording's policy re-run offline) and ``robot-rl dataset from-mcap`` (recordings into a dataset). The one command
+module that imports the ROS 2 package (``robot_rl.imitation.from_recording`` is the other module of ``robot_rl``)."""
 
 from __future__ import annotations
 
@@ -157,7 +157,8 @@ def run_dataset(args: argparse.Namespace) -> int:
         in_range("--max-gap", args.max_gap, 1e-4, 86400)
     try:
         from robot_rl_ros.recording import RecordingError
-        from robot_rl_ros.to_dataset import recordings_to_dataset
+
+        from robot_rl.imitation.from_recording import recordings_to_dataset
     except ImportError as exc:
         raise ConfigError(f"ROS 2 / MCAP Python packages are missing ({exc.name}); pip install -e '.[ros2]'") from None
     try:

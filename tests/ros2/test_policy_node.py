@@ -449,10 +449,10 @@ def test_a_recorded_run_replays_to_the_same_commands(
     from mcap_ros2.reader import read_ros2_messages
     from robot_rl_ros.playback import replay
     from robot_rl_ros.recording import RecordingError
-    from robot_rl_ros.to_dataset import recordings_to_dataset
 
     from policies.runtime import OnnxPolicy
     from robot_rl.imitation.dataset import load_dataset
+    from robot_rl.imitation.from_recording import recordings_to_dataset
 
     path = tmp_path / "run.mcap"
     # A generous watchdog, as in the hover tests: with the default 0.1 s, a stall of this process on a loaded 2-core

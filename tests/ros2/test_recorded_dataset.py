@@ -24,12 +24,12 @@ from robot_rl_ros.messages import (
     odometry_signals,
 )
 from robot_rl_ros.recording import Recorder, RecordingError
-from robot_rl_ros.to_dataset import recordings_to_dataset
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 
 from policies.runtime import OnnxPolicy, open_policy
 from robot_rl.imitation.dataset import load_dataset
+from robot_rl.imitation.from_recording import recordings_to_dataset
 from robot_rl.runs.bc import typed_env
 from sim.registry import get_task
 from tests.ros2.test_recording import CORRUPT, _meta, write

@@ -17,7 +17,7 @@ inspection (Foxglove, the MCAP reader) and refused by name.
 
 :func:`replay` (``robot-rl replay``) re-runs a multirotor policy (``policies.runtime.OnnxPolicy``, numpy +
 onnxruntime) on each step's signals, with the previously recorded command as ``last_action``, and compares its
-command with the recorded one. ``robot_rl_ros.to_dataset`` writes the steps into a dataset.
+command with the recorded one. ``robot_rl.imitation.from_recording`` writes the steps into a dataset.
 """
 
 from __future__ import annotations

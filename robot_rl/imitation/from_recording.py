@@ -35,7 +35,7 @@ from robot_rl_ros.recording import RecordingError, read_log
 from policies.runtime import OnnxPolicy
 from policies.runtime.onnx_policy import LAST_ACTION_SIGNAL
 from policies.runtime.text import printable
-from robot_rl.imitation.dataset import DatasetWriter, Episode, encode_image, state_names
+from robot_rl.imitation.dataset import DatasetWriter, Episode, encode_image, robot_type, state_names
 
 
 @dataclass
@@ -142,10 +142,9 @@ def recordings_to_dataset(
     first = read_log(recordings[0])
     policy = open_recorded_policy(recordings[0], first, model)
     c = policy.contract
-    cameras = {
-        name: (int(cam["height"]), int(cam["width"])) for name, cam in (c.chunk.cameras if c.chunk else {}).items()
-    }
-    mounts = {name: dict(cam.get("mount", {})) for name, cam in (c.chunk.cameras if c.chunk else {}).items()}
+    seen = c.chunk.cameras if c.chunk is not None else {}
+    cameras = {name: (int(cam["height"]), int(cam["width"])) for name, cam in seen.items()}
+    mounts = {name: dict(cam.get("mount", {})) for name, cam in seen.items()}
     state_contract = dataclasses.replace(c, chunk=None)  # the dataset describes states, not a student's chunks
     extra = {
         "task": c.task,
@@ -156,12 +155,9 @@ def recordings_to_dataset(
         "recordings": [str(p) for p in recordings],
         **({"cameras": mounts} if mounts else {}),
     }
-    robot_fact = c.extra.get("robot")
-    robot = str(robot_fact.get("name") if isinstance(robot_fact, dict) else robot_fact or c.task.split("-")[0])
     summaries: list[RecordingSummary] = []
-    writer = DatasetWriter(
-        out, 1.0 / policy.control_period_s, state_names(c), list(c.action.names), robot, extra, cameras
-    )
+    fps = 1.0 / policy.control_period_s
+    writer = DatasetWriter(out, fps, state_names(c), list(c.action.names), robot_type(c), extra, cameras)
     with writer:
         for path in recordings:
             log = first if path == recordings[0] else read_log(path)
