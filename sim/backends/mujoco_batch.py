@@ -7,11 +7,12 @@ A non-persistent batch (one ``MjData`` per thread, serving whichever worlds the 
 of the same panda-lift training (256 worlds, 2 threads, seed 0) gave four different policies in four runs (they
 parted from iteration 15 on), while with one thread or a persistent batch every run gave the same one (5 of 5). The
 cause inside the shared ``MjData`` was not found (stepping the lift scene with the scripted expert's actions, resets
-included, stayed identical across thread counts). A persistent batch costs about 0.2 MB of resident memory per Panda
-world (4,096 worlds: 1.1 GB against 0.3 GB) and measured the same speed (76-86 k steps/s at 256-4,096 worlds either
-way). Physical parameters randomised per world are written into per-world copies of model fields (``body_mass``,
-``dof_damping``, ...); the model constants derived from them are recomputed (``mj_setConst``) for the changed worlds
-before their next step.
+included, stayed identical across thread counts). A persistent batch costs about 0.2 MB more resident memory per
+Panda world (4,096 worlds: 1.09 GB against 0.28 GB) at the same speed within the noise (0.97-1.05 x at 256-4,096
+worlds; ``python bench/mujoco_batch_persistent.py --training-runs 3``, which also repeats the training: shared 2
+distinct policies of 3, persistent 1 of 3). Physical parameters randomised per world are written into per-world
+copies of model fields (``body_mass``, ``dof_damping``, ...); the model constants derived from them are recomputed
+(``mj_setConst``) for the changed worlds before their next step.
 
 Layout (``N`` worlds, numpy ``float64``, all live views of the batch's memory)::
 
