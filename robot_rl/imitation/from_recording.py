@@ -133,12 +133,15 @@ def recordings_to_dataset(
         The dataset folder and one summary per recording.
 
     Raises:
-        RecordingError: A recording is missing, corrupt, of a legged robot, of another layout than the first, or
-            holds no control step with every input (named); nothing is written.
+        RecordingError: A recording is missing, given twice, corrupt, of a legged robot, of another layout than the
+            first, or holds no control step with every input (named); nothing is written.
         DatasetError: ``out`` exists and is not an empty folder.
     """
     if not recordings:
         raise RecordingError("no recording given")
+    twice = sorted({str(p) for p in recordings if [q.resolve() for q in recordings].count(p.resolve()) > 1})
+    if twice:
+        raise RecordingError(f"recording(s) {twice} given more than once; each run goes into a dataset once")
     first = read_log(recordings[0])
     policy = open_recorded_policy(recordings[0], first, model)
     c = policy.contract

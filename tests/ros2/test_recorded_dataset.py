@@ -165,6 +165,8 @@ def test_recordings_of_other_layouts_or_robots_are_refused_by_name(
     reach = record(untrained_reach, tmp_path / "reach.mcap", 5)
     with pytest.raises(RecordingError, match=r"reach.mcap' ran a policy of another layout .*make one dataset per"):
         recordings_to_dataset([hover, reach], tmp_path / "mixed")
+    with pytest.raises(RecordingError, match=r"hover.mcap'\] given more than once"):
+        recordings_to_dataset([hover, tmp_path / ".." / tmp_path.name / "hover.mcap"], tmp_path / "twice")
     legged = Recorder(tmp_path / "legged.mcap", untrained_quadruped)
     legged.close()
     with pytest.raises(RecordingError, match="is of a legged robot"):

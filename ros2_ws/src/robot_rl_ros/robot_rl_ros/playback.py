@@ -42,7 +42,7 @@ from robot_rl_ros.recording import Log, RecordingError, read_log, read_metadata,
 
 from policies.runtime import ContractError, OnnxPolicy, open_policy
 from policies.runtime.contract import Contract
-from policies.runtime.text import printable
+from policies.runtime.text import check_instruction, printable
 
 
 @dataclass
@@ -128,10 +128,8 @@ class _Arm:
             if isinstance(msg.data, list):  # the MCAP decoder may give a byte array as a list of ints
                 msg.data = bytes(msg.data)
             self.images[camera] = image_signals(msg, *self.cameras[camera])
-        elif kind == "instruction" and self.layout.language:
-            if not isinstance(msg.data, str):
-                raise MessageError("the instruction is not text")
-            self.instruction = msg.data
+        elif kind == "instruction" and self.layout.language:  # the node accepted only instruction text
+            self.instruction = check_instruction(msg.data, "the instruction")
             self.new_task = True
 
 
