@@ -30,9 +30,10 @@ from pathlib import Path
 
 import numpy as np
 from robot_rl_ros.playback import Step, open_recorded_policy, walk
-from robot_rl_ros.recording import RecordingError, read_log
+from robot_rl_ros.recording import Log, RecordingError, read_log
 
 from policies.runtime import OnnxPolicy
+from policies.runtime.contract import Contract
 from policies.runtime.onnx_policy import LAST_ACTION_SIGNAL
 from policies.runtime.text import printable
 from robot_rl.imitation.dataset import DatasetWriter, Episode, encode_image, robot_type, state_names
@@ -61,11 +62,34 @@ class RecordingSummary:
         return f"{self.path}: {self.frames} frames in {self.episodes} episodes, {self.held} steps held out{cut}"
 
 
-def _signature(policy: OnnxPolicy) -> tuple[object, ...]:
-    """What datasets of several recordings must share: the observation and action layout, and the cameras."""
-    c = policy.contract
+def _layout(c: Contract) -> tuple[object, ...]:
+    """What makes a frame's state and action mean the same: the task, the observation terms, the action mapping and
+    the cameras."""
     cameras = sorted(c.chunk.cameras) if c.chunk is not None else []
-    return (c.task, [dataclasses.astuple(t) for t in c.observation], c.action.names, c.action.kind, cameras)
+    return (c.task, [dataclasses.astuple(t) for t in c.observation], dataclasses.astuple(c.action), cameras)
+
+
+def _check_layout(path: Path, log: Log, policy: OnnxPolicy, first: OnnxPolicy, first_path: Path) -> None:
+    """Refuse a recording whose policy is not the one it recorded (``--model``), or whose layout or control period
+    differs from the first recording's.
+
+    Raises:
+        RecordingError: Naming the recording and what differs.
+    """
+    recorded = Contract.from_json(log.meta["contract"])  # checked by read_metadata
+    if _layout(recorded) != _layout(policy.contract):
+        raise RecordingError(
+            f"recording '{path}' ran a policy of another observation or action layout than '{policy.path}' "
+            f"({recorded.task}, {recorded.obs_dim} inputs against {policy.contract.task}, {policy.obs_dim}); pass "
+            "the policy it ran with --model"
+        )
+    if _layout(policy.contract) != _layout(first.contract) or policy.control_period_s != first.control_period_s:
+        raise RecordingError(
+            f"recording '{path}' ran a policy of another layout or rate ({policy.contract.task}, {policy.obs_dim} "
+            f"inputs, {policy.num_actions} commands, {policy.control_period_s:g} s) than '{first_path}' "
+            f"({first.contract.task}, {first.obs_dim}, {first.num_actions}, {first.control_period_s:g} s); make one "
+            "dataset per layout and rate"
+        )
 
 
 def _episodes(policy: OnnxPolicy, steps: list[Step], max_gap_s: float | None, task: str) -> tuple[list[Episode], int]:
@@ -133,13 +157,15 @@ def recordings_to_dataset(
         The dataset folder and one summary per recording.
 
     Raises:
-        RecordingError: A recording is missing, given twice, corrupt, of a legged robot, of another layout than the
-            first, or holds no control step with every input (named); nothing is written.
+        RecordingError: A recording is missing, given twice, corrupt, of a legged robot, run by another policy than
+            ``model``, of another layout or control period than the first, or holds no control step with every
+            input (named); nothing is written.
         DatasetError: ``out`` exists and is not an empty folder.
     """
     if not recordings:
         raise RecordingError("no recording given")
-    twice = sorted({str(p) for p in recordings if [q.resolve() for q in recordings].count(p.resolve()) > 1})
+    resolved = [p.resolve() for p in recordings]
+    twice = sorted({str(p) for p, r in zip(recordings, resolved, strict=True) if resolved.count(r) > 1})
     if twice:
         raise RecordingError(f"recording(s) {twice} given more than once; each run goes into a dataset once")
     first = read_log(recordings[0])
@@ -165,12 +191,7 @@ def recordings_to_dataset(
         for path in recordings:
             log = first if path == recordings[0] else read_log(path)
             here = policy if log is first else open_recorded_policy(path, log, model)
-            if _signature(here) != _signature(policy):
-                raise RecordingError(
-                    f"recording '{path}' ran a policy of another layout ({here.contract.task}, {here.obs_dim} inputs, "
-                    f"{here.num_actions} commands) than '{recordings[0]}' ({c.task}, {policy.obs_dim}, "
-                    f"{policy.num_actions}); make one dataset per layout"
-                )
+            _check_layout(path, log, here, policy, recordings[0])
             episodes, held = _episodes(here, list(walk(path, log, here.contract)), max_gap_s, c.task)
             for episode in episodes:
                 writer.add_episode(episode)

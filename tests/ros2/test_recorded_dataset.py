@@ -163,8 +163,10 @@ def test_recordings_of_other_layouts_or_robots_are_refused_by_name(
 ) -> None:
     hover = record(untrained_hover, tmp_path / "hover.mcap", 5)
     reach = record(untrained_reach, tmp_path / "reach.mcap", 5)
-    with pytest.raises(RecordingError, match=r"reach.mcap' ran a policy of another layout .*make one dataset per"):
+    with pytest.raises(RecordingError, match=r"reach.mcap' ran a policy of another layout or rate .*make one data"):
         recordings_to_dataset([hover, reach], tmp_path / "mixed")
+    with pytest.raises(RecordingError, match=r"reach.mcap' ran a policy of another observation or action layout"):
+        recordings_to_dataset([reach], tmp_path / "wrong-model", model=untrained_hover)  # --model of another robot
     with pytest.raises(RecordingError, match=r"hover.mcap'\] given more than once"):
         recordings_to_dataset([hover, tmp_path / ".." / tmp_path.name / "hover.mcap"], tmp_path / "twice")
     legged = Recorder(tmp_path / "legged.mcap", untrained_quadruped)

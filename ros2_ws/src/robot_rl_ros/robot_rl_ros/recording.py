@@ -210,6 +210,9 @@ class Recorder:
 
 @dataclass
 class Log:
+    """A recording read back: its ``robot_rl`` metadata, every message ``(log time ns, topic, decoded message)`` in
+    file order, and whether the file was finished."""
+
     meta: dict[str, str]
     messages: list[tuple[int, str, Any]]  # log time ns, topic, decoded message
     complete: bool
