@@ -157,7 +157,7 @@ def recordings_to_dataset(
         The dataset folder and one summary per recording.
 
     Raises:
-        RecordingError: A recording is missing, given twice, corrupt, of a legged robot, run by another policy than
+        RecordingError: A recording is missing, given twice, corrupt, run by another policy than
             ``model``, of another layout or control period than the first, or holds no control step with every
             input (named); nothing is written.
         DatasetError: ``out`` exists and is not an empty folder.

@@ -195,15 +195,32 @@ def test_the_velocity_command_reaches_the_policy_within_the_envelope_and_a_silen
     rig.close()
 
 
-def test_the_policy_stands_the_simulated_a1_over_dds_behind_the_tank(model: Path, ros: str) -> None:
+def test_the_policy_stands_the_simulated_a1_over_dds_behind_the_tank(model: Path, ros: str, tmp_path: Path) -> None:
     """Simulated A1 (randomised) publishing joint states, IMU and its episode's commands -> policy node (trigger on
-    each joint state) -> tank -> joint targets -> the A1's PD: every period answered, nothing refused, no fall."""
+    each joint state) -> tank -> joint targets -> the A1's PD: every period answered, nothing refused, no fall. The
+    run, recorded, becomes a dataset whose states are what the node fed the policy."""
+    from robot_rl.imitation.dataset import load_dataset, state_names
+    from robot_rl.imitation.from_recording import recordings_to_dataset
+
     data = read_params(PKG / "config" / CONFIG)
     data["policy_node"].update(model_path=str(model))
     data["sim_robot_node"]["episode_length_s"] = 3.0
-    result = run_graph(data, sim=True, duration_s=60.0, namespace=ros, episodes=1)
+    path = tmp_path / "run.mcap"
+    result = run_graph(data, sim=True, duration_s=60.0, namespace=ros, episodes=1, record=path)
     assert result.fault == "" and result.rejected == 0 and result.sim["rejected"] == 0
     assert result.sim["crashes"] == 0  # no fall
     assert result.sim["steps"] == round(3.0 / result.sim["control_period_s"])
     assert result.commands >= 0.85 * result.sim["steps"], result.sim
     assert 0.1 <= result.sim["tank_j"] <= 40.0  # the contract's tank (sim/tasks/quadruped/velocity.py)
+
+    dataset = load_dataset(recordings_to_dataset([path], tmp_path / "walked")[0])
+    policy = OnnxPolicy(model)
+    frames = sum(e.length for e in dataset.episodes)
+    assert frames >= result.commands - 2, (frames, result.commands)
+    commanded = [i for i, name in enumerate(state_names(policy.contract)) if name.startswith("velocity_command")]
+    exact = 0
+    for ep in dataset.episodes:
+        assert np.abs(ep.state[:, commanded]).max() > 0  # the episode's velocity commands are in the states
+        command = policy.normalized_action(policy.run_obs(ep.state), policy.reference(ep.state))
+        exact += int((np.abs(command - ep.action).max(-1) < 1e-5).sum())
+    assert exact >= 0.95 * frames, (exact, frames)  # the published command is the policy's unless the tank scaled it

@@ -13,18 +13,22 @@ import pytest
 pytest.importorskip("rclpy")
 pytest.importorskip("mcap_ros2")
 
-from geometry_msgs.msg import PoseStamped
+from geometry_msgs.msg import PoseStamped, Twist
 from nav_msgs.msg import Odometry
-from robot_rl_ros.inputs import ArmLayout
+from robot_rl_ros.inputs import ArmLayout, command_ranges
 from robot_rl_ros.messages import (
+    fill_imu,
     fill_joint_state,
     fill_odometry,
     fill_pose,
+    fill_twist,
+    imu_signals,
     joint_state_signals,
     odometry_signals,
+    velocity_command,
 )
 from robot_rl_ros.recording import Recorder, RecordingError
-from sensor_msgs.msg import JointState
+from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Float64MultiArray, String
 
 from policies.runtime import OnnxPolicy, open_policy
@@ -37,15 +41,47 @@ from tests.ros2.test_recording import CORRUPT, _meta, write
 PERIOD_NS = 20_000_000
 
 
+COMMAND_TIMEOUT_NS = 100_000_000
+"""The legged recordings' ``cmd_vel_timeout_s`` (5 periods)."""
+LEGGED_COMMANDS_AT = (0, 9)
+"""Periods at which a legged run's teleop sends a velocity command (besides ``new_goal_at``): the first expires at
+period 5; the second is still fresh when the node is re-activated at period 13, which forgets it."""
+
+
+def _operator(kind: str, rng: np.random.Generator) -> Any:
+    """An operator's message: a manipulator's goal pose, a legged robot's velocity command (a multirotor's: none)."""
+    if kind == "rpm":
+        return None
+    if kind == "legged":
+        vx, vy, yaw = rng.uniform(-0.4, 0.4, 3)
+        command = Twist()
+        fill_twist(command, np.array([vx, vy, 0.0]), np.array([0.0, 0.0, yaw]))
+        return command
+    goal = PoseStamped()
+    fill_pose(goal, rng.uniform(0.2, 0.6, 3), np.eye(3))
+    return goal
+
+
 def _inputs(
-    kind: str, policy: OnnxPolicy, rng: np.random.Generator, goal: PoseStamped
+    kind: str, policy: OnnxPolicy, rng: np.random.Generator, order: Any, fresh: bool
 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """One period's sensor messages ``{recording kind: msg}`` and the signals the node makes of them (and of the
-    operator's latest ``goal``, for a manipulator that reads one)."""
+    operator's latest ``order``, if ``fresh``: in force since the node's activation and, for a velocity command,
+    within its timeout)."""
     if kind == "rpm":
         odom = Odometry()
         fill_odometry(odom, rng.uniform(-0.2, 0.2, 3), np.array([1.0, 0, 0, 0]), rng.normal(0, 0.3, 3), np.zeros(3))
         return {"odom": odom}, odometry_signals(odom, [0.0, 0.0, 0.0], np.zeros(3))
+    if kind == "legged":
+        names, default = policy.contract.action.names, np.asarray(policy.contract.action.offset)
+        joints, imu = JointState(), Imu()
+        fill_joint_state(joints, names, default + rng.uniform(-0.2, 0.2, len(names)), rng.normal(0, 0.5, len(names)))
+        tilt = rng.normal(0, 0.05, 2)
+        fill_imu(imu, np.array([1.0, *tilt, 0.0]) / np.sqrt(1 + tilt @ tilt), rng.normal(0, 0.3, 3), np.zeros(3))
+        command = velocity_command(order, command_ranges(policy.contract)) if fresh else np.zeros((1, 3), np.float32)
+        rel = (np.asarray(joints.position) - default).astype(np.float32)[None]
+        signals = {**joint_state_signals(joints, names), **imu_signals(imu), "joint_pos_rel": rel}
+        return {"imu": imu, "joint_states": joints}, {**signals, "velocity_command": command}  # joints: the merge
     layout = ArmLayout.of(policy.contract)
     names = [*layout.joints, *([layout.finger] if layout.finger else [])]
     joints = JointState()
@@ -53,13 +89,13 @@ def _inputs(
     tcp = PoseStamped()
     fill_pose(tcp, rng.uniform(0.2, 0.6, 3), np.eye(3))
     signals = {**joint_state_signals(joints, layout.joints, layout.finger), **layout.pose("tcp", tcp)}
-    return {"tcp": tcp, "joint_states": joints}, {**signals, **layout.pose("goal", goal)}  # joints last: the merge
+    return {"tcp": tcp, "joint_states": joints}, {**signals, **layout.pose("goal", order)}  # joints last: the merge
 
 
-def _goal(rng: np.random.Generator) -> PoseStamped:
-    goal = PoseStamped()
-    fill_pose(goal, rng.uniform(0.2, 0.6, 3), np.eye(3))
-    return goal
+def _kind(policy: OnnxPolicy) -> str:
+    c = policy.contract
+    legged = "projected_gravity" in {t.source for t in c.observation}
+    return "legged" if legged else c.action.kind
 
 
 def record(
@@ -73,30 +109,37 @@ def record(
 ) -> Path:
     """A run as the node records it: its activation, inputs, then the policy's command each period (``fault_at``: the
     safety layer holds the offset command instead, then the node is re-activated; ``restart_at``: the node was
-    deactivated for a second and activated again before that period; a manipulator's goal is sent at the start and,
-    as an operator does, again where it changes: at ``new_goal_at``)."""
+    deactivated for a second and activated again before that period). A manipulator's goal is sent at the start and,
+    as an operator does, again where it changes (``new_goal_at``) and after each activation, which forgets it; a
+    legged robot's velocity command at :data:`LEGGED_COMMANDS_AT` and ``new_goal_at``."""
     policy = open_policy(model)
+    kind = _kind(policy)
     rng = np.random.default_rng(seed)
     offset = np.asarray(policy.contract.action.offset, dtype=np.float32)[None]
-    rec = Recorder(path, model)
-    last, t, goal = offset, 0, _goal(rng)
+    rec = Recorder(path, model, command_timeout_s=COMMAND_TIMEOUT_NS * 1e-9 if kind == "legged" else None)
+    last, t, order, sent = offset, 0, _operator(kind, rng), -1
     for k in range(periods):
         t += PERIOD_NS + (1_000_000_000 if k == restart_at else 0)
-        if k in (0, restart_at, fault_at.stop):  # activated: fresh histories, last_action from the offset
+        activated = k in (0, restart_at, fault_at.stop)  # fresh histories, last_action from the offset
+        if activated:
             policy.reset()
-            last = offset
+            last, sent = offset, -1  # the node forgets its inputs
             rec.write("fault", String(data="waiting for input"), t)
-        if k in (0, new_goal_at) and policy.contract.action.kind != "rpm":
-            goal = _goal(rng) if k else goal
-            rec.write("goal", goal, t + 1)
-        messages, signals = _inputs(policy.contract.action.kind, policy, rng, goal)
-        for i, (kind, msg) in enumerate(messages.items()):
-            rec.write(kind, msg, t + 2 + i)
-        if k == fault_at.start:
+        sends = activated if kind != "legged" else k in LEGGED_COMMANDS_AT
+        if order is not None and (sends or k == new_goal_at):
+            changed = k == new_goal_at or (kind == "legged" and k > 0)  # else the same goal, sent again
+            order = _operator(kind, rng) if changed else order
+            rec.write("goal" if kind != "legged" else "cmd_vel", order, t + 1)
+            sent = t + 1
+        fresh = sent >= 0 and (kind != "legged" or t + 2 - sent <= COMMAND_TIMEOUT_NS)
+        messages, signals = _inputs(kind, policy, rng, order, fresh)
+        for i, (topic, msg) in enumerate(messages.items()):
+            rec.write(topic, msg, t + 2 + i)
+        if fault_at and k == fault_at.start:
             rec.write("fault", String(data="watchdog: no input for 0.1 s"), t + 10)
         held = k in fault_at  # the safety layer chose the command
         command = offset if held else policy({**signals, "last_action": policy.normalized_action(last)})
-        if k in (0, restart_at, fault_at.stop):
+        if activated:
             rec.write("fault", String(data=""), t + 10)
         rec.write("command", Float64MultiArray(data=[float(v) for v in command[0]]), t + 20)
         last = command
@@ -117,20 +160,25 @@ def _commands_from_states(model: Path, root: Path) -> float:
     return worst
 
 
-@pytest.mark.parametrize("kind", ["multirotor", "manipulator"])
+@pytest.mark.parametrize("kind", ["multirotor", "manipulator", "legged"])
 def test_a_recording_becomes_a_dataset_whose_states_give_the_recorded_commands(
-    kind: str, untrained_hover: Path, untrained_reach: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    kind: str,
+    untrained_hover: Path,
+    untrained_reach: Path,
+    untrained_quadruped: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """... and train-bc evaluates a student of it in the task's default config (a recording names no sim config)."""
     from robot_rl.cli import main
 
-    model = untrained_hover if kind == "multirotor" else untrained_reach
+    model = {"multirotor": untrained_hover, "manipulator": untrained_reach, "legged": untrained_quadruped}[kind]
     first = record(model, tmp_path / "a.mcap", 30, seed=0, fault_at=range(10, 13), restart_at=20, new_goal_at=25)
     second = record(model, tmp_path / "b.mcap", 12, seed=1)
     out = tmp_path / "demos"
     assert main(["dataset", "from-mcap", str(first), str(second), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    episodes = [10, 7, 10] if kind == "multirotor" else [10, 7, 5, 5]  # an arm's new goal is a new task
+    episodes = [10, 7, 5, 5] if kind == "manipulator" else [10, 7, 10]  # an arm's new goal is a new task
     assert f"a.mcap: 27 frames in {len(episodes)} episodes, 3 steps held out" in printed, printed
     assert "b.mcap: 12 frames in 1 episodes" in printed and f"dataset: {out}" in printed, printed
     data = load_dataset(out)
@@ -169,9 +217,9 @@ def test_recordings_of_other_layouts_or_robots_are_refused_by_name(
         recordings_to_dataset([reach], tmp_path / "wrong-model", model=untrained_hover)  # --model of another robot
     with pytest.raises(RecordingError, match=r"hover.mcap'\] given more than once"):
         recordings_to_dataset([hover, tmp_path / ".." / tmp_path.name / "hover.mcap"], tmp_path / "twice")
-    legged = Recorder(tmp_path / "legged.mcap", untrained_quadruped)
+    legged = Recorder(tmp_path / "legged.mcap", untrained_quadruped)  # as recorded before legged playback
     legged.close()
-    with pytest.raises(RecordingError, match="is of a legged robot"):
+    with pytest.raises(RecordingError, match=r"does not say how long a velocity command applied .* no 'cmd_vel_t"):
         recordings_to_dataset([legged.path], tmp_path / "legged")
     moved = tmp_path / "moved.onnx"
     meta = {**_meta(untrained_hover), "model_path": str(moved)}

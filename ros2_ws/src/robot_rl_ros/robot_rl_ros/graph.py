@@ -180,11 +180,12 @@ def run_graph(
 
 def _recorder(path: Path, values: dict[str, Any], policy: PolicyNode) -> Any:
     """The recording of ``policy`` (configured) to ``path``."""
-    from robot_rl_ros.inputs import OdometryInputs
+    from robot_rl_ros.inputs import LeggedInputs, OdometryInputs
     from robot_rl_ros.recording import Recorder, RecordingError
 
     assert policy.policy is not None
     target = policy.inputs.target.tolist() if isinstance(policy.inputs, OdometryInputs) else None
+    legged = policy.inputs.command_timeout_s if isinstance(policy.inputs, LeggedInputs) else None
     try:
         return Recorder(
             path,
@@ -193,6 +194,7 @@ def _recorder(path: Path, values: dict[str, Any], policy: PolicyNode) -> Any:
             command_type=policy.p("command_type"),
             target=target,
             velocity_timeout_s=float(policy.p("target_velocity_timeout_s")),
+            command_timeout_s=legged,
         )
     except RecordingError as exc:
         raise DeployError(str(exc)) from None

@@ -64,6 +64,7 @@ from sensor_msgs.msg import Image, Imu, JointState
 from std_msgs.msg import String
 
 from policies.runtime import ContractError, OnnxPolicy
+from policies.runtime.contract import Contract
 from policies.runtime.onnx_policy import LAST_ACTION_SIGNAL
 from policies.runtime.text import printable
 
@@ -359,6 +360,29 @@ class ArmInputs(Inputs):
         self._accept(self.checked(merged), "", msg)
 
 
+def command_ranges(contract: Contract) -> dict[str, tuple[float, float]]:
+    """The velocity command's training envelope, ``{"linear.x": (lo, hi), "linear.y": ..., "angular.z": ...}``
+    (m/s, rad/s), from the contract's ``extra.training_envelope`` (a legged policy's).
+
+    Raises:
+        ContractError: A range is missing or is not a finite ``[low, high]`` pair with ``low <= high`` (named).
+    """
+    envelope = contract.extra.get("training_envelope", {})
+    envelope = envelope if isinstance(envelope, dict) else {}
+    ranges: dict[str, tuple[float, float]] = {}
+    for component, key in ENVELOPE_KEYS.items():
+        raw = envelope.get(key)
+        bad = ContractError(f"the contract's extra.training_envelope.{key} is not a [low, high] range: {raw!r}")
+        try:
+            lo, hi = (float(v) for v in raw)  # type: ignore[union-attr]
+        except (TypeError, ValueError):
+            raise bad from None
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
+            raise bad
+        ranges[component] = (lo, hi)
+    return ranges
+
+
 class LeggedInputs(Inputs):
     """Legged robot: joint states, the IMU and a velocity command (see the module docstring)."""
 
@@ -375,19 +399,7 @@ class LeggedInputs(Inputs):
         self.default = np.asarray(a.offset, dtype=np.float64)
         self.low = np.asarray(a.low, dtype=np.float64) - JOINT_RANGE_MARGIN_RAD
         self.high = np.asarray(a.high, dtype=np.float64) + JOINT_RANGE_MARGIN_RAD
-        envelope = c.extra.get("training_envelope", {})
-        envelope = envelope if isinstance(envelope, dict) else {}
-        self.ranges: dict[str, tuple[float, float]] = {}
-        for component, key in ENVELOPE_KEYS.items():
-            raw = envelope.get(key)
-            bad = ContractError(f"the contract's extra.training_envelope.{key} is not a [low, high] range: {raw!r}")
-            try:
-                lo, hi = (float(v) for v in raw)  # type: ignore[union-attr]
-            except (TypeError, ValueError):
-                raise bad from None
-            if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
-                raise bad
-            self.ranges[component] = (lo, hi)
+        self.ranges = command_ranges(c)
         self.imu_frame_id = str(node.p("imu_frame_id"))
         self.imu_timeout_s = float(node.p("watchdog_s"))
         self.command_timeout_s = float(node.p("cmd_vel_timeout_s"))

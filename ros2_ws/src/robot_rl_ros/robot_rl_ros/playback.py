@@ -7,13 +7,18 @@ the node records only the messages it accepted, so one that does not read is dam
 - multirotors (``rpm``): odometry with the hover point (``/target``) and the velocity setpoint (``/target_velocity``,
   applied to odometry stamped within the recorded timeout), as :class:`~robot_rl_ros.inputs.OdometryInputs`;
 - manipulators (``position`` / ``torque``): joint states, the tool, goal and object poses, each camera's newest image
-  and the operator's instruction, as :class:`~robot_rl_ros.inputs.ArmInputs` (:class:`~robot_rl_ros.inputs.ArmLayout`).
+  and the operator's instruction, as :class:`~robot_rl_ros.inputs.ArmInputs` (:class:`~robot_rl_ros.inputs.ArmLayout`);
+- legged robots (``position`` commands from an IMU): joint states, the newest IMU message and the velocity command
+  (zero once older than the recorded ``cmd_vel_timeout_s``, measured in log time), as
+  :class:`~robot_rl_ros.inputs.LeggedInputs`. A velocity command moves the robot like a multirotor's setpoint; it is
+  not a new task.
 
 A step taken under a fault (the safety layer, not the policy, chose its command) or before every input had arrived
 carries no signals. The node records its fault at each activation (``waiting for input``: histories restart) and
 whenever it changes, so a step after a recorded fault message is marked ``restarted``; one after an operator's new
-goal pose or instruction (each sent when it changes) is marked ``new_task``. Legged recordings are for
-inspection (Foxglove, the MCAP reader) and refused by name.
+goal pose or instruction (each sent when it changes) is marked ``new_task``. A fault latches until the node is
+activated again, which forgets its inputs, so the walker forgets them at each fault message too (the node's steps
+after one all come after such an activation).
 
 :func:`replay` (``robot-rl replay``) re-runs a multirotor policy (``policies.runtime.OnnxPolicy``, numpy +
 onnxruntime) on each step's signals, with the previously recorded command as ``last_action``, and compares its
@@ -28,17 +33,19 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from robot_rl_ros.inputs import ArmLayout, camera_topics
+from robot_rl_ros.inputs import ArmLayout, camera_topics, command_ranges
 from robot_rl_ros.messages import (
     MessageError,
     header_ns,
     image_signals,
+    imu_signals,
     joint_state_signals,
     odometry_signals,
     position_signal,
     velocity_at,
+    velocity_command,
 )
-from robot_rl_ros.recording import Log, RecordingError, read_log, read_metadata, recorded_command
+from robot_rl_ros.recording import Log, RecordingError, read_command_timeout, read_log, read_metadata, recorded_command
 
 from policies.runtime import ContractError, OnnxPolicy, open_policy
 from policies.runtime.contract import Contract
@@ -84,7 +91,11 @@ class _Odometry:
         self.instruction: str | None = None
         self.new_task = False  # a hover point that moves is a setpoint, not a new task
 
-    def read(self, topic: str, msg: Any) -> None:
+    def reset(self) -> None:
+        """Forget the velocity setpoint, as the node does at activation (the hover point stays)."""
+        self.velocity, self.velocity_ns, self.signals = None, 0, None
+
+    def read(self, topic: str, msg: Any, t_ns: int) -> None:
         if topic == "/odom":
             moving = velocity_at(self.velocity, self.velocity_ns, header_ns(msg.header), self.timeout_s)
             self.signals = odometry_signals(msg, self.target, moving)
@@ -108,7 +119,11 @@ class _Arm:
         self.signals: dict[str, np.ndarray] | None = None
         self.new_task = False
 
-    def read(self, topic: str, msg: Any) -> None:
+    def reset(self) -> None:
+        """Forget every input but the instruction, as the node does at activation."""
+        self.parts, self.objects, self.images, self.signals = {}, {}, {}, None
+
+    def read(self, topic: str, msg: Any, t_ns: int) -> None:
         kind = topic[1:]
         if kind == "joint_states":  # the node merges the newest of every input on each joint state
             self.parts["joints"] = joint_state_signals(msg, self.layout.joints, self.layout.finger)
@@ -131,6 +146,39 @@ class _Arm:
         elif kind == "instruction" and self.layout.language:  # the node accepted only instruction text
             self.instruction = check_instruction(msg.data, "the instruction")
             self.new_task = True
+
+
+class _Legged:
+    """A legged robot's inputs: joint states, the IMU and the velocity command (see the module docstring)."""
+
+    def __init__(self, contract: Contract, command_timeout_s: float) -> None:
+        self.joints = list(contract.action.names)
+        self.default = np.asarray(contract.action.offset, dtype=np.float64)
+        self.ranges = command_ranges(contract)
+        self.timeout_ns = command_timeout_s * 1e9
+        self.images: dict[str, np.ndarray] = {}
+        self.instruction: str | None = None
+        self.new_task = False  # a velocity command is a setpoint, not a new task
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget every input, as the node does at activation (the robot stands until a new command)."""
+        self.imu: dict[str, np.ndarray] | None = None
+        self.command = np.zeros((1, 3), dtype=np.float32)
+        self.command_ns = -np.inf
+        self.signals: dict[str, np.ndarray] | None = None
+
+    def read(self, topic: str, msg: Any, t_ns: int) -> None:
+        if topic == "/imu":
+            self.imu = imu_signals(msg)
+        elif topic == "/cmd_vel":  # recorded only once the node accepted it (within the training envelope)
+            self.command, self.command_ns = velocity_command(msg, self.ranges), t_ns
+        elif topic == "/joint_states" and self.imu is not None:  # the node merges on each joint state
+            part = joint_state_signals(msg, self.joints)
+            fresh = t_ns - self.command_ns <= self.timeout_ns
+            command = self.command if fresh else np.zeros_like(self.command)
+            rel = (part["joint_pos"][0].astype(np.float64) - self.default).astype(np.float32)[None]
+            self.signals = {**part, **self.imu, "joint_pos_rel": rel, "velocity_command": command}
 
 
 def open_recorded_policy(path: Path, log: Log, model: Path | None = None) -> OnnxPolicy:
@@ -156,31 +204,31 @@ def walk(path: Path, log: Log, contract: Contract) -> Iterator[Step]:
     """The recorded control steps in log order (see the module docstring).
 
     Raises:
-        RecordingError: The recording is of a legged robot, or a recorded input or command is malformed (named with
-            its topic and time).
+        RecordingError: The recording's metadata or a recorded input or command is malformed (named with its topic
+            and time).
     """
     _, target, timeout = read_metadata(path, log.meta)
     kind = contract.action.kind
-    sources = {t.source for t in contract.observation}
-    inputs: _Odometry | _Arm
-    if kind == "rpm":
-        inputs = _Odometry(target, timeout)
-    elif kind in ("position", "torque") and "projected_gravity" not in sources:
-        try:
+    inputs: _Odometry | _Arm | _Legged
+    try:
+        if kind == "rpm":
+            inputs = _Odometry(target, timeout)
+        elif kind == "position" and "projected_gravity" in {t.source for t in contract.observation}:
+            inputs = _Legged(contract, read_command_timeout(path, log.meta))
+        elif kind in ("position", "torque"):
             inputs = _Arm(contract)
-        except (ContractError, ValueError) as exc:
-            raise RecordingError(f"recording '{path}' is corrupt: its contract: {printable(exc)}") from None
-    else:
-        raise RecordingError(
-            f"recording '{path}' is of a legged robot ('{kind}' commands from an IMU); its inputs open in Foxglove "
-            "or the MCAP reader (playback reads multirotor and manipulator recordings)"
-        )
+        else:
+            raise ContractError(f"action kind '{printable(kind)}' is not one the policy node runs")
+    except (ContractError, ValueError) as exc:
+        raise RecordingError(f"recording '{path}' is corrupt: its contract: {printable(exc)}") from None
     messages = sorted(log.messages, key=lambda m: m[0])
     t0 = messages[0][0] if messages else 0
     fault, restarted = "", False
     for t_ns, topic, msg in messages:
         if topic == "/fault":
             fault, restarted = str(msg.data), True
+            if fault:  # latched until an activation, which forgets the inputs
+                inputs.reset()
         elif topic == "/command":
             command = recorded_command(path, msg, contract, t_ns, t0)[None]
             signals = None if fault else inputs.signals
@@ -190,7 +238,7 @@ def walk(path: Path, log: Log, contract: Contract) -> Iterator[Step]:
             restarted = inputs.new_task = False
         else:
             try:
-                inputs.read(topic, msg)
+                inputs.read(topic, msg, t_ns)
             except (MessageError, AttributeError, TypeError, ValueError) as exc:
                 raise RecordingError(
                     f"recording '{path}' is corrupt: the {topic} message at {(t_ns - t0) * 1e-9:.3f} s: "

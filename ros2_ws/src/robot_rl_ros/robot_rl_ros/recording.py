@@ -57,6 +57,8 @@ INPUT_TOPICS = {"joint_states": "sensor_msgs/msg/JointState", "tcp": "geometry_m
 """Manipulator and legged inputs, and the energy tank's state (energy J, alpha, injected J), as the node accepted
 them; a contract's objects and cameras add ``object_pose/<name>`` and ``<camera>/image_raw``
 (:func:`_contract_topics`)."""
+COMMAND_TIMEOUT_KEY = "cmd_vel_timeout_s"
+"""Metadata key of a legged node's ``cmd_vel_timeout_s`` (how long a velocity command applies), s."""
 FLUSH_INTERVAL_S = 0.5
 """Longest time recorded messages stay in memory before they are written to the file, s."""
 CHUNK_BYTES = 256 * 1024
@@ -143,6 +145,7 @@ class Recorder:
         command_type: The node's ``command_type`` (the ``/command`` messages' type).
         target: A multirotor node's hover point when recording starts (odometry frame, m; default: the contract's).
         velocity_timeout_s: The node's ``target_velocity_timeout_s`` (how long a velocity setpoint applies).
+        command_timeout_s: A legged node's ``cmd_vel_timeout_s`` (how long a velocity command applies).
 
     Raises:
         RecordingError: ``path`` exists, or the model is not one whose inputs are recorded; nothing is written.
@@ -156,6 +159,7 @@ class Recorder:
         command_type: str = "float64_multi_array",
         target: list[float] | None = None,
         velocity_timeout_s: float | None = None,
+        command_timeout_s: float | None = None,
     ) -> None:
         loaded = load_contract(model)
         if command_type not in COMMAND_TYPES:
@@ -175,6 +179,8 @@ class Recorder:
             meta["target_position_m"] = json.dumps([float(v) for v in target])
         if velocity_timeout_s is not None:
             meta["target_velocity_timeout_s"] = repr(float(velocity_timeout_s))
+        if command_timeout_s is not None:
+            meta[COMMAND_TIMEOUT_KEY] = repr(float(command_timeout_s))
         self._writer.add_metadata("robot_rl", meta)  # first: a file cut short still says what it recorded
         self._writer._writer.flush()
         self._flushed = time.monotonic()
@@ -292,6 +298,23 @@ def read_metadata(path: Path, meta: dict[str, str]) -> tuple[float | None, list[
             raise RecordingError(f"recording '{path}' is corrupt: metadata robot_rl.target_position_m is malformed")
     timeout = _seconds(path, meta, "target_velocity_timeout_s")  # none in recordings from before velocity setpoints
     return period, target, math.inf if timeout is None else timeout
+
+
+def read_command_timeout(path: Path, meta: dict[str, str]) -> float:
+    """A legged recording's ``cmd_vel_timeout_s``, checked.
+
+    Raises:
+        RecordingError: It is not recorded (a recording made before legged runs could be played back) or is not a
+            positive number of seconds.
+    """
+    timeout = _seconds(path, meta, COMMAND_TIMEOUT_KEY)
+    if timeout is None:
+        raise RecordingError(
+            f"recording '{path}' does not say how long a velocity command applied (metadata robot_rl has no "
+            f"'{COMMAND_TIMEOUT_KEY}': it was made before legged recordings could be played back); its inputs open in "
+            "Foxglove or the MCAP reader"
+        )
+    return timeout
 
 
 def _seconds(path: Path, meta: dict[str, str], key: str) -> float | None:
