@@ -30,17 +30,21 @@ torch._dynamo.config.disable = os.environ["TORCH_COMPILE_DISABLE"] == "1"
 
 HOVER_OVERRIDES = [
     "num_envs=4096",
-    "runner.max_iterations=400",
+    "runner.max_iterations=280",
+    "runner.max_time_s=null",
     "runner.eval_interval=10",
     "runner.stop_on_success=false",
 ]
-"""A fixed 400 iterations of 8 steps in 4,096 worlds (13 M steps), not "until the quality bar" (minutes longer): the
-seed first meets the criterion after about 170 iterations with a tail error just under 5 cm, the KL target then drops
-to the config's ``ppo.refine_kl`` and the run keeps its best selection evaluation (``best.pt``; iteration 320).
-Measured 2026-11-25 on held-out seeds: crash-free 99.6 %, 2.8 cm with randomisation on, 1.8 cm off; in PyBullet
-(24 / 100 episodes) 100 % crash-free, 3.8 / 3.5 cm. Without the KL switch and the best checkpoint the last policy
-held 5.007 cm in PyBullet and failed the 5 cm criterion of ``test_transfer``. The world count is pinned because these
-figures were measured with 4,096 (the shipped config trains 2,048)."""
+"""A fixed 280 iterations of 8 steps in 4,096 worlds (9.2 M steps), not "until the quality bar" (minutes longer) and
+not the config's 300 s wall-clock budget: under that budget the policy depended on the machine's load (a loaded CI
+worker stopped after 294 iterations and kept iteration 270, a quieter run went on to 385 and kept 320; their
+metrics agree row for row up to 294, so the training itself is deterministic). The seed first meets the criterion
+after about 170 iterations with a tail error just under 5 cm; the KL target then drops to the config's
+``ppo.refine_kl`` and the run keeps its best selection evaluation (``best.pt``: iteration 270). Measured 2026-11-27
+on the evaluation seeds with randomisation on (256 episodes): 94.9 % success, 99.6 % crash-free, 2.9 cm tail error
+(iteration 320 of the longer run: 96.1 %, 99.6 %, 2.8 cm); ``test_transfer`` flies it in PyBullet within 5 cm.
+Without the KL switch and the best checkpoint the last policy held 5.007 cm in PyBullet and failed that check. The
+world count is pinned because these figures were measured with 4,096 (the shipped config trains 2,048)."""
 
 
 @dataclass(frozen=True)
@@ -54,11 +58,17 @@ class TrainedRun:
     overrides: tuple[str, ...] = tuple(HOVER_OVERRIDES)
 
 
-REACH_OVERRIDES = ["runner.max_iterations=120", "runner.eval_interval=10", "runner.stop_on_success=false"]
-"""A fixed 120 iterations (1.5 M steps), not "until the criterion": seed 0 first meets it (>= 90 % success,
-randomisation on) after 70 iterations with 90.2 %, and such a policy made the 20-episode ROS 2 loop at 250 Hz pass by
-one episode (16 of 20 against 15). At 120 iterations it succeeds in 98.0 % of the evaluation's episodes (100 % at
-130); the 50 more iterations cost about 40 s on one core."""
+REACH_OVERRIDES = [
+    "runner.max_iterations=110",
+    "runner.max_time_s=null",
+    "runner.eval_interval=10",
+    "runner.stop_on_success=false",
+]
+"""A fixed 110 iterations (1.35 M steps), not "until the criterion" nor the config's wall-clock budget: seed 0 first
+meets the criterion (>= 90 % success, randomisation on) after 50 iterations, and a policy that just met it made the
+20-episode ROS 2 loop at 250 Hz pass by one episode (16 of 20 against 15). The run keeps iteration 110, the first
+whose selection evaluation succeeds in every episode (measured 2026-11-27; a 120-iteration run kept the same one,
+so the last 10 iterations, about 30 s on a loaded CI worker, are not trained)."""
 
 
 @contextmanager
@@ -147,6 +157,16 @@ def untrained_quadruped(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 TRAINING_FIXTURES = ("trained_hover", "trained_reach")
 """Session fixtures that train for minutes (one worker trains, any other that needs it waits on the file lock)."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Refuse ``--dist loadgroup`` on a pytest whose node ids xdist cannot tag: its ``xdist_group`` marks would be
+    dropped silently, and the real-time DDS tests (``ros2-closed-loop``) would run beside each other."""
+    if config.getoption("dist", "no") == "loadgroup" and pytest.version_tuple[:2] >= (9, 2):
+        raise pytest.UsageError(
+            f"pytest {pytest.__version__} drops pytest-xdist's xdist_group grouping (pytest-dev/pytest-xdist#1386); "
+            "install the pytest that pyproject.toml pins (make test does)"
+        )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
