@@ -27,6 +27,7 @@ command with the recorded one. ``robot_rl.imitation.from_recording`` writes the 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -209,12 +210,14 @@ def walk(path: Path, log: Log, contract: Contract) -> Iterator[Step]:
     """
     _, target, timeout = read_metadata(path, log.meta)
     kind = contract.action.kind
+    legged = kind == "position" and "projected_gravity" in {t.source for t in contract.observation}
+    command_timeout = read_command_timeout(path, log.meta) if legged else math.inf
     inputs: _Odometry | _Arm | _Legged
     try:
         if kind == "rpm":
             inputs = _Odometry(target, timeout)
-        elif kind == "position" and "projected_gravity" in {t.source for t in contract.observation}:
-            inputs = _Legged(contract, read_command_timeout(path, log.meta))
+        elif legged:
+            inputs = _Legged(contract, command_timeout)
         elif kind in ("position", "torque"):
             inputs = _Arm(contract)
         else:
