@@ -169,34 +169,26 @@ def pytest_configure(config: pytest.Config) -> None:
         )
 
 
-def _group(item: pytest.Item) -> str | None:
-    mark = item.get_closest_marker("xdist_group")
-    return None if mark is None else str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Order the suite so that no pytest-xdist worker sits idle waiting on another's training: the first test of
     each training fixture, then every test that needs none, then the rest (xdist hands tests out in this order; a
-    ``xdist_group`` runs as one unit on one worker, the largest group first). A group may start with a training
-    fixture's first test (one per group, groups chosen first): xdist starts the group at once, and its worker then
-    trains that fixture while the other trains the other one. Once a worker ran the hover fixture's first test while
-    the other waited 280 s on its lock; once the DDS group's worker waited 108 s for the reach fixture that the other
-    worker trained only after the hover one."""
-    starters: dict[int, str] = {}  # id(item) -> the fixture it trains
+    ``xdist_group`` runs as one unit on one worker, the largest group first). Once a worker ran the hover fixture's
+    first test while the other waited 280 s on its lock. A grouped test never trains a fixture: when the DDS group
+    led with the hover fixture, its worker trained for minutes and then flew the hover loop over DDS in that process,
+    beside the other worker's reach training, and the hover ended 5.6 cm off against the 5 cm bar (CI, 2026-11-27;
+    it passed in the two CI runs where the loop ran later). The price: the group's worker waits for the reach fixture
+    (108 s in CI)."""
+    first: list[pytest.Item] = []
+    free: list[pytest.Item] = []
+    rest: list[pytest.Item] = []
     started: set[str] = set()
-    groups: set[str] = set()
-    for item in sorted(items, key=lambda i: _group(i) is None):  # stable: grouped tests are offered first
+    for item in items:
         needs = [f for f in TRAINING_FIXTURES if f in getattr(item, "fixturenames", ())]
-        group = _group(item)
-        if needs and needs[0] not in started and (group is None or group not in groups):
+        if not needs:
+            free.append(item)
+        elif needs[0] not in started and item.get_closest_marker("xdist_group") is None:
             started.add(needs[0])
-            starters[id(item)] = needs[0]
-            if group is not None:
-                groups.add(group)
-
-    def rank(item: pytest.Item) -> int:
-        if id(item) in starters:
-            return 0
-        return 2 if any(f in getattr(item, "fixturenames", ()) for f in TRAINING_FIXTURES) else 1
-
-    items.sort(key=rank)  # stable: the collection order within each rank
+            first.append(item)
+        else:
+            rest.append(item)
+    items[:] = first + free + rest
