@@ -70,6 +70,7 @@ def fly_one_episode(config: dict[str, dict[str, Any]], ros: str, executor: str) 
 
 @E2E
 @pytest.mark.parametrize("executor", ["single", "events"])
+@pytest.mark.usefixtures("trainings_finished")
 def test_the_trained_hover_policy_flies_the_simulated_crazyflie_over_dds(
     trained_hover: Any, ros: str, executor: str
 ) -> None:
@@ -79,6 +80,7 @@ def test_the_trained_hover_policy_flies_the_simulated_crazyflie_over_dds(
 
 @E2E
 @pytest.mark.parametrize("executor", ["single", "events"])
+@pytest.mark.usefixtures("trainings_finished")
 def test_the_hover_policy_flies_the_simulated_crazyflie_at_250_hz_over_dds(
     trained_hover: Any, ros: str, executor: str
 ) -> None:
@@ -100,6 +102,7 @@ def _console_script(node: str, ns: str, params_file: Path, *extra: str) -> subpr
 
 
 @E2E
+@pytest.mark.usefixtures("trainings_finished")
 def test_the_console_scripts_fly_the_simulated_crazyflie_as_separate_processes(
     trained_hover: Any, ros: str, tmp_path: Path
 ) -> None:
@@ -487,6 +490,7 @@ def test_a_recorded_run_replays_to_the_same_commands(
     [(0.0, "timer", 12), (250.0, "input", 20)],
     ids=["25Hz-timer", "250Hz-input"],
 )
+@pytest.mark.usefixtures("trainings_finished")
 def test_the_trained_reach_policy_drives_the_simulated_panda_over_dds_behind_the_tank(
     trained_reach: Any, ros: str, rate_hz: float, trigger: str, episodes: int
 ) -> None:
