@@ -81,8 +81,9 @@ class VisualRandomization:
 
 
 SHEET_PX = 2048
-"""Largest side of the offscreen framebuffer each camera's images are tiled into, pixels (GL allows 8,192 and more on
-common drivers; 2,048 holds 1,024 images of 64 x 64)."""
+"""Largest side of the offscreen framebuffer each camera's images are tiled into, pixels (2,048 holds 1,024 images of
+64 x 64; measured with Mesa's software EGL, the renderer CI and `make test` use). An image larger than this gets a
+sheet of its own size."""
 
 
 class _Sheet:
