@@ -95,6 +95,7 @@ C_WORDS = frozenset(
         "expf",
         "fmaxf",
         "fminf",
+        "fabsf",
         "signed",
         "char",
         "long",
@@ -425,7 +426,9 @@ def _header(c: Contract) -> str:
     fields = "\n".join(f"    float {c_name(s)}[{n}];" for s, n in _signals(c).items())
     hist = "\n".join(f"    float {c_name(t.name)}[{t.history}][{t.size}]; /* newest first */" for t in c.observation)
     hist += "".join(
-        f"\n    float {c_name(t.name)}_integral[{t.size}]; /* clipped to +-{t.integral_limit:g} */"
+        f"\n    float {c_name(t.name)}_integral[{t.size}]; /* clipped to +-{t.integral_limit:g}"
+        + (f", adds samples within +-{t.integral_band:g}" if t.integral_band > 0 else "")
+        + " */"
         for t in c.observation
         if t.integral_limit > 0
     )
@@ -525,10 +528,12 @@ def _obs_builder(c: Contract) -> str:
         checks.append(f"    for (i = 0; i < {t.size}; ++i) if ({bad}) return RR_ERR_NONFINITE_SIGNAL;")
         value = f"sig->{src}[i] * {scale}"
         if t.integral_limit > 0:  # I = clip(I + dt * s, -L, L), restarted from 0 with the episode
-            lim, integral = c_float(t.integral_limit), f"s->{name}_integral[i]"
+            lim, integral, add = c_float(t.integral_limit), f"s->{name}_integral[i]", f"sig->{src}[i]"
+            if t.integral_band > 0:  # conditional integration: only samples with |s| < band add
+                add = f"(fabsf({add}) < {c_float(t.integral_band)} ? {add} : 0.0f)"
             pushes.append(
                 f"    for (i = 0; i < {t.size}; ++i) {{ float v = (s->fresh ? 0.0f : {integral}) + "
-                f"RR_OBS_DT * sig->{src}[i]; {integral} = v > {lim} ? {lim} : (v < -{lim} ? -{lim} : v); }}"
+                f"RR_OBS_DT * {add}; {integral} = v > {lim} ? {lim} : (v < -{lim} ? -{lim} : v); }}"
             )
             value = f"{integral} * {scale}"
         if h > 1:

@@ -57,7 +57,9 @@ class ObservationTerm:
     With ``integral_limit > 0`` the term reads the running integral of the signal instead of the signal:
     ``I_k = clip(I_{k-1} + dt * s_k, -integral_limit, integral_limit)`` per element, ``dt`` the contract's control
     period and ``I`` zero before an episode's first sample (integral action: it lets a policy remove steady-state
-    offsets, e.g. of a position error under an unknown mass or thrust).
+    offsets, e.g. of a position error under an unknown mass or thrust). With ``integral_band > 0`` an element
+    integrates only while ``|s_k| < integral_band`` (conditional integration, the anti-windup of PID controllers):
+    the approach to a far setpoint does not wind the integral up, so near the setpoint it holds the offset alone.
 
     Attributes:
         name: Term name (unique within the contract).
@@ -67,6 +69,7 @@ class ObservationTerm:
         history: Number of stacked samples (1 = current value only).
         unit: SI unit of the raw signal, for humans.
         integral_limit: ``> 0``: integrate the signal, clipped to this magnitude (``unit`` x s); ``0``: no.
+        integral_band: ``> 0``: integrate only samples within this magnitude (``unit``); ``0``: every sample.
     """
 
     name: str
@@ -76,6 +79,7 @@ class ObservationTerm:
     history: int = 1
     unit: str = ""
     integral_limit: float = 0.0
+    integral_band: float = 0.0
 
     @property
     def dim(self) -> int:
@@ -367,6 +371,18 @@ def _number(value: Any, where: str) -> float:
     return float(value)
 
 
+FLOAT32_MAX = 3.4028234663852886e38
+"""The largest finite float32: the runtimes and the generated C compute the observation in float32."""
+
+
+def _float32(value: Any, where: str) -> float:
+    """A number that stays finite in float32, the precision the observation is computed in."""
+    v = _number(value, where)
+    if abs(v) > FLOAT32_MAX:
+        raise ContractError(f"{where} must be finite in float32 (|x| <= {FLOAT32_MAX:.4g}), got {v:g}")
+    return v
+
+
 def _numbers(values: Any, where: str, size: int | None = None, what: str = "action.size") -> list[float]:
     if not isinstance(values, list | tuple):
         raise ContractError(f"{where} must be a list of numbers, got {type(values).__name__}")
@@ -398,11 +414,15 @@ def _validate_term(t: ObservationTerm) -> None:
     _word(check_name, t.source, f"{where}: source")
     _count(t.size, f"{where}: size", MAX_TERM_SIZE)
     _count(t.history, f"{where}: history", MAX_HISTORY)
-    if _number(t.scale, f"{where}: scale") == 0.0:
+    if _float32(t.scale, f"{where}: scale") == 0.0:
         raise ContractError(f"{where}: scale must be non-zero (a zero scale hides the signal from the policy)")
     _word(check_unit, t.unit, f"{where}: unit")
-    if _number(t.integral_limit, f"{where}: integral_limit") < 0.0:
+    if _float32(t.integral_limit, f"{where}: integral_limit") < 0.0:
         raise ContractError(f"{where}: integral_limit must be >= 0 (0: no integral), got {t.integral_limit}")
+    if _float32(t.integral_band, f"{where}: integral_band") < 0.0:
+        raise ContractError(f"{where}: integral_band must be >= 0 (0: integrate every sample), got {t.integral_band}")
+    if t.integral_band > 0.0 and t.integral_limit == 0.0:
+        raise ContractError(f"{where}: integral_band {t.integral_band:g} needs integral_limit > 0 (an integral term)")
 
 
 def _validate_action(a: ActionSpec) -> None:

@@ -29,7 +29,8 @@ def describe(c: Contract) -> str:
         hist = f" x {t.history} steps" if t.history > 1 else ""
         scale = f", scale {t.scale:g}" if t.scale != 1.0 else ""
         if t.integral_limit > 0:
-            src = f"integral of signal '{t.source}' (dt = control period, clipped to +-{t.integral_limit:g})"
+            band = f", only while within +-{t.integral_band:g} {t.unit}".rstrip() if t.integral_band > 0 else ""
+            src = f"integral of signal '{t.source}' (dt = control period, clipped to +-{t.integral_limit:g}{band})"
             unit = f"{t.unit} s" if t.unit else "s"
         else:
             src, unit = f"signal '{t.source}'", t.unit

@@ -12,7 +12,8 @@ Layout of the output, for terms ``t_1 .. t_K`` in contract order::
 
 A world that was just reset has its whole history filled with its first sample, so no stale values from the
 previous episode leak into the new one. A term with ``integral_limit > 0`` samples the running integral of its signal
-(see :class:`~policies.runtime.contract.ObservationTerm`), restarted from zero with the episode.
+(see :class:`~policies.runtime.contract.ObservationTerm`), restarted from zero with the episode; with
+``integral_band > 0`` only samples within the band add to it.
 """
 
 from __future__ import annotations
@@ -148,7 +149,10 @@ class ObservationBuilder:
         return self.xp.concat([self._hist[t.name].reshape(self.num_envs, t.dim) for t in self.terms], 1)
 
     def _integrate(self, t: ObservationTerm, integral: Array, x: Array) -> Array:
-        """One step of the clipped integral ``clip(I + dt * x, -limit, limit)`` (a new array)."""
+        """One step of the clipped integral ``clip(I + dt * x, -limit, limit)`` (a new array); with a band, elements
+        with ``|x| >= band`` add nothing."""
+        if t.integral_band > 0:
+            x = self.xp.where(self.xp.abs(x) < t.integral_band, x, 0.0)
         return self.xp.clip(integral + self.dt * x, -t.integral_limit, t.integral_limit)
 
     def _sample(self, t: ObservationTerm, x: Array) -> Array:

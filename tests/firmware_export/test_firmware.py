@@ -318,7 +318,7 @@ def test_c_observation_builder_matches_the_runtime_builder(
         ObservationTerm("base.ang-vel", 3, "ang_vel", scale=0.25, history=2),
         ObservationTerm("joint_pos", 4, "joint_pos", scale=1.5, history=3),
         ObservationTerm("last_action", 4, "last_action"),
-        ObservationTerm("ang-vel:integral", 3, "ang_vel", scale=2.0, history=2, integral_limit=0.02),
+        ObservationTerm("ang-vel:integral", 3, "ang_vel", scale=2.0, history=2, integral_limit=0.02, integral_band=0.8),
     ]
     c = Contract("obs-test", 0.01, terms, ActionSpec(4, list("abcd"), "normalized", [1.0] * 4, [0.0] * 4,
                  [-9.0] * 4, [9.0] * 4), input_name="x", output_name="y")  # fmt: skip

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from pathlib import Path
 
 import numpy as np
@@ -35,10 +37,26 @@ def test_integral_accumulates_clips_and_restarts_with_the_episode() -> None:
     np.testing.assert_allclose(obs[1, 3:6], 2.0 * np.clip(12 * DT * x[1], -0.05, 0.05), rtol=1e-5)
 
 
-def test_torch_and_numpy_builders_agree_and_state_round_trips() -> None:
+def test_a_band_integrates_only_the_samples_within_it() -> None:
+    """Conditional integration: an element adds ``dt * x`` only while ``|x| < band``, so the approach from far away
+    does not wind the integral up (the start of an episode is 0.3 m off here; the band is 0.1 m)."""
+    term = ObservationTerm("position_integral", 3, "pos_w", unit="m", integral_limit=0.5, integral_band=0.1)
+    b = ObservationBuilder([term], 1, xp=np, dt=DT)
+    far = np.array([[0.3, -0.3, 0.05]], dtype=np.float32)
+    for _ in range(5):
+        b({"pos_w": far})
+    np.testing.assert_allclose(b.integral("position_integral"), [[0.0, 0.0, 5 * DT * 0.05]], rtol=1e-6)
+    near = np.array([[0.02, -0.0999, 0.1]], dtype=np.float32)  # 0.1 is on the band's edge: outside
+    b({"pos_w": near})
+    np.testing.assert_allclose(b.integral("position_integral"), [[DT * 0.02, -DT * 0.0999, 5 * DT * 0.05]], rtol=1e-6)
+
+
+@pytest.mark.parametrize("band", [0.0, 1.0], ids=["no-band", "band"])
+def test_torch_and_numpy_builders_agree_and_state_round_trips(band: float) -> None:
     rng = np.random.default_rng(0)
-    bn = ObservationBuilder(TERMS, 3, xp=np, dt=DT)
-    bt = ObservationBuilder(TERMS, 3, xp=torch, device=torch.device("cpu"), dt=DT)
+    terms = [TERMS[0], dataclasses.replace(TERMS[1], integral_band=band)]
+    bn = ObservationBuilder(terms, 3, xp=np, dt=DT)
+    bt = ObservationBuilder(terms, 3, xp=torch, device=torch.device("cpu"), dt=DT)
     saved = None
     for k in range(20):
         x = rng.normal(0, 1, (3, 3)).astype(np.float32)
@@ -51,7 +69,7 @@ def test_torch_and_numpy_builders_agree_and_state_round_trips() -> None:
         on, ot = bn({"pos_w": x}), bt({"pos_w": torch.from_numpy(x)})
         np.testing.assert_allclose(on, ot.numpy(), rtol=1e-6, atol=1e-7)
     assert saved is not None
-    b2 = ObservationBuilder(TERMS, 3, xp=np, dt=DT)
+    b2 = ObservationBuilder(terms, 3, xp=np, dt=DT)
     b2.load_state_dict(saved)
     assert "integral.position_integral" in saved
 
@@ -66,17 +84,33 @@ def test_integral_needs_a_control_period_and_a_valid_limit() -> None:
     nan = ObservationTerm("i", 1, "s", integral_limit=float("nan"))
     with pytest.raises(ContractError, match="integral_limit"):
         Contract("t", DT, [nan], action, input_name="x", output_name="y")
+    bands: dict[object, str] = {
+        -0.1: "'i': integral_band must be >= 0",
+        float("inf"): "'i': integral_band must be finite, got inf",
+        1e39: "'i': integral_band must be finite in float32 (|x| <= 3.403e+38), got 1e+39",
+        "0.1": "'i': integral_band must be a number, got str",
+    }
+    for band, message in bands.items():
+        term = ObservationTerm("i", 1, "s", integral_limit=1.0, integral_band=band)  # type: ignore[arg-type]
+        with pytest.raises(ContractError, match=re.escape(message)):
+            Contract("t", DT, [term], action)
+    with pytest.raises(ContractError, match=re.escape("'i': integral_band 0.1 needs integral_limit > 0")):
+        Contract("t", DT, [ObservationTerm("i", 1, "s", integral_band=0.1)], action)
+    with pytest.raises(ContractError, match=re.escape("'i': integral_limit must be finite in float32")):
+        Contract("t", DT, [ObservationTerm("i", 1, "s", integral_limit=1e39)], action)
 
 
 def test_contract_round_trips_the_integral_and_old_contracts_still_load() -> None:
     action = ActionSpec(4, list("abcd"), "rpm", [1.0] * 4, [0.0] * 4, [0.0] * 4, [9.0] * 4)
     c = Contract("t", DT, TERMS, action, input_name="x", output_name="y")
-    back = Contract.from_json(c.to_json())
-    assert back.observation[1].integral_limit == 0.05
+    banded = Contract("t", DT, [TERMS[0], dataclasses.replace(TERMS[1], integral_band=0.1)], action)
+    back = Contract.from_json(banded.to_json())
+    assert (back.observation[1].integral_limit, back.observation[1].integral_band) == (0.05, 0.1)
     old = c.to_dict()
     for term in old["observation"]:
-        del term["integral_limit"]  # contracts written before integral terms existed
+        del term["integral_limit"], term["integral_band"]  # contracts written before integral terms existed
     assert Contract.from_dict(old).observation[1].integral_limit == 0.0
+    assert Contract.from_dict(old).observation[1].integral_band == 0.0
 
 
 def test_latest_sample_is_unscaled_and_names_are_checked() -> None:
