@@ -32,6 +32,10 @@ SELECTION_SEED_OFFSET = 2_000_029
 """The evaluations *during* training (stopping, the best checkpoint) run with ``seed + SELECTION_SEED_OFFSET``: a
 checkpoint chosen on the held-out episodes would be scored on the episodes it was chosen for."""
 
+CONFIRM_SEED_OFFSET = 4_000_037
+"""The second evaluation that confirms a selection evaluation's quality bar (``runner.quality_confirm_episodes``)
+runs with ``seed + CONFIRM_SEED_OFFSET``: other starts than the selection evaluation it confirms."""
+
 
 def pick(obs: Obs, groups: list[str]) -> torch.Tensor:
     """Concatenate observation groups in the configured order, ``[N, sum D_g]``."""

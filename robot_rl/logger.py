@@ -78,6 +78,9 @@ class TrainingLogger:
             post["eval"] = "met" if row["eval/criterion_met"] else "not met"
             if row.get("eval/quality_met"):
                 post["eval"] += ", quality met"
+                if "confirm/quality_met" in row:  # runner.quality_confirm_episodes
+                    confirm = f"over {int(row['confirm/episodes'])} more episodes"
+                    post["eval"] += f", {'confirmed' if row['confirm/quality_met'] else 'not confirmed'} {confirm}"
         elif "eval/skipped" in row:
             post["eval"] = "skipped (runner.eval_gate)"
         self.bar.set_postfix(post, refresh=False)

@@ -27,6 +27,7 @@ from robot_rl.checkpoint import CheckpointError, load_checkpoint, read_checkpoin
 from robot_rl.config import TrainConfig, check_compile
 from robot_rl.distributed import SingleProcess
 from robot_rl.evaluate import (
+    CONFIRM_SEED_OFFSET,
     EVAL_SEED_OFFSET,
     SELECTION_SEED_OFFSET,
     EvalResult,
@@ -247,9 +248,10 @@ class OnPolicyRunner:
                             if last_eval.met and not met:
                                 met, t_met = True, time.monotonic() - start
                                 self.ppo.refine()
-                            if last_eval.quality_met and t_quality is None:
+                            quality = self._confirmed(last_eval, row)
+                            if quality and t_quality is None:
                                 t_quality = time.monotonic() - start
-                            self._keep_if_best(last_eval, time.monotonic() - start)
+                            self._keep_if_best(last_eval, quality, time.monotonic() - start)
                         else:
                             row["eval/skipped"] = 1.0
                         window = []
@@ -289,16 +291,32 @@ class OnPolicyRunner:
             self.best,
         )
 
-    def _keep_if_best(self, result: EvalResult, elapsed_s: float) -> None:
-        """Write ``best.pt`` from this iteration's boundary if ``result`` meets the criterion and beats the best."""
-        if not result.met or (self.best is not None and result.score <= self.best["score"]):
+    def _confirmed(self, result: EvalResult, row: dict[str, float]) -> bool:
+        """Whether the selection evaluation ``result`` meets the quality bar, confirmed by a second evaluation of
+        ``runner.quality_confirm_episodes`` on other seeds where that is set (its figures go into ``row``). An
+        evaluation that could not replace a confirmed best is not confirmed (``False``)."""
+        episodes = self.cfg.runner.quality_confirm_episodes
+        if not result.quality_met or episodes == 0:
+            return result.quality_met
+        if self.best is not None and self.best["quality_met"] and result.score <= self.best["score"]:
+            return False  # it could not replace the confirmed best: not worth a second evaluation
+        check = self.evaluate(randomize=True, episodes=episodes, seed_offset=CONFIRM_SEED_OFFSET)
+        row.update({f"confirm/{k}": float(v) for k, v in check.summary().items()})
+        return check.quality_met
+
+    def _keep_if_best(self, result: EvalResult, quality: bool, elapsed_s: float) -> None:
+        """Write ``best.pt`` from this iteration's boundary if ``result`` meets the criterion and beats the best:
+        a (confirmed) quality bar first, then the task's score."""
+        if not result.met:
+            return
+        if self.best is not None and (quality, result.score) <= (self.best["quality_met"], self.best["score"]):
             return
         b = self._boundary
         self.best = {
             "iteration": b["iteration"],
             "env_steps": b["env_steps"],
             "score": result.score,
-            "quality_met": result.quality_met,
+            "quality_met": quality,
         }
         state = {k: v for k, v in b.items() if k != "training"}
         save_checkpoint(

@@ -15,7 +15,7 @@ import sim
 from robot_rl.algorithms.ppo import PPO
 from robot_rl.checkpoint import CheckpointError, load_checkpoint, read_checkpoint
 from robot_rl.config import TrainConfig
-from robot_rl.evaluate import EVAL_SEED_OFFSET, SELECTION_SEED_OFFSET, EvalResult, pick
+from robot_rl.evaluate import CONFIRM_SEED_OFFSET, EVAL_SEED_OFFSET, SELECTION_SEED_OFFSET, EvalResult, pick
 from robot_rl.runner import OnPolicyRunner, TrainResult, build_model
 from robot_rl.runs.ppo import PPORun
 
@@ -114,6 +114,48 @@ def test_eval_gate_skips_evaluations_while_training_episodes_fail(make_cfg: Make
     assert [bool(r.get("eval/success_rate")) for r in rows] == [False, True, False, True]
     assert not any(r.get("eval/skipped") for r in rows)
     assert open_result.last_eval is not None
+
+
+def test_the_quality_bar_counts_only_when_a_second_evaluation_confirms_it(
+    make_cfg: MakeCfg, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every selection evaluation "meets the quality bar", scored 0.9, 0.5, 0.4, 0.7. The confirmation over 8 more
+    # episodes on their own seeds fails at iteration 1 and passes at 2, so the bar counts from iteration 2 and best.pt
+    # holds it although iteration 1 scored better; iteration 3 could not beat it and is not confirmed; 4 is and does.
+    cfg = make_cfg(
+        "runner.max_iterations=4", "runner.eval_interval=1", "runner.stop_on_success=false",
+        "runner.stop_on_quality=true", "runner.quality_confirm_episodes=8",
+    )  # fmt: skip
+    runner = OnPolicyRunner(cfg, tmp_path, quiet=True)
+    scores, confirmations, calls, kept = iter([0.9, 0.5, 0.4, 0.7]), iter([False, True, True]), [], []
+    real = runner.evaluate
+
+    def scripted(
+        randomize: bool = True, episodes: int | None = None, seed_offset: int = EVAL_SEED_OFFSET
+    ) -> EvalResult:
+        calls.append((runner.iteration, seed_offset, episodes))
+        result = real(randomize, episodes, seed_offset)
+        if seed_offset == CONFIRM_SEED_OFFSET:
+            result.quality_met = next(confirmations)
+        else:
+            kept.append(None if runner.best is None else runner.best["iteration"])
+            result.met, result.quality_met, result.score = True, True, next(scores)
+        return result
+
+    monkeypatch.setattr(runner, "evaluate", scripted)
+    result = runner.train()
+    select, confirm = SELECTION_SEED_OFFSET, CONFIRM_SEED_OFFSET
+    assert calls == [(1, select, None), (1, confirm, 8), (2, select, None), (2, confirm, 8), (3, select, None),
+                     (4, select, None), (4, confirm, 8)]  # fmt: skip
+    assert len({SELECTION_SEED_OFFSET, CONFIRM_SEED_OFFSET, EVAL_SEED_OFFSET}) == 3
+    assert kept == [None, 1, 2, 2] and result.time_to_quality_s is not None
+    assert result.best is not None and (result.best["iteration"], result.best["score"]) == (4, 0.7)
+    assert result.best["quality_met"]
+    rows = read_rows(tmp_path / "metrics.csv")
+    assert [r.get("confirm/quality_met") for r in rows] == ["0.0", "1.0", "", "1.0"]
+    assert rows[0]["confirm/episodes"] == "8.0"
+    with pytest.raises(ValueError, match=re.escape("runner.quality_confirm_episodes must be >= 0 (0: no confirm")):
+        make_cfg("runner.quality_confirm_episodes=-1")
 
 
 def test_the_kept_policy_is_the_best_on_selection_seeds_not_the_last(
