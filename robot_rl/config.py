@@ -70,7 +70,7 @@ class RunnerConfig:
         quality_confirm_episodes: A selection evaluation that meets the quality bar counts only once a second
             evaluation of this many episodes, on seeds of its own, meets it too (0: no second evaluation). Over 256
             episodes a 99 % bar is one crash from chance: quadrotor hover met it there and held 98.4 % on the
-            held-out seeds (docs/benchmarks.md, "the last centimetres"). A confirmed evaluation outranks every
+            held-out seeds (docs/benchmarks.md, "The last centimetres"). A confirmed evaluation outranks every
             unconfirmed one for ``best.pt``.
         save_interval: Write a checkpoint every this many iterations.
         log_interval: Refresh the progress bar and logs every this many iterations.
