@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from policies.runtime.contract import ActionSpec, Contract, ContractError, ObservationTerm
+from policies.runtime.inspect import describe
 from policies.runtime.observation import ObservationBuilder
 
 DT = 0.02
@@ -74,7 +75,7 @@ def test_torch_and_numpy_builders_agree_and_state_round_trips(band: float) -> No
     assert "integral.position_integral" in saved
 
 
-def test_integral_needs_a_control_period_and_a_valid_limit() -> None:
+def test_integral_terms_need_a_control_period_and_numbers_finite_in_float32() -> None:
     with pytest.raises(ContractError, match=r"position_integral.*control period"):
         ObservationBuilder(TERMS, 1, xp=np)
     action = ActionSpec(1, ["a"], "normalized", [1.0], [0.0], [-1.0], [1.0])
@@ -98,6 +99,8 @@ def test_integral_needs_a_control_period_and_a_valid_limit() -> None:
         Contract("t", DT, [ObservationTerm("i", 1, "s", integral_band=0.1)], action)
     with pytest.raises(ContractError, match=re.escape("'i': integral_limit must be finite in float32")):
         Contract("t", DT, [ObservationTerm("i", 1, "s", integral_limit=1e39)], action)
+    with pytest.raises(ContractError, match=re.escape("'i': scale must be finite in float32")):  # was C's `inf.0f`
+        Contract("t", DT, [ObservationTerm("i", 1, "s", scale=-1e39)], action)
 
 
 def test_contract_round_trips_the_integral_and_old_contracts_still_load() -> None:
@@ -106,6 +109,7 @@ def test_contract_round_trips_the_integral_and_old_contracts_still_load() -> Non
     banded = Contract("t", DT, [TERMS[0], dataclasses.replace(TERMS[1], integral_band=0.1)], action)
     back = Contract.from_json(banded.to_json())
     assert (back.observation[1].integral_limit, back.observation[1].integral_band) == (0.05, 0.1)
+    assert "(dt = control period, clipped to +-0.05, only while within +-0.1 m) m s, scale 2" in describe(banded)
     old = c.to_dict()
     for term in old["observation"]:
         del term["integral_limit"], term["integral_band"]  # contracts written before integral terms existed
