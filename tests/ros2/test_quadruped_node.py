@@ -207,7 +207,11 @@ def test_the_policy_stands_the_simulated_a1_over_dds_behind_the_tank(model: Path
     data["sim_robot_node"]["episode_length_s"] = 3.0
     path = tmp_path / "run.mcap"
     result = run_graph(data, sim=True, duration_s=60.0, namespace=ros, episodes=1, record=path)
-    assert result.fault == "" and result.rejected == 0 and result.sim["rejected"] == 0
+    # The node refuses a joint state whose newest IMU message is older than its 0.1 s watchdog (a stale merge, as it
+    # should). The simulated A1 publishes both every 20 ms, but a loaded 2-core CI worker stalled it that long once
+    # (2026-11-27: 1 refusal in 150 periods, at the start); a refusal is a missed period, which the command count
+    # below already bounds. Anything beyond a few is not load.
+    assert result.fault == "" and result.rejected <= 3 and result.sim["rejected"] == 0, result
     assert result.sim["crashes"] == 0  # no fall
     assert result.sim["steps"] == round(3.0 / result.sim["control_period_s"])
     assert result.commands >= 0.85 * result.sim["steps"], result.sim
