@@ -171,6 +171,12 @@ BAD_OVERRIDES = [
     pytest.param(["ppo.learning_rate=-1e-3"], ["ppo.learning_rate must be finite and > 0"], id="ppo-negative-lr"),
     pytest.param(["ppo.max_std=0"], ["ppo.max_std must be finite and > 0"], id="ppo-max-std-0"),
     pytest.param(["ppo.max_std=0.005"], ["ppo.max_std (0.005) must be >= ppo.min_std (0.01)"], id="ppo-max-below-min"),
+    pytest.param(
+        ["env.position_integral_band=-0.1"], ["env.position_integral_band must be >= 0, got -0.1"], id="hover-band"
+    ),
+    pytest.param(
+        ["runner.quality_confirm_episodes=-1"], ["runner.quality_confirm_episodes must be >= 0"], id="confirm-episodes"
+    ),
     pytest.param(["num_envs=0"], ["num_envs must be in [1, 16777216], got 0"], id="num-envs-0"),
     pytest.param(["ppo.learning_rate"], ["'ppo.learning_rate'", "key.subkey=value"], id="override-without-equals"),
     pytest.param(["=3"], ["key.subkey=value"], id="override-without-key"),

@@ -206,8 +206,9 @@ class QuadrotorHoverConfig:
         check_fields(self, positive, "env.")
         non_negative = ("init_lin_vel", "init_ang_vel", "position_integral_limit", "position_integral_band")
         check_fields(self, non_negative, "env.", positive=False)
-        if min(getattr(self, name) for name in non_negative) < 0:
-            raise TaskConfigError(f"env.{', env.'.join(non_negative)} must be >= 0")
+        for name in non_negative:
+            if getattr(self, name) < 0:
+                raise TaskConfigError(f"env.{name} must be >= 0, got {getattr(self, name)}")
         check_reward_scales(self.reward_scales)
         specs = param_specs(self.robot)
         check_randomization(self.randomization, specs)
