@@ -1,7 +1,7 @@
 """``robot-rl eval RUN``: a run in simulation, randomisation on and off; or its exported policy in an independent
-simulator (``--sim``), one parameter swept past its training range (``--sweep``), another control rate
-(``--control-rate``), a moving setpoint (``--trajectory``). Run folders of every kind
-(:func:`robot_rl.runs.open_run`)."""
+simulator (``--sim``), one parameter swept past its training range (``--sweep``), corners of the randomisation
+(``--corner``), another control rate (``--control-rate``), a moving setpoint (``--trajectory``). Run folders of every
+kind (:func:`robot_rl.runs.open_run`)."""
 
 from __future__ import annotations
 
@@ -48,6 +48,21 @@ def add_parser(sub: Any) -> None:
         metavar="randomised|nominal",
         help="the parameters a --sweep does not scale: randomised as in training (default), or all at nominal "
         "(one at a time; latency and sensor noise stay as trained)",
+    )
+    ev.add_argument(
+        "--corner",
+        metavar="PARAM=lo|hi[,...]|worst",
+        help="instead: the named parameters pinned at the low or high edge of their training range, the others "
+        "randomised as trained (e.g. motor_time_constant_up=hi,action_latency=hi); writes corner_<...>.yaml. "
+        "'worst': each parameter at each edge, then the worst corner grown one parameter at a time "
+        "(--corner-depth); writes corners.yaml/png",
+    )
+    ev.add_argument(
+        "--corner-depth",
+        type=int,
+        default=3,
+        metavar="K",
+        help="--corner worst: grow the worst corner to K parameters (default: 3)",
     )
     ev.add_argument(
         "--control-rate",
@@ -110,8 +125,10 @@ def run(args: argparse.Namespace) -> int:
 
     in_range("--episodes", args.episodes, 1, MAX_EPISODES)
     check_device(args.device)
-    if sum(x is not None for x in (args.sim, args.sweep, args.control_rate, args.trajectory)) > 1:
-        raise ConfigError("--sim, --sweep, --control-rate and --trajectory are separate evaluations; give one of them")
+    if sum(x is not None for x in (args.sim, args.sweep, args.control_rate, args.trajectory, args.corner)) > 1:
+        raise ConfigError(
+            "--sim, --sweep, --corner, --control-rate and --trajectory are separate evaluations; give one of them"
+        )
     if args.control_rate is not None and not (math.isfinite(args.control_rate) and args.control_rate > 0):
         raise ConfigError(f"--control-rate must be a positive rate in Hz, got {args.control_rate}")
     if args.sweep_others != "randomised" and not args.sweep:
@@ -120,13 +137,16 @@ def run(args: argparse.Namespace) -> int:
         from robot_rl.transfer.sweep import Sweep
 
         sweep = Sweep.parse(args.sweep, args.points, args.sweep_others)  # malformed specs fail before any loading
+    corner = _parse_corner(args)
     loaded = open_run(args.run, args.device)
     check_folder_writable(args.run, "run folder")
     if args.chunking is not None and (args.sim or not isinstance(loaded, BCRun)):
         raise ConfigError("--chunking evaluates a train-bc run in its own simulator; it takes no --sim")
     if isinstance(loaded, BCRun):
-        if args.sweep or args.control_rate or args.trajectory:
-            raise ConfigError("--sweep, --control-rate and --trajectory are not available for train-bc runs yet")
+        if args.sweep or args.control_rate or args.trajectory or args.corner:
+            raise ConfigError(
+                "--sweep, --corner, --control-rate and --trajectory are not available for train-bc runs yet"
+            )
         if args.sim:
             if args.action_horizon is None and args.ensemble_decay is None:
                 return _eval_sim_to_sim(loaded, args.sim, args.episodes)
@@ -142,6 +162,8 @@ def run(args: argparse.Namespace) -> int:
         return _eval_sweep(loaded, sweep, args.episodes)
     if args.trajectory:
         return _eval_trajectory(loaded, args.trajectory, args.episodes)
+    if args.corner:
+        return _eval_corner(loaded, corner, args.episodes, args.corner_depth)
     stem = "eval"
     if args.control_rate is not None:
         from sim.tasks.base import at_control_period
@@ -322,4 +344,41 @@ def _eval_sweep(run: Any, sweep: Any, episodes: int) -> int:
         for value, text in factors:
             print(f"  {sweep.param} x{value:.3g}: {text}")
     print(f"wrote {run.run_dir / f'{sweep.stem}.csv'} and {run.run_dir / f'{sweep.stem}.png'}")
+    return 0
+
+
+def _parse_corner(args: argparse.Namespace) -> Any:
+    """``--corner``'s corner (``None`` for ``worst`` or none given); malformed specs fail before any loading."""
+    from robot_rl.transfer.corners import MAX_DEPTH, WORST, Corner
+
+    if args.corner_depth != 3 and args.corner != WORST:
+        raise ConfigError(f"--corner-depth applies to --corner {WORST}; give that as well")
+    in_range("--corner-depth", args.corner_depth, 2, MAX_DEPTH)
+    if args.corner is None or args.corner == WORST:
+        return None
+    return Corner.parse(args.corner)
+
+
+def _eval_corner(run: Any, corner: Any, episodes: int, depth: int) -> int:
+    """``robot-rl eval RUN --corner SPEC``: one corner of the randomisation, or the search for the worst."""
+    from robot_rl.transfer.corners import evaluate_corner, row, search_worst, write_corner, write_search
+
+    def line(r: dict[str, Any]) -> str:
+        keys = [k for k, v in r.items() if isinstance(v, float) and k not in ("return_std",)]
+        met = "criterion " + ("MET" if r["criterion_met"] else "not met")
+        met += ", quality bar " + ("met" if r["quality_met"] else "not met")
+        return f"{r['corner']}: {met}  " + "  ".join(f"{k}={r[k]:.4g}" for k in keys)
+
+    if corner is not None:
+        result = evaluate_corner(run, corner, episodes)
+        print(line(row(corner.name, result)))
+        print(f"wrote {run.run_dir / write_corner(run, corner, result)}")
+        return 0
+    rows = search_worst(run, episodes, depth)
+    for r in rows:
+        print(line(r))
+    worst = min(rows, key=lambda r: float(r["score"]))
+    print(f"worst setting found: {worst['corner']} (score {float(worst['score']):.4g}; {episodes} episodes each)")
+    write_search(run, rows, episodes)
+    print(f"wrote {run.run_dir / 'corners.yaml'} and {run.run_dir / 'corners.png'}")
     return 0

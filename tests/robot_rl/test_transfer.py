@@ -1,9 +1,10 @@
-"""Panda reach learning, its sim-to-sim evaluation in PyBullet, and robustness sweeps (``robot-rl eval --sim`` /
-``--sweep``)."""
+"""Panda reach learning, its sim-to-sim evaluation in PyBullet, robustness sweeps and corners of the randomisation
+(``robot-rl eval --sim`` / ``--sweep`` / ``--corner``)."""
 
 from __future__ import annotations
 
 import csv
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 import yaml
 
 from robot_rl.evaluate import EvalResult
+from robot_rl.transfer.corners import Corner, CornerError, edge_value, pin_terms, randomised_params
 from robot_rl.transfer.harness import TransferError, plug, run_episodes
 from robot_rl.transfer.sweep import Sweep, SweepError, failure_factors, sweep_terms, training_range
 from sim.randomization import RandomizationTerm
@@ -68,8 +70,14 @@ def test_cli_sim_to_sim_and_sweep_on_a_trained_run(trained_reach: Any) -> None:
         (["--sweep", "link_mass=0.5:1.5", "--points", "1"], "--points must be in [2, 101]"),
         (
             ["--sweep", "link_mass=0.5:1.5", "--sim", "pybullet"],
-            "--sim, --sweep, --control-rate and --trajectory are separate",
+            "--sim, --sweep, --corner, --control-rate and --trajectory are separate",
         ),
+        (["--corner", "mass=top"], "--corner must look like PARAM=lo|hi[,PARAM=lo|hi...] or 'worst'"),
+        (["--corner", "mass=hi,,tau=lo"], "--corner must look like PARAM=lo|hi"),
+        (["--corner", "mass=hi,mass=lo"], "--corner names 'mass' twice"),
+        (["--corner", "mass=hi", "--corner-depth", "4"], "--corner-depth applies to --corner worst"),
+        (["--corner", "worst", "--corner-depth", "1"], "--corner-depth must be in [2, 8]"),
+        (["--corner", "worst", "--sweep", "mass=0.5:1.5"], "--sim, --sweep, --corner, --control-rate"),
         (["--sweep", "link_mass=0.5:1.5", "--sweep-others", "x"], "--sweep-others must be one of randomised, nominal"),
         (["--sweep-others", "nominal"], "--sweep-others applies to a --sweep"),
         (["--sim", "gazebo"], "invalid choice: 'gazebo'"),
@@ -101,6 +109,55 @@ def test_hover_sweep_past_the_training_range_and_an_unknown_parameter(trained_ho
     out = robot_rl("eval", trained_hover.run_dir, "--sweep", "link_mass=0.5:1.5", "--episodes", "2")
     assert out.returncode == 2
     assert "task 'quadrotor-hover' has no physical parameter 'link_mass'; sweepable: " in out.stderr
+
+
+def test_hover_corners_of_the_randomisation(trained_hover: Any) -> None:
+    """``--corner worst`` evaluates every randomised parameter at both edges, then adds to the worst of them the
+    parameter and edge that make it worst together; ``--corner P=EDGE,...`` one corner (a parameter the run did not
+    randomise: the test below)."""
+    run = trained_hover.run_dir
+    out = robot_rl("eval", run, "--corner", "worst", "--corner-depth", "2", "--episodes", "8")
+    assert out.returncode == 0, out.stderr
+    saved = yaml.safe_load((run / "corners.yaml").read_text())
+    params = [t["param"] for t in yaml.safe_load((run / "config.yaml").read_text())["env"]["randomization"]]
+    rows = saved["rows"]
+    n = len(params)
+    assert saved["episodes"] == 8 and len(rows) == 1 + 2 * n + 2 * (n - 1)
+    assert rows[0]["corner"] == "as trained" and rows[1]["corner"] == f"{params[0]}=lo"
+    singles, pairs = rows[1 : 1 + 2 * n], rows[1 + 2 * n :]
+    first = min(singles, key=lambda r: r["score"])["corner"]
+    assert all(r["corner"].startswith(first + ",") for r in pairs)
+    assert {"success_rate", "crash_free_rate", "tail_position_error_m", "criterion_met", "score"} <= set(rows[0])
+    worst = min(rows, key=lambda r: r["score"])["corner"]
+    assert f"worst setting found: {worst} " in out.stdout and (run / "corners.png").stat().st_size > 10_000
+    out = robot_rl("eval", run, "--corner", "mass=hi,action_latency=hi", "--episodes", "8")
+    assert out.returncode == 0, out.stderr
+    one = yaml.safe_load((run / "corner_mass-hi_action_latency-hi.yaml").read_text())
+    assert one["corner"] == "mass=hi,action_latency=hi" and one["episodes"] == 8
+
+
+def test_corner_edges_are_the_extreme_draws_of_each_term() -> None:
+    """The high edge of a uniform term is its largest draw (below ``hi``: a latency of [0, 2) periods floors to
+    1); a gaussian's edges are its clip; every term of a pinned parameter is pinned, the others are kept."""
+    latency = RandomizationTerm("action_latency", "uniform", (0.0, 2.0), "add")
+    mass = RandomizationTerm("mass", "uniform", (0.95, 1.3), "scale")
+    wind = RandomizationTerm("disturbance_force", "gaussian", (0.0, 0.005), "add", clip=(-0.015, 0.015),
+                             per_element=True)  # fmt: skip
+    fixed = RandomizationTerm("gravity", "uniform", (1.0, 1.0))
+    assert edge_value(latency, "lo") == 0.0 and math.floor(edge_value(latency, "hi")) == 1
+    assert edge_value(mass, "hi") == pytest.approx(1.3) and edge_value(mass, "hi") < 1.3
+    assert edge_value(wind, "hi") == 0.015 and edge_value(wind, "lo") == -0.015
+    assert randomised_params([mass, fixed, latency, wind, mass]) == ["mass", "action_latency", "disturbance_force"]
+    pinned = pin_terms([mass, latency, wind], Corner.parse("disturbance_force=lo,mass=hi"))
+    assert pinned[1] == latency
+    assert pinned[0].range[0] == pinned[0].range[1] == edge_value(mass, "hi") and pinned[0].operation == "scale"
+    assert pinned[2].distribution == "uniform" and pinned[2].clip is None and pinned[2].per_element
+    assert pinned[2].range == (-0.015, -0.015)
+    with pytest.raises(CornerError, match="'gravity' was not randomised over a range in this run; randomised: mass"):
+        pin_terms([mass, fixed], Corner.parse("gravity=hi"))
+    assert Corner.parse(" mass=hi, action_latency=lo").stem == "corner_mass-hi_action_latency-lo"
+    many = Corner(tuple((f"parameter_number_{i}", "hi") for i in range(12)))
+    assert len(many.stem) < 30 and many.stem.startswith("corner_")
 
 
 @pytest.mark.slow
