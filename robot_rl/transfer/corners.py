@@ -1,7 +1,7 @@
 """Corners of the randomisation: parameters pinned at an edge of their training range, the others randomised as trained.
 
-A policy's average over the training ranges can hide the combination it fails on (the quadrotor's slow rotors with
-the longest latency). ``robot-rl eval RUN --corner SPEC`` evaluates the run's policy on held-out seeds with the
+A policy's average over the training ranges can hide the combination it fails on (the quadrotor's quickest rotors on
+its lightest airframe). ``robot-rl eval RUN --corner SPEC`` evaluates the run's policy on held-out seeds with the
 named parameters pinned:
 
 - ``--corner mass=hi,action_latency=hi``: each named parameter at the low (``lo``) or high (``hi``) edge of the
