@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from robot_rl.evaluate import EvalResult
+from robot_rl.runs.ppo import PPORun
 from robot_rl.transfer.corners import Corner, CornerError, edge_value, pin_terms, randomised_params
 from robot_rl.transfer.harness import TransferError, plug, run_episodes
 from robot_rl.transfer.sweep import Sweep, SweepError, failure_factors, sweep_terms, training_range
@@ -119,7 +120,7 @@ def test_hover_corners_of_the_randomisation(trained_hover: Any) -> None:
     out = robot_rl("eval", run, "--corner", "worst", "--corner-depth", "2", "--episodes", "8")
     assert out.returncode == 0, out.stderr
     saved = yaml.safe_load((run / "corners.yaml").read_text())
-    params = [t["param"] for t in yaml.safe_load((run / "config.yaml").read_text())["env"]["randomization"]]
+    params = randomised_params(list(PPORun.load(run).cfg.env.randomization))  # the fixture's folder has no config.yaml
     rows = saved["rows"]
     n = len(params)
     assert saved["episodes"] == 8 and len(rows) == 1 + 2 * n + 2 * (n - 1)
