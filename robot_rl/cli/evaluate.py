@@ -60,7 +60,6 @@ def add_parser(sub: Any) -> None:
     ev.add_argument(
         "--corner-depth",
         type=int,
-        default=3,
         metavar="K",
         help="--corner worst: grow the worst corner to K parameters (default: 3)",
     )
@@ -349,9 +348,11 @@ def _eval_sweep(run: Any, sweep: Any, episodes: int) -> int:
 
 def _parse_corner(args: argparse.Namespace) -> Any:
     """``--corner``'s corner (``None`` for ``worst`` or none given); malformed specs fail before any loading."""
-    from robot_rl.transfer.corners import MAX_DEPTH, WORST, Corner
+    from robot_rl.transfer.corners import DEFAULT_DEPTH, MAX_DEPTH, WORST, Corner
 
-    if args.corner_depth != 3 and args.corner != WORST:
+    if args.corner_depth is None:
+        args.corner_depth = DEFAULT_DEPTH
+    elif args.corner != WORST:
         raise ConfigError(f"--corner-depth applies to --corner {WORST}; give that as well")
     in_range("--corner-depth", args.corner_depth, 2, MAX_DEPTH)
     if args.corner is None or args.corner == WORST:

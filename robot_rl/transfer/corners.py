@@ -45,6 +45,8 @@ EDGES = ("lo", "hi")
 """The two edges of a training range."""
 WORST = "worst"
 """``--corner worst``: search for the worst corner (see the module docstring)."""
+DEFAULT_DEPTH = 3
+"""Parameters ``--corner worst`` pins together unless ``--corner-depth`` says otherwise."""
 MAX_DEPTH = 8
 """Most parameters ``--corner worst`` pins together."""
 MAX_STEM = 120
