@@ -31,12 +31,20 @@ Physics: the task's simulation with its training config (``configs/<task>.yaml``
 over it, e.g. ``instructions=wrong-colour``), stepped (and its sensors
 published) every control period, or at ``rate_hz`` (a motion-capture system at 250 Hz, say; the physics step is
 kept); randomisation as configured; a finished episode starts the next.
+
+Time: in real time by default, as the robot would be, so a controller that falls behind loses control periods
+(``stale_ticks``). With ``lockstep`` the simulated time waits instead: a period is stepped only once the command
+answering the sensors last published has arrived (Gazebo's lockstep, CARLA's synchronous mode), or after
+``lockstep_timeout_s`` of silence, holding the last command; until the first command it publishes the sensors
+every period without stepping (the controller is not up yet). A flight then goes as it would on a machine that keeps
+pace, whatever else loads this one; how fast the node answers is measured by ``bench/ros2_latency.py``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from typing import Any
 
 import numpy as np
@@ -77,6 +85,10 @@ class SimRobotNode(Node):
         rate = float(param("rate_hz").value)
         if not (math.isfinite(rate) and rate >= 0):
             raise ValueError(f"parameter rate_hz is {rate}; expected Hz > 0, or 0 for the task's control rate")
+        self._lockstep = bool(param("lockstep").value)
+        self._lockstep_timeout_s = float(param("lockstep_timeout_s").value)
+        if not (math.isfinite(self._lockstep_timeout_s) and self._lockstep_timeout_s > 0):
+            raise ValueError(f"parameter lockstep_timeout_s is {self._lockstep_timeout_s}; expected s > 0")
         env_cfg = at_control_period(env_cfg, 1.0 / rate) if rate > 0 else env_cfg
         self.env: Any = sim.make(task, 1, "cpu", env_cfg, seed=seed)
         self.env.set_randomization(bool(param("randomize").value))
@@ -93,6 +105,8 @@ class SimRobotNode(Node):
         self.crashes = 0
         self.stale_ticks = 0  # steps applied with no new command since the previous step (the controller was late)
         self._fresh = False
+        self._commanded = False  # a valid command has arrived (lockstep waits for the first without a timeout)
+        self._published_at = time.monotonic()  # wall time of the last sensors published (lockstep's timeout)
         self.position_errors: list[float] = []  # odometry: distance of the body from the world's origin, m
         self.episodes: list[bool] = []  # success of every finished episode
         self.episode_metrics: list[dict[str, Any]] = []  # the task's figures of every finished episode (numbers, lists)
@@ -138,12 +152,18 @@ class SimRobotNode(Node):
             c = c.copy()
             c[: ref.size] -= ref
         self._action = torch.from_numpy(((c - self._offset) / self._scale)[None].astype(np.float32))
-        self._fresh = True
+        self._fresh = self._commanded = True
 
     def _reference_size(self) -> int:
         return next(t.size for t in self.contract.observation if t.source == self.contract.action.reference)
 
     def _tick(self) -> None:
+        if self._lockstep and not self._fresh:
+            if not self._commanded:  # no controller yet: the sensors again (one subscribing now gets them), no step
+                self._publish(self.env.measurements(0))
+                return
+            if time.monotonic() - self._published_at < self._lockstep_timeout_s:
+                return  # the controller has not answered the last sensors yet: simulated time waits for it
         _, _, terminated, truncated, info = self.env.step(self._action)
         self.steps += 1
         self.stale_ticks += int(not self._fresh)
@@ -160,6 +180,7 @@ class SimRobotNode(Node):
     def _publish(self, records: list[m.Measurement]) -> None:
         """Publish ``records`` in order, the camera images just before the last one (the joint states)."""
         stamp = self.get_clock().now().to_msg()
+        self._published_at = time.monotonic()
         for k, record in enumerate(records):
             if k == len(records) - 1 and self._renderer is not None:
                 for camera, view in self._renderer.render().items():
