@@ -238,6 +238,7 @@ def test_the_simulated_robot_in_lockstep_waits_for_each_command_and_steps_past_a
     try:
         spin_for(executor, 0.5)  # no controller yet: the sensors come every period, the simulation does not step
         assert sim_robot.steps == 0 and len(set(odometry)) == 1, (sim_robot.steps, odometry)
+        assert len(sim_robot.position_errors) == 1  # one per period stepped (and the start), not per repeat
         hover = Float64MultiArray(data=[float(sim_robot.contract.action.offset[0])] * 4)
         for k in range(1, 4):  # each command answers the last odometry: one step each, none stale
             command.publish(hover)

@@ -160,7 +160,7 @@ class SimRobotNode(Node):
     def _tick(self) -> None:
         if self._lockstep and not self._fresh:
             if not self._commanded:  # no controller yet: the sensors again (one subscribing now gets them), no step
-                self._publish(self.env.measurements(0))
+                self._publish(self.env.measurements(0), stepped=False)
                 return
             if time.monotonic() - self._published_at < self._lockstep_timeout_s:
                 return  # the controller has not answered the last sensors yet: simulated time waits for it
@@ -177,11 +177,14 @@ class SimRobotNode(Node):
                 self._renderer.redraw(np.array([0]))
         self._publish(self.env.measurements(0))
 
-    def _publish(self, records: list[m.Measurement]) -> None:
-        """Publish ``records`` in order, the camera images just before the last one (the joint states)."""
+    def _publish(self, records: list[m.Measurement], stepped: bool = True) -> None:
+        """Publish ``records`` in order, the camera images just before the last one (the joint states); ``stepped``:
+        they are a new period's (counted in ``position_errors``), not lockstep's repeat before the first command."""
         stamp = self.get_clock().now().to_msg()
         self._published_at = time.monotonic()
         for k, record in enumerate(records):
+            if stepped and isinstance(record, m.Odometry):
+                self.position_errors.append(float(np.linalg.norm(record.position)))
             if k == len(records) - 1 and self._renderer is not None:
                 for camera, view in self._renderer.render().items():
                     image = Image()
@@ -201,7 +204,6 @@ class SimRobotNode(Node):
             msg = Odometry()
             msg.header.frame_id, msg.child_frame_id = record.frame_id, record.child_frame_id
             fill_odometry(msg, record.position, record.quat, record.velocity, record.angular_velocity)
-            self.position_errors.append(float(np.linalg.norm(record.position)))
             return msg
         if isinstance(record, m.Imu):
             msg = Imu()
