@@ -76,6 +76,8 @@ class BCConfig:
     Attributes:
         dataset: Dataset folder (``robot-rl collect`` or any dataset in the documented layout).
         max_episodes: Train on the dataset's first this many episodes only (``null``: all).
+        tasks: Train only on the episodes whose task text (the instruction) is one of these (``null``: all); a
+            single-task baseline of a multi-task dataset. Applied before ``max_episodes``.
         task: Task to evaluate in (default: the dataset's ``robot_rl.task``).
         seed: Seed of the networks, batches and evaluation.
         device: Torch device.
@@ -87,6 +89,7 @@ class BCConfig:
 
     dataset: str = ""
     max_episodes: int | None = None
+    tasks: list[str] | None = None
     task: str = ""
     seed: int = 0
     device: str = "cpu"
@@ -123,6 +126,8 @@ def load_bc_config(
         raise ConfigError("no dataset given (--dataset DIR)")
     if cfg.max_episodes is not None and cfg.max_episodes < 1:
         raise ConfigError(f"max_episodes must be >= 1, got {cfg.max_episodes}")
+    if cfg.tasks is not None and not cfg.tasks:
+        raise ConfigError("tasks must name at least one task text (or be null: every episode)")
     if not 0 <= cfg.seed <= MAX_SEED:
         raise ConfigError(f"seed must be in [0, {MAX_SEED}], got {cfg.seed}")
     check_device(cfg.device)

@@ -40,7 +40,7 @@ from policies.runtime.contract import Contract
 from policies.runtime.files import atomic_path, atomic_write_text
 from robot_rl.checkpoint import BC_FORMAT, CheckpointError, first_non_finite
 from robot_rl.imitation.config import BCConfig
-from robot_rl.imitation.dataset import DatasetError, episode_statistics, load_dataset
+from robot_rl.imitation.dataset import Dataset, DatasetError, Episode, episode_statistics, load_dataset
 from robot_rl.imitation.evaluate import ChunkEvalResult, evaluate_chunk_policy
 from robot_rl.imitation.students import build_student
 from robot_rl.imitation.windows import Windows
@@ -146,6 +146,20 @@ class _BCLogger(TrainingLogger):
         plt.close(fig)
 
 
+def episodes_of_tasks(dataset: Dataset, tasks: list[str]) -> list[Episode]:
+    """The episodes of ``dataset`` whose task text is one of ``tasks`` (``BCConfig.tasks``), in dataset order.
+
+    Raises:
+        ConfigError: A text that no episode of the dataset has (the message lists the dataset's texts).
+    """
+    held = sorted({e.task for e in dataset.episodes})
+    for text in tasks:
+        if text not in held:
+            raise ConfigError(f"tasks: no episode of '{dataset.root}' has the task {text!r} (its tasks: {held})")
+    wanted = set(tasks)
+    return [e for e in dataset.episodes if e.task in wanted]
+
+
 def train_bc(cfg: BCConfig, resume: Path | None = None, quiet: bool = False, export: bool = True) -> BCResult:
     """Train a student on ``cfg.dataset``; evaluate it (if the dataset names its task) and export it.
 
@@ -162,6 +176,8 @@ def train_bc(cfg: BCConfig, resume: Path | None = None, quiet: bool = False, exp
     """
     device = torch.device(cfg.device)
     dataset = load_dataset(cfg.dataset)
+    if cfg.tasks is not None:
+        dataset.episodes = episodes_of_tasks(dataset, cfg.tasks)
     if cfg.max_episodes is not None:
         if cfg.max_episodes > len(dataset.episodes):
             raise ConfigError(f"max_episodes={cfg.max_episodes}, but '{cfg.dataset}' holds {len(dataset.episodes)}")

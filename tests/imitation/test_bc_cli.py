@@ -242,6 +242,8 @@ def test_collect_refuses_a_teacher_of_another_task(teacher: Path, tmp_path: Path
         (["--dataset", "{data}", "--set", "policy.horizon=3"], "unknown config key 'policy.horizon'"),
         (["--dataset", "{data}", "--set", "policy.action_horizon=32"], "action_horizon 32 exceeds pred_horizon 16"),
         ([], "no dataset given"),
+        (["--dataset", "{data}", "--set", "tasks=[nothing like it]"], "has the task 'nothing like it'"),
+        (["--dataset", "{data}", "--set", "tasks=[]"], "tasks must name at least one task text"),
     ],
 )
 def test_train_bc_refuses_bad_input(dataset: Path, tmp_path: Path, args: list[str], message: str) -> None:

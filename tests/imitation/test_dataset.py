@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from robot_rl.imitation.dataset import DatasetError, DatasetWriter, Episode, load_dataset
+from robot_rl.imitation.train_bc import episodes_of_tasks
 from robot_rl.imitation.windows import Windows
+from sim.typed_config import ConfigError
 
 FPS = 25.0
 
@@ -46,6 +49,22 @@ def test_round_trip(tmp_path: Path) -> None:
     stats = json.loads((tmp_path / "ds" / "meta" / "stats.json").read_text())
     all_state = np.concatenate([e.state for e in episodes])
     np.testing.assert_allclose(stats["observation.state"]["min"], all_state.min(0), rtol=1e-6)
+
+
+def test_a_single_task_subset_keeps_the_named_instructions_episodes_in_order(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    texts = ("lift the red cube", "lift the blue cube", "pick up the red cube", "lift the red cube")
+    episodes = [replace(_episode(rng, 3 + k), task=t) for k, t in enumerate(texts)]
+    with DatasetWriter(tmp_path / "d", FPS, ["a", "b", "c"], ["j1", "j2"], "toy", {"task": "toy"}) as w:
+        for e in episodes:
+            w.add_episode(e)
+        w.close()
+    data = load_dataset(tmp_path / "d")
+    kept = episodes_of_tasks(data, ["lift the red cube", "pick up the red cube"])
+    assert [e.length for e in kept] == [3, 5, 6]
+    assert {e.task for e in kept} == {"lift the red cube", "pick up the red cube"}
+    with pytest.raises(ConfigError, match=r"no episode of .* has the task 'lift the green cube'"):
+        episodes_of_tasks(data, ["lift the green cube"])
 
 
 def test_layout_is_readable_with_pyarrow_alone(tmp_path: Path) -> None:
