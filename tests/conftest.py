@@ -174,33 +174,46 @@ TRAINING_FIXTURES = ("trained_hover", "trained_reach")
 def pytest_configure(config: pytest.Config) -> None:
     """Refuse ``--dist loadgroup`` on a pytest whose node ids xdist cannot tag: its ``xdist_group`` marks would be
     dropped silently, and the real-time DDS tests (``ros2-closed-loop``) would run beside each other."""
-    if config.getoption("dist", "no") == "loadgroup" and pytest.version_tuple[:2] >= (9, 2):
+    if config.getoption("dist", "no") != "loadgroup":
+        return
+    if pytest.version_tuple[:2] >= (9, 2):
         raise pytest.UsageError(
             f"pytest {pytest.__version__} drops pytest-xdist's xdist_group grouping (pytest-dev/pytest-xdist#1386); "
             "install the pytest that pyproject.toml pins (make test does)"
         )
+    config.option.loadscopereorder = False  # hand work out in the order below, not the largest group first
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Order the suite so that no pytest-xdist worker sits idle waiting on another's training: the first test of
-    each training fixture, then every test that needs none, then the rest (xdist hands tests out in this order; a
-    ``xdist_group`` runs as one unit on one worker, the largest group first). Once a worker ran the hover fixture's
-    first test while the other waited 280 s on its lock. A grouped test never trains a fixture: when the DDS group
-    led with the hover fixture, its worker trained for minutes and then flew the hover loop over DDS in that process,
-    beside the other worker's reach training, and the hover ended 5.6 cm off against the 5 cm bar (CI, 2026-11-27;
-    it passed in the two CI runs where the loop ran later). The price: the group's worker waits for the reach fixture
-    (108 s in CI)."""
+    each training fixture, then the ``xdist_group`` units (each runs as one unit on one worker; inside one, the tests
+    that need no training first), then every test that needs none, then the rest. xdist hands the units out in this
+    order (``pytest_configure`` turns off its largest-group-first reordering), a worker taking the next unit when it
+    is nearly out of work. So one worker trains the hover policy, the other the reach policy, and the first to finish
+    takes the DDS group, whose first test (the wrist-camera student) trains its own students while the other
+    training ends. Handed out first, as xdist's own order did, the DDS group's worker waited 208 s for both
+    trainings. A grouped test never trains a fixture: when the DDS group led with the hover fixture, its worker
+    trained for minutes and then flew the hover loop over DDS in that process, beside the other worker's reach
+    training, and the hover ended 5.6 cm off against the 5 cm bar (CI, 2026-11-27)."""
+
+    def needs(item: pytest.Item) -> list[str]:
+        return [f for f in TRAINING_FIXTURES if f in getattr(item, "fixturenames", ())]
+
     first: list[pytest.Item] = []
+    grouped: list[pytest.Item] = []
     free: list[pytest.Item] = []
     rest: list[pytest.Item] = []
     started: set[str] = set()
     for item in items:
-        needs = [f for f in TRAINING_FIXTURES if f in getattr(item, "fixturenames", ())]
-        if not needs:
+        trainings = needs(item)
+        if item.get_closest_marker("xdist_group") is not None:
+            grouped.append(item)
+        elif not trainings:
             free.append(item)
-        elif needs[0] not in started and item.get_closest_marker("xdist_group") is None:
-            started.add(needs[0])
+        elif trainings[0] not in started:
+            started.add(trainings[0])
             first.append(item)
         else:
             rest.append(item)
-    items[:] = first + free + rest
+    grouped.sort(key=lambda item: bool(needs(item)))  # stable: collection order otherwise
+    items[:] = first + grouped + free + rest

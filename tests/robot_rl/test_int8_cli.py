@@ -28,6 +28,11 @@ def int8_run(trained_hover: Any, tmp_path_factory: pytest.TempPathFactory) -> tu
     return run, (run / "int8.yaml").read_text()
 
 
+SHARES_THE_EXPORT = pytest.mark.xdist_group("int8-export")
+"""The tests that use ``int8_run`` run on one pytest-xdist worker, so that the export (about 35 s) is made once."""
+
+
+@SHARES_THE_EXPORT
 def test_int8_copy_flies_as_the_float_policy(int8_run: tuple[Path, str]) -> None:
     run, text = int8_run
     report = yaml.safe_load(text)
@@ -47,6 +52,7 @@ def test_int8_copy_flies_as_the_float_policy(int8_run: tuple[Path, str]) -> None
     assert np.isfinite(policy.self_test()).all()
 
 
+@SHARES_THE_EXPORT
 def test_int8_export_feeds_the_firmware_exporter(int8_run: tuple[Path, str], tmp_path: Path) -> None:
     run, _ = int8_run
     out = tmp_path / "fw"
