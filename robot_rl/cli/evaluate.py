@@ -205,6 +205,7 @@ def _eval_trajectory(run: Any, kind: str, episodes: int) -> int:
 def _eval_bc(run: Any, args: argparse.Namespace) -> int:
     """``robot-rl eval RUN`` of a train-bc run: success with a 95 % interval over ``--seeds`` seeds."""
     from policies.runtime.realtime import RealTime
+    from robot_rl.imitation.evaluate import own_tasks_line
     from robot_rl.imitation.students import DiffusionStudentConfig
     from sim.rendering import VisualRandomization
 
@@ -240,6 +241,9 @@ def _eval_bc(run: Any, args: argparse.Namespace) -> int:
         stem += f"_chunking-{timing.mode}-d{timing.delay_steps}"
     result = run.evaluate(args.episodes, tuple(range(args.seeds)), visual=visual, stem=stem)
     print(f"{run.cfg.task}, {run.cfg.policy.kind} student: {result.line()}")
+    own = result.on_instructions(run.instruction_texts(), run.cfg.tasks) if run.cfg.tasks else None
+    if own is not None:
+        print(f"  {own_tasks_line(own)}")
     if result.motion:
         m = result.motion
         print(

@@ -140,6 +140,7 @@ def run_collect(args: argparse.Namespace) -> int:
 def run_train_bc(args: argparse.Namespace) -> int:
     """``robot-rl train-bc``: train a student on a dataset, evaluate it, export it, print the artifacts."""
     from robot_rl.imitation.config import load_bc_config
+    from robot_rl.imitation.evaluate import own_tasks_line
     from robot_rl.imitation.train_bc import train_bc
     from robot_rl.runs.bc import bc_config, read_bc_checkpoint
 
@@ -169,6 +170,8 @@ def run_train_bc(args: argparse.Namespace) -> int:
     print(f"\n{result.steps} gradient steps in {result.elapsed_s:.0f} s, final loss {result.final_loss:.4g}")
     if result.evaluation is not None:
         print(f"evaluation: {result.evaluation.line()}")
+        if result.own_tasks is not None:
+            print(f"  {own_tasks_line(result.own_tasks)}")
     print(f"artifacts in {result.run_dir}:")
     for name in ("checkpoint.pt", "metrics.csv", "learning_curve.png", "eval.yaml", "eval.png", "policy.onnx"):
         if (result.run_dir / name).exists():

@@ -11,7 +11,7 @@ frozen sentence encoder, :mod:`policies.nets.language`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,6 +107,27 @@ class ChunkEvalResult:
         values = np.concatenate([r.episodes[key] for r in self.per_seed]).astype(np.int64)
         success = np.concatenate([r.episodes["success"] for r in self.per_seed]).astype(bool)
         return {int(v): (int(success[values == v].sum()), int((values == v).sum())) for v in np.unique(values)}
+
+    def on_instructions(self, texts: Sequence[str], wanted: Collection[str]) -> dict[str, Any] | None:
+        """Success over the episodes given one of the instructions ``wanted`` (a student trained on some of a
+        dataset's tasks, ``BCConfig.tasks``); ``texts[i]`` is the text of instruction index ``i``.
+
+        Returns:
+            ``{"instructions", "episodes", "success_rate", "success_ci95"}`` (``episodes`` 0 and ``success_rate``
+            ``None`` when none of them was drawn), or ``None`` when the episodes carry no instruction.
+        """
+        by_instruction = self.success_by("instruction")
+        if not by_instruction:
+            return None
+        chosen = [counts for i, counts in by_instruction.items() if i < len(texts) and texts[i] in wanted]
+        won, n = sum(w for w, _ in chosen), sum(k for _, k in chosen)
+        lo, hi = wilson_interval(won, n) if n else (0.0, 1.0)
+        return {
+            "instructions": list(wanted),
+            "episodes": n,
+            "success_rate": won / n if n else None,
+            "success_ci95": [lo, hi],
+        }
 
     def line(self) -> str:
         """One readable line."""
@@ -285,3 +306,16 @@ def evaluate_teacher(
         results.append(evaluate_env(env, deterministic_policy(model, groups), seed=seed + EVAL_SEED_OFFSET))
         env.close()
     return ChunkEvalResult(results, list(seeds))
+
+
+def own_tasks_line(summary: dict[str, Any]) -> str:
+    """One line: what a student trained on some of its dataset's tasks did on them (``summary``:
+    :meth:`ChunkEvalResult.on_instructions`)."""
+    k = len(summary["instructions"])
+    if not summary["episodes"]:
+        return f"on its {k} own instruction(s): none was drawn in this evaluation"
+    lo, hi = summary["success_ci95"]
+    return (
+        f"on its {k} own instruction(s): success {summary['success_rate']:.1%} (95% CI {lo:.1%}-{hi:.1%}) "
+        f"over {summary['episodes']} episodes"
+    )

@@ -29,6 +29,7 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -96,6 +97,8 @@ class BCResult:
         elapsed_s: Training time, s.
         final_loss: Mean loss of the last logging window.
         evaluation: Final evaluation (``None`` when the dataset names no task).
+        own_tasks: A student trained on some of its dataset's tasks (``BCConfig.tasks``): the final evaluation over
+            the episodes given one of them (:meth:`ChunkEvalResult.on_instructions`; ``None`` otherwise).
     """
 
     run_dir: Path
@@ -103,6 +106,7 @@ class BCResult:
     elapsed_s: float
     final_loss: float
     evaluation: ChunkEvalResult | None
+    own_tasks: dict[str, Any] | None = None
 
 
 def _new_run_dir(cfg: BCConfig, task: str) -> Path:
@@ -323,13 +327,17 @@ def train_bc(cfg: BCConfig, resume: Path | None = None, quiet: bool = False, exp
                 save()
         save()
         evaluation = evaluate(t.eval_episodes, EVAL_SEEDS)
+        own_tasks = None
         if evaluation is not None:
             logger.log({"eval/success_rate": evaluation.success_rate}, step)
             spec = cfg.policy.chunk_spec(ema.model if ema is not None else policy, mounts)
             title = f"{task}: {cfg.policy.kind} student"
-            write_evaluation(run_dir, evaluation, title, spec, instructions=task_instructions(task, env_cfg))
+            texts = task_instructions(task, env_cfg)
+            write_evaluation(run_dir, evaluation, title, spec, instructions=texts, tasks=cfg.tasks)
+            if cfg.tasks:
+                own_tasks = evaluation.on_instructions(texts, cfg.tasks)
     finally:
         logger.close()
     if export and contract is not None:
         BCRun.load(run_dir, cfg.device).export()
-    return BCResult(run_dir, step, elapsed + time.monotonic() - start, final_loss, evaluation)
+    return BCResult(run_dir, step, elapsed + time.monotonic() - start, final_loss, evaluation, own_tasks)

@@ -208,7 +208,8 @@ class BCRun:
             self.timing,
         )  # fmt: skip
         title = f"{self.cfg.task}: {self.cfg.policy.kind} student"
-        write_evaluation(self.run_dir, result, title, self.spec(), stem, self.instruction_texts(), self.timing)
+        texts = self.instruction_texts()
+        write_evaluation(self.run_dir, result, title, self.spec(), stem, texts, self.timing, self.cfg.tasks)
         return result
 
     def instruction_texts(self) -> list[str]:
@@ -296,9 +297,11 @@ def write_evaluation(
     stem: str = "eval",
     instructions: list[str] | None = None,
     timing: RealTime | None = None,
+    tasks: list[str] | None = None,
 ) -> None:
     """``<stem>.yaml`` (pooled success, 95 % interval, per seed, how chunks were executed and how the actions moved
-    across their joins, per instruction where the episodes carry one) and ``<stem>.png``."""
+    across their joins, per instruction where the episodes carry one, and over the instructions ``tasks`` of a
+    student trained on some of its dataset's tasks) and ``<stem>.png``."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -321,6 +324,9 @@ def write_evaluation(
             {"instruction": texts[i] if i < len(texts) else i, "success_rate": won / n, "episodes": n}
             for i, (won, n) in sorted(by_instruction.items())
         ]
+    own = result.on_instructions(instructions or [], tasks) if tasks else None
+    if own is not None:
+        summary["tasks"] = own
     atomic_write_text(run_dir / f"{stem}.yaml", yaml.safe_dump(summary, sort_keys=False))
     fig, ax = plt.subplots(figsize=(5, 3.5))
     rates = [float(r.episodes["success"].mean()) for r in result.per_seed]

@@ -16,10 +16,12 @@ import yaml
 
 from policies.runtime.chunking import ChunkedOnnxPolicy
 from robot_rl.config import load_config
+from robot_rl.imitation.dataset import load_dataset
 from robot_rl.imitation.evaluate import evaluate_chunk_policy, evaluate_teacher
 from robot_rl.runner import OnPolicyRunner
 from robot_rl.runs import PPORun
 from robot_rl.runs.bc import BCRun
+from tests.conftest import one_torch_thread
 
 TINY_TRAINING = [
     "policy.pred_horizon=8",
@@ -252,6 +254,31 @@ def test_train_bc_refuses_bad_input(dataset: Path, tmp_path: Path, args: list[st
     assert result.returncode == 2, result.stderr
     assert message.format(**names) in result.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_student_of_some_instructions_reports_its_own_success_beside_the_pooled_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``tasks=[...]`` trains on some of a dataset's instructions; the evaluation draws all of the task's, so the
+    end summary and ``eval.yaml`` also give the success over the episodes given one of the student's own."""
+    from robot_rl.cli import main
+    from robot_rl.imitation.collect import collect
+
+    with one_torch_thread():
+        collect("panda-multitask", 6, tmp_path / "data", num_envs=6, quiet=True)
+        own = sorted({e.task for e in load_dataset(tmp_path / "data").episodes if "red" in e.task})
+        code = main(
+            ["train-bc", "--policy", "mlp", "--dataset", str(tmp_path / "data"), "--run-root", str(tmp_path),
+             "--quiet", "--max-steps", "5", "--set", "train.batch_size=16", "--set", "train.eval_episodes=9",
+             "--set", f"tasks=[{', '.join(own)}]"]
+        )  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 0 and "over 27 episodes, 3 seeds" in out, err
+    (run,) = (tmp_path / "panda-multitask").iterdir()
+    summary = yaml.safe_load((run / "eval.yaml").read_text())["tasks"]
+    rows = [r for r in yaml.safe_load((run / "eval.yaml").read_text())["per_instruction"] if r["instruction"] in own]
+    assert summary["instructions"] == own and summary["episodes"] == sum(r["episodes"] for r in rows)
+    assert own and f"on its {len(own)} own instruction(s): success {summary['success_rate']:.1%}" in out
 
 
 def test_firmware_export_refuses_a_chunk_policy_by_name(dataset: Path, tmp_path: Path) -> None:
