@@ -241,7 +241,8 @@ def _eval_bc(run: Any, args: argparse.Namespace) -> int:
         stem += f"_chunking-{timing.mode}-d{timing.delay_steps}"
     result = run.evaluate(args.episodes, tuple(range(args.seeds)), visual=visual, stem=stem)
     print(f"{run.cfg.task}, {run.cfg.policy.kind} student: {result.line()}")
-    own = result.on_instructions(run.instruction_texts(), run.cfg.tasks) if run.cfg.tasks else None
+    texts = run.instruction_texts() if run.cfg.tasks or run.policy.language_dim else []
+    own = result.on_instructions(texts, run.cfg.tasks) if run.cfg.tasks else None
     if own is not None:
         print(f"  {own_tasks_line(own)}")
     if result.motion:
@@ -252,7 +253,6 @@ def _eval_bc(run: Any, args: argparse.Namespace) -> int:
             f"(within chunks {m['within_step_mean']:.3f}; normalised units); loop idle {m['idle_fraction']:.1%}"
         )
     if run.policy.language_dim:
-        texts = run.instruction_texts()
         for index, (won, n) in sorted(result.success_by("instruction").items()):
             text = texts[index] if index < len(texts) else f"instruction {index}"
             print(f"  {won / n:6.1%}  ({won}/{n})  '{printable(text)}'")

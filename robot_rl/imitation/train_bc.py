@@ -327,17 +327,15 @@ def train_bc(cfg: BCConfig, resume: Path | None = None, quiet: bool = False, exp
                 save()
         save()
         evaluation = evaluate(t.eval_episodes, EVAL_SEEDS)
-        own_tasks = None
+        written: dict[str, Any] = {}
         if evaluation is not None:
             logger.log({"eval/success_rate": evaluation.success_rate}, step)
             spec = cfg.policy.chunk_spec(ema.model if ema is not None else policy, mounts)
             title = f"{task}: {cfg.policy.kind} student"
             texts = task_instructions(task, env_cfg)
-            write_evaluation(run_dir, evaluation, title, spec, instructions=texts, tasks=cfg.tasks)
-            if cfg.tasks:
-                own_tasks = evaluation.on_instructions(texts, cfg.tasks)
+            written = write_evaluation(run_dir, evaluation, title, spec, instructions=texts, tasks=cfg.tasks)
     finally:
         logger.close()
     if export and contract is not None:
         BCRun.load(run_dir, cfg.device).export()
-    return BCResult(run_dir, step, elapsed + time.monotonic() - start, final_loss, evaluation, own_tasks)
+    return BCResult(run_dir, step, elapsed + time.monotonic() - start, final_loss, evaluation, written.get("tasks"))

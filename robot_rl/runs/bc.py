@@ -298,10 +298,11 @@ def write_evaluation(
     instructions: list[str] | None = None,
     timing: RealTime | None = None,
     tasks: list[str] | None = None,
-) -> None:
+) -> dict[str, Any]:
     """``<stem>.yaml`` (pooled success, 95 % interval, per seed, how chunks were executed and how the actions moved
     across their joins, per instruction where the episodes carry one, and over the instructions ``tasks`` of a
-    student trained on some of its dataset's tasks) and ``<stem>.png``."""
+    student trained on some of its dataset's tasks, under ``tasks``) and ``<stem>.png``; returns what the YAML
+    holds."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -342,3 +343,4 @@ def write_evaluation(
     fig.tight_layout()
     save_png(fig, run_dir / f"{stem}.png")
     plt.close(fig)
+    return summary
