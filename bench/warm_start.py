@@ -10,7 +10,10 @@ An exploration for the manipulation teachers (issue 30), not a training mode of 
    ``critic`` in the variant the critic is fitted to the discounted returns of the same rollout at the same time;
 3. the policy std is set to the variant's ``std`` and PPO trains from there with the task's shipped config
    (``--max-time`` seconds, evaluations as configured); ``freeze`` keeps the actor normaliser's statistics fixed
-   during PPO (the BC policy was fitted with them).
+   during PPO (the BC policy was fitted with them);
+4. with ``bc=C[,decay=D]`` in the variant, PPO's minibatch loss keeps a demonstration term that decays as DAPG's
+   does: ``C D^k`` times the squared error of the actor mean on a random minibatch of the recorded expert actions
+   (``k``: PPO iterations so far).
 
 It prints the held-out success after the warm start and every periodic evaluation of PPO after it (selection seeds).
 
@@ -18,6 +21,7 @@ Run::
 
     python bench/warm_start.py --task panda-push --max-time 540 --variants std=0.2,critic std=0.2,critic,freeze
     python bench/warm_start.py --variants std=0.2,critic,freeze --set ppo.schedule=fixed --set ppo.learning_rate=1e-4
+    python bench/warm_start.py --task panda-lift --max-time 600 --variants std=0.3,critic,freeze,bc=0.5,decay=0.99
 """
 
 from __future__ import annotations
@@ -32,14 +36,19 @@ import torch
 
 import sim
 from robot_rl.algorithms.losses import gae
+from robot_rl.algorithms.ppo import UpdateStats
 from robot_rl.bench import format_table
 from robot_rl.config import load_config
 from robot_rl.evaluate import SELECTION_SEED_OFFSET, EvalResult, pick
 from robot_rl.runner import OnPolicyRunner
+from robot_rl.storage import Batch
 
 
-def warm_start(runner: OnPolicyRunner, collect_steps: int, dart_noise: float, epochs: int, critic: bool) -> float:
-    """Steps 1 and 2 of the module docstring on ``runner``'s env and model; returns the final BC loss."""
+def warm_start(
+    runner: OnPolicyRunner, collect_steps: int, dart_noise: float, epochs: int, critic: bool
+) -> tuple[float, torch.Tensor, torch.Tensor]:
+    """Steps 1 and 2 of the module docstring on ``runner``'s env and model; returns the final BC loss and the
+    demonstrations (raw actor observations ``[M, D_a]``, expert actions ``[M, A]``)."""
     env, model, p, gamma = runner.env, runner.model, runner.cfg.policy, runner.cfg.ppo.gamma
     expert = sim.get_task(runner.cfg.task).expert_cls()(env)
     obs = env.reset(seed=runner.cfg.seed + 7)
@@ -72,22 +81,47 @@ def warm_start(runner: OnPolicyRunner, collect_steps: int, dart_noise: float, ep
             opt.zero_grad()
             total.backward()
             opt.step()
-    return float(loss.detach())
+    return float(loss.detach()), x, y
+
+
+def add_bc_term(runner: OnPolicyRunner, x: torch.Tensor, y: torch.Tensor, coef: float, decay: float) -> None:
+    """Step 4 (variant ``bc=C[,decay=D]``): PPO's minibatch loss gains ``C D^k`` times the squared error of the
+    actor mean on a random minibatch of the demonstrations (``k``: PPO iterations so far), as DAPG's decaying
+    demonstration term."""
+    ppo, model = runner.ppo, runner.model
+    real, real_update = ppo._loss_fn, ppo.update
+    weight = [coef]
+
+    def loss_fn(b: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        loss, parts, dev = real(b)
+        idx = torch.randint(0, x.shape[0], (b.actions.shape[0],))
+        return loss + weight[0] * (model.action_mean(x[idx]) - y[idx]).square().mean(), parts, dev
+
+    def update() -> UpdateStats:
+        stats = real_update()
+        weight[0] *= decay
+        return stats
+
+    ppo._loss_fn = loss_fn
+    ppo.update = update  # type: ignore[method-assign]
 
 
 def run_variant(args: argparse.Namespace, variant: str, root: Path) -> dict[str, object]:
-    """One variant (``std=S[,critic][,freeze]``): warm start, then PPO; one row of figures."""
+    """One variant (``std=S[,critic][,freeze][,bc=C[,decay=D]]``): warm start, then PPO; one row of figures."""
     opts = {key: value for key, _, value in (o.partition("=") for o in variant.split(","))}
     cfg = load_config(args.task, None, [*args.overrides, f"runner.max_time_s={args.max_time}", f"run_root={root}"])
     run_dir = root / variant.replace(",", "_").replace("=", "")
     run_dir.mkdir(parents=True)
     runner = OnPolicyRunner(cfg, run_dir, quiet=True)
     t0 = time.monotonic()
-    bc_loss = warm_start(runner, args.collect_steps, args.dart_noise, args.epochs, "critic" in opts)
+    bc_loss, demo_x, demo_y = warm_start(runner, args.collect_steps, args.dart_noise, args.epochs, "critic" in opts)
+    if "bc" in opts:
+        add_bc_term(runner, demo_x, demo_y, float(opts["bc"]), float(opts.get("decay", 1.0)))
     with torch.no_grad():
         runner.model.log_std.fill_(math.log(float(opts.get("std", cfg.policy.init_noise_std))))
     warm_s = time.monotonic() - t0
     after_bc = float(runner.evaluate(randomize=True).summary()["success_rate"])
+    print(f"{variant}: warm start {warm_s:.0f} s, BC loss {bc_loss:.4f}, after BC {after_bc:.1%}", flush=True)
     if "freeze" in opts:
         runner.model.actor_normalizer.update = lambda *a, **k: None  # type: ignore[method-assign]
     evals: list[str] = []
@@ -98,6 +132,7 @@ def run_variant(args: argparse.Namespace, variant: str, root: Path) -> dict[str,
     ) -> EvalResult:
         result = real(randomize, episodes, seed_offset)
         evals.append(f"{result.summary()['success_rate']:.0%}")
+        print(f"{variant}: iteration {runner.iteration}, {time.monotonic() - t0:.0f} s: {evals[-1]}", flush=True)
         return result
 
     runner.evaluate = logged  # type: ignore[method-assign]
