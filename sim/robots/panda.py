@@ -105,8 +105,8 @@ def add_cube(
     spec: mujoco.MjSpec, name: str, size: float, mass: float, xy: tuple[float, float], rgb: tuple[float, float, float]
 ) -> None:
     """Add a free cube on the table: body, free joint and box geom all called ``name``, edge ``size`` m, ``mass`` kg,
-    resting at ``xy`` (m, base frame); it collides with the hand, fingers and table (elliptic-cone friction,
-    ``condim`` 4: sliding 0.8, torsional 0.02, rolling 0.001, wood or plastic on wood)."""
+    resting at ``xy`` (m, base frame); it collides with the hand, fingers and table (``condim`` 4 on MuJoCo's default
+    pyramidal friction cone: sliding 0.8, torsional 0.02, rolling 0.001, wood or plastic on wood)."""
     half = size / 2
     body = spec.worldbody.add_body(name=name, pos=[xy[0], xy[1], TABLE_HEIGHT + half])
     body.add_freejoint(name=name)
