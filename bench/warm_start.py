@@ -35,6 +35,7 @@ from pathlib import Path
 import torch
 
 import sim
+from policies.nets import ActorCritic
 from robot_rl.algorithms.losses import gae
 from robot_rl.algorithms.ppo import UpdateStats
 from robot_rl.bench import format_table
@@ -42,6 +43,11 @@ from robot_rl.config import load_config
 from robot_rl.evaluate import SELECTION_SEED_OFFSET, EvalResult, pick
 from robot_rl.runner import OnPolicyRunner
 from robot_rl.storage import Batch
+
+
+def clone_error(model: ActorCritic, actor_obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+    """Mean squared error of the actor mean on raw actor observations ``[B, D_a]`` against expert actions ``[B, A]``."""
+    return (model.action_mean(actor_obs) - actions).square().mean()
 
 
 def warm_start(
@@ -76,7 +82,7 @@ def warm_start(
     loss = torch.zeros(())
     for _ in range(epochs):
         for idx in torch.randperm(x.shape[0]).split(2048):
-            loss = (model.action_mean(x[idx]) - y[idx]).square().mean()
+            loss = clone_error(model, x[idx], y[idx])
             total = loss + ((model.value(xc[idx]) - yc[idx]).square().mean() if critic else 0.0)
             opt.zero_grad()
             total.backward()
@@ -94,8 +100,8 @@ def add_bc_term(runner: OnPolicyRunner, x: torch.Tensor, y: torch.Tensor, coef: 
 
     def loss_fn(b: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         loss, parts, dev = real(b)
-        idx = torch.randint(0, x.shape[0], (b.actions.shape[0],))
-        return loss + weight[0] * (model.action_mean(x[idx]) - y[idx]).square().mean(), parts, dev
+        idx = torch.randint(0, x.shape[0], (b.actions.shape[0],), device=x.device)
+        return loss + weight[0] * clone_error(model, x[idx], y[idx]), parts, dev
 
     def update() -> UpdateStats:
         stats = real_update()
