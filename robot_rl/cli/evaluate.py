@@ -121,8 +121,10 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """``robot-rl eval RUN``."""
     from robot_rl.runs import BCRun, open_run
+    from robot_rl.runs.bc import check_execution
 
     in_range("--episodes", args.episodes, 1, MAX_EPISODES)
+    check_execution(args.ensemble_decay, args.chunking)
     check_device(args.device)
     if sum(x is not None for x in (args.sim, args.sweep, args.control_rate, args.trajectory, args.corner)) > 1:
         raise ConfigError(

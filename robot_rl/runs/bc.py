@@ -30,6 +30,19 @@ EVAL_SEEDS = (0, 1, 2)
 """Seeds of the final evaluation (pooled, with a 95 % interval)."""
 
 
+def check_execution(ensemble_decay: float | None, chunking: str | None) -> None:
+    """Refuse an execution that no student can take, before anything is loaded: ``ensemble_decay`` not finite, or
+    given beside ``chunking`` ``sync`` / ``rtc`` (receding-horizon plans, nothing to ensemble).
+
+    Raises:
+        ConfigError: One line naming the flag.
+    """
+    if ensemble_decay is not None and not math.isfinite(ensemble_decay):
+        raise ConfigError(f"--ensemble-decay must be a finite number, got {ensemble_decay}")
+    if ensemble_decay is not None and chunking is not None and chunking != "async":
+        raise ConfigError(f"--chunking {chunking} executes receding-horizon plans; it takes no --ensemble-decay")
+
+
 @dataclass
 class BCRun:
     """A trained student loaded from its run folder (EMA weights where kept).
@@ -119,13 +132,11 @@ class BCRun:
         ``delay_steps`` periods later) unless ``action_horizon`` turns it off; ``None``: as the run says.
 
         Raises:
-            ConfigError: ``action_horizon`` outside ``1..pred_horizon``, ``ensemble_decay`` not finite, ``timing``
-                beside ``ensemble_decay``, or real-time chunking of a student that does not inpaint (one line,
-                naming the flag).
+            ConfigError: What :func:`check_execution` refuses, ``action_horizon`` outside ``1..pred_horizon``, or
+                real-time chunking of a student that does not inpaint (one line, naming the flag).
         """
+        check_execution(ensemble_decay, timing.mode if timing is not None else None)
         if timing is not None:
-            if ensemble_decay is not None and timing.mode != "async":
-                raise ConfigError(f"--chunking {timing.mode} executes receding-horizon plans; it takes no --ensemble-decay")
             if timing.mode == "rtc" and not self.policy.guide_inputs:
                 raise ConfigError(f"--chunking rtc needs a sampler that inpaints; a {self.policy.kind} student does not")
             self.timing = timing
@@ -142,8 +153,6 @@ class BCRun:
             self.cfg.policy = dataclasses.replace(self.cfg.policy, action_horizon=action_horizon, ensemble_decay=None)
             self.policy.horizons = dataclasses.replace(self.policy.horizons, action=action_horizon)
         if ensemble_decay is not None:
-            if not math.isfinite(ensemble_decay):
-                raise ConfigError(f"--ensemble-decay must be a finite number, got {ensemble_decay}")
             self.cfg.policy = dataclasses.replace(self.cfg.policy, ensemble_decay=ensemble_decay)
 
     def spec(self) -> ChunkSpec:

@@ -139,8 +139,6 @@ def test_train_bc_evaluates_exports_and_resumes(teacher: Path, dataset: Path, tm
     ensembled = robot_rl("eval", run, "--episodes", "2", "--seeds", "1", "--ensemble-decay", "-0.6")
     assert ensembled.returncode == 0, ensembled.stderr
     assert yaml.safe_load((run / "eval.yaml").read_text())["execution"]["ensemble_decay"] == -0.6
-    refused = robot_rl("eval", run, "--ensemble-decay", "nan")
-    assert refused.returncode == 2 and "--ensemble-decay must be a finite number" in refused.stderr
     timed = robot_rl("eval", run, "--episodes", "2", "--seeds", "1", "--chunking", "sync", "--inference-delay", "2")
     assert timed.returncode == 0 and "loop idle" in timed.stdout, timed.stderr  # the loop waited for its plans
     assert yaml.safe_load((run / "eval_chunking-sync-d2.yaml").read_text())["execution"]["idle_fraction"] > 0
@@ -151,8 +149,6 @@ def test_train_bc_evaluates_exports_and_resumes(teacher: Path, dataset: Path, tm
     assert late.returncode == 0, late.stderr  # ensembling under a delay: each plan averaged in a period later
     execution = yaml.safe_load((run / "eval_chunking-async-d1.yaml").read_text())["execution"]
     assert execution["ensemble_decay"] == -0.6 and execution["inference_delay_steps"] == 1
-    refused = robot_rl("eval", run, "--chunking", "sync", "--ensemble-decay", "-0.6")
-    assert refused.returncode == 2 and "--chunking sync executes receding-horizon plans" in refused.stderr
     trained = yaml.safe_load((run / "config.yaml").read_text())["policy"]["ensemble_decay"]
     for extra, decay in (((), trained), (("--action-horizon", "4"), None)):  # async keeps the run's ensembling
         kept = robot_rl("eval", run, "--episodes", "2", "--seeds", "1", "--chunking", "async", "--inference-delay", "1",

@@ -216,6 +216,25 @@ def test_eval_zero_episodes_exits_2(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert_error(capsys, "--episodes must be in [1, 65536], got 0")
 
 
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--ensemble-decay", "nan"], "--ensemble-decay must be a finite number, got nan"),
+        (
+            ["--chunking", "sync", "--ensemble-decay", "-0.6"],
+            "--chunking sync executes receding-horizon plans; it takes no --ensemble-decay",
+        ),
+        (["--chunking", "rtc", "--ensemble-decay", "-0.6"], "--chunking rtc executes receding-horizon plans"),
+    ],
+)
+def test_eval_execution_flags_no_student_takes_are_refused_before_any_loading(
+    flags: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The folder is no run at all: the flags are refused first, before a run or a student is loaded."""
+    assert main(["eval", str(tmp_path), *flags]) == 2
+    assert_error(capsys, message)
+
+
 @pytest.fixture
 def corrupt_run(tmp_path: Path) -> Path:
     """A run folder with a valid config, a garbage checkpoint and an earlier export that must survive."""
