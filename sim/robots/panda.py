@@ -106,7 +106,8 @@ def add_cube(
 ) -> None:
     """Add a free cube on the table: body, free joint and box geom all called ``name``, edge ``size`` m, ``mass`` kg,
     resting at ``xy`` (m, base frame); it collides with the hand, fingers and table (``condim`` 4 on MuJoCo's default
-    pyramidal friction cone: sliding 0.8, torsional 0.02, rolling 0.001, wood or plastic on wood)."""
+    pyramidal friction cone: sliding 0.8 and torsional 0.02, wood or plastic on wood; the rolling 0.001 of the
+    geom's friction acts only at ``condim`` 6, so not here)."""
     half = size / 2
     body = spec.worldbody.add_body(name=name, pos=[xy[0], xy[1], TABLE_HEIGHT + half])
     body.add_freejoint(name=name)
