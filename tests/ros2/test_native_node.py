@@ -65,10 +65,22 @@ class Peer:
             rclpy.spin_once(self.node, timeout_sec=0.005)
 
     def wait_for(self, count: int, timeout: float) -> bool:
-        end = time.monotonic() + timeout
-        while len(self.commands) < count and time.monotonic() < end:
+        """Spin until ``count`` commands have arrived or ``timeout`` seconds passed; whether they did."""
+        return self.wait_until(lambda: len(self.commands) >= count, timeout)
+
+    def wait_until(self, done: Callable[[], bool], timeout: float, odometry: Odometry | None = None) -> bool:
+        """Spin until ``done()`` or ``timeout`` seconds passed, sending ``odometry`` every 30 ms if given.
+
+        The tests wait for what they count, never for a fixed time: a loaded CI worker has stalled this process for
+        seconds, and a fixed-time window then holds fewer messages than the node sent.
+        """
+        end, next_send = time.monotonic() + timeout, 0.0
+        while not done() and time.monotonic() < end:
+            if odometry is not None and time.monotonic() >= next_send:
+                self.publish(odometry)
+                next_send = time.monotonic() + 0.03
             rclpy.spin_once(self.node, timeout_sec=0.005)
-        return len(self.commands) >= count
+        return done()
 
 
 @pytest.fixture
@@ -129,9 +141,9 @@ def test_the_native_node_commands_what_the_runtime_computes_and_rejects_bad_odom
 ) -> None:
     peer = ros()
     target = [0.1, -0.2, 0.05]  # a hover point other than the contract's: --target
-    # a 3 s watchdog: a loaded CI worker once stalled this lock-step loop for more than 0.8 s, and a 1 s watchdog
-    # tripped while the test waited to see the bad message rejected (motor stops every period, not a rejection)
-    proc = start(native, peer, tmp_path, "--watchdog", "3.0", "--target", ",".join(map(str, target)))
+    # a 60 s watchdog: a loaded CI worker has stalled this lock-step loop for more than 3 s, and a tripped watchdog
+    # sends the motor stop every period; the watchdog has its own test (the hostile odometry one)
+    proc = start(native, peer, tmp_path, "--watchdog", "60", "--target", ",".join(map(str, target)))
     try:
         copies = connect(peer, odometry(0))
         sent = [odometry(0)] * copies
@@ -147,11 +159,11 @@ def test_the_native_node_commands_what_the_runtime_computes_and_rejects_bad_odom
         before = len(peer.commands)
         peer.publish(bad)
         peer.spin(0.2)
-        assert len(peer.commands) == before  # rejected: no command, no fault (the watchdog is 3 s)
+        assert len(peer.commands) == before  # rejected: no command, no fault
         peer.publish(odometry(41))
         assert peer.wait_for(before + 1, 5.0), "the node stopped answering after a bad message"
         sent.append(odometry(41))
-        peer.spin(3.5)  # silence: the watchdog trips and the motor-stop command follows every period
+        peer.spin(0.1)  # nothing more comes: one command per accepted message
     finally:
         stats, err = stop(proc, tmp_path)
     # While discovery completes, the node may step on a copy of the first message before its command publisher has
@@ -174,10 +186,9 @@ def test_the_native_node_commands_what_the_runtime_computes_and_rejects_bad_odom
         diff = np.abs(got - want[0]) / scale
         assert diff.max() <= TOLERANCE, (k, lost, got, want[0])
         previous = got[None].astype(np.float32)
-    safe = received[len(sent) :]
-    assert len(safe) >= 5 and all((c == 0.0).all() for c in safe), safe[:3]
-    assert stats["fault"] == "watchdog" and stats["rejected"] == 1
-    assert "odometry rejected" in err and "no odometry for 3.000 s" in err
+    assert len(received) == len(sent), (len(received), len(sent))
+    assert stats["fault"] == "" and stats["rejected"] == 1, stats
+    assert "odometry rejected" in err
 
 
 def test_the_native_node_latches_an_estop(native: Path, ros: Callable[[], Peer], tmp_path: Path) -> None:
@@ -187,15 +198,13 @@ def test_the_native_node_latches_an_estop(native: Path, ros: Callable[[], Peer],
         connect(peer, odometry(0))
         assert (peer.commands[-1] > 0).all()
         peer.estop.publish(Bool(data=True))
-        peer.spin(0.3)
+        assert peer.wait_until(lambda: (peer.commands[-1] == 0.0).all(), 10.0), "no motor stop after the e-stop"
         peer.estop.publish(Bool(data=False))  # releasing the button does not restart the motors
         peer.commands.clear()
-        for k in range(10):
-            peer.publish(odometry(k))
-            peer.spin(0.03)
+        peer.wait_until(lambda: len(peer.commands) >= 10, 10.0, odometry=odometry(1))
     finally:
         stats, _ = stop(proc, tmp_path)
-    assert len(peer.commands) >= 5 and all((c == 0.0).all() for c in peer.commands)
+    assert len(peer.commands) >= 10 and all((c == 0.0).all() for c in peer.commands)
     assert stats["fault"] == "estop"
 
 
@@ -232,18 +241,21 @@ def test_the_native_node_refuses_hostile_odometry_and_it_never_feeds_the_watchdo
     try:
         connect(peer, odometry(0))
         before = len(peer.commands)
-        end = time.monotonic() + 1.0
-        while time.monotonic() < end:  # 1 s of hostile odometry at 50 Hz, every kind in turn
+        for _ in range(50):  # 1 s of hostile odometry at 50 Hz (or longer, on a loaded machine), every kind in turn
             for kind in HOSTILE:
                 msg, age = _hostile(kind)
                 peer.publish(msg, age)
                 peer.spin(0.005)
-        peer.spin(0.2)
+
+        def zeros() -> int:
+            return sum(bool((c == 0.0).all()) for c in peer.commands[before:])
+
+        peer.wait_until(lambda: zeros() >= 20, 10.0)  # the safe command, every period
     finally:
         stats, err = stop(proc, tmp_path)
     after = peer.commands[before:]
     assert stats["fault"] == "watchdog" and stats["rejected"] >= 4 * 20, stats
-    assert len(after) >= 20 and all((c == 0.0).all() for c in after[-10:])  # the safe command, every period
+    assert zeros() >= 20 and all((c == 0.0).all() for c in after[-10:]), after[-10:]
     assert "odometry rejected" in err and "no odometry for 0.300 s" in err
 
 
@@ -257,9 +269,7 @@ def test_the_native_node_publishes_reliably_for_a_default_qos_driver(
     proc = start(native, peer, tmp_path, "--watchdog", "5", "--reliable")
     try:
         connect(peer, odometry(0))
-        for k in range(10):
-            peer.publish(odometry(k))
-            peer.spin(0.03)
+        peer.wait_until(lambda: len(received) >= 5, 10.0, odometry=odometry(1))
     finally:
         stop(proc, tmp_path)
     assert len(received) >= 5 and all(np.isfinite(c).all() for c in received)
