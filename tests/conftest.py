@@ -9,12 +9,15 @@ A file lock in pytest's shared temporary folder makes the first worker train and
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 # The suite runs torch.compile'd code eagerly (this process and every subprocess it starts): configs that ship
 # `compile: true` would otherwise compile anew for each test's world count (seconds to tens of seconds apiece).
@@ -137,6 +140,30 @@ def trainings_finished(trained_hover: TrainedRun, trained_reach: TrainedRun) -> 
     """Wait until both training fixtures are trained: the real-time DDS loops that judge flight quality use it, so
     that no training runs beside them (beside the reach training, MuJoCo on both cores, the hover loop over DDS ended
     5.6 cm off against its 5 cm bar in CI, 2026-11-27; it holds well inside the bar on a machine that keeps pace)."""
+
+
+class Ran(NamedTuple):
+    """What a ``robot-rl`` command run by :func:`robot_rl` returned and printed (as ``subprocess.run`` has it)."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def robot_rl(*args: str | Path) -> Ran:
+    """``robot-rl ARGS`` in this process: its exit status and what it printed. A subprocess would cost the
+    interpreter's start and the imports of torch, MuJoCo and diffusers (3-6 s a command; the suite runs the CLI
+    about 60 times). Where the process is what is tested, tests start it: Ctrl-C in ``test_hardening.py``, the
+    installed script in ``test_recording.py``, a student's training in ``test_bc_cli.py``."""
+    from robot_rl.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as exc:  # argparse's refusals
+            code = exc.code if isinstance(exc.code, int) else 2
+    return Ran(code, out.getvalue(), err.getvalue())
 
 
 def export_untrained(task: str, folder: Path) -> Path:

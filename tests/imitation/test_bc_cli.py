@@ -21,7 +21,7 @@ from robot_rl.imitation.evaluate import evaluate_chunk_policy, evaluate_teacher
 from robot_rl.runner import OnPolicyRunner
 from robot_rl.runs import PPORun
 from robot_rl.runs.bc import BCRun
-from tests.conftest import one_torch_thread
+from tests.conftest import one_torch_thread, robot_rl
 
 TINY_TRAINING = [
     "policy.pred_horizon=8",
@@ -37,7 +37,8 @@ TINY_STUDENT = [*TINY_TRAINING, "policy.down_dims=[8,16]", "policy.inference_ste
 """A tiny diffusion student."""
 
 
-def robot_rl(*args: str | Path) -> subprocess.CompletedProcess[str]:
+def robot_rl_process(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    """``python -m robot_rl.cli ARGS`` as its own process."""
     return subprocess.run(
         [sys.executable, "-m", "robot_rl.cli", *map(str, args)], capture_output=True, text=True, timeout=600
     )
@@ -96,7 +97,7 @@ def test_collected_dataset_reads_with_pyarrow_alone_as_documented(dataset: Path)
 def test_train_bc_evaluates_exports_and_resumes(teacher: Path, dataset: Path, tmp_path: Path) -> None:
     sets = [arg for s in TINY_STUDENT for arg in ("--set", s)]
     args = ["train-bc", "--policy", "diffusion", "--dataset", dataset, "--run-root", tmp_path, "--quiet", *sets]
-    result = robot_rl(*args, "--max-steps", "10")
+    result = robot_rl_process(*args, "--max-steps", "10")
     assert result.returncode == 0, result.stderr
     assert "10 gradient steps" in result.stdout and "95% CI" in result.stdout
     (run,) = (tmp_path / "panda-reach").iterdir()

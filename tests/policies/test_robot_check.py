@@ -4,8 +4,6 @@ refused naming the field (a swapped motor or spin direction flips a multirotor o
 from __future__ import annotations
 
 import copy
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +14,7 @@ import yaml
 import sim
 from policies.runtime.contract import Contract, ContractError
 from policies.runtime.robot_check import check_robot
+from tests.conftest import robot_rl
 
 CRAZYFLIE = Path(__file__).resolve().parents[2] / "ros2_ws/src/robot_rl_ros/robots/crazyflie_2x.yaml"
 
@@ -85,12 +84,10 @@ def test_inspect_checks_a_robot_description(tmp_path: Path, hover_contract: Cont
 
     model = ActorCritic(hover_contract.obs_dim, 8, hover_contract.action.size)
     onnx = export_onnx(model, hover_contract, tmp_path)
-    ok = subprocess.run([sys.executable, "-m", "robot_rl.cli", "inspect", onnx, "--robot", CRAZYFLIE],
-                        capture_output=True, text=True, timeout=120)  # fmt: skip
+    ok = robot_rl("inspect", onnx, "--robot", CRAZYFLIE)
     assert ok.returncode == 0 and "every given field matches the contract" in ok.stdout
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(_mutate(yaml.safe_load(CRAZYFLIE.read_text()), "airframe.reaction_torque_sign_z",
                                           [1, -1, 1, -1])))  # fmt: skip
-    refused = subprocess.run([sys.executable, "-m", "robot_rl.cli", "inspect", onnx, "--robot", bad],
-                             capture_output=True, text=True, timeout=120)  # fmt: skip
+    refused = robot_rl("inspect", onnx, "--robot", bad)
     assert refused.returncode == 2 and "reaction_torque_sign_z" in refused.stderr

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import csv
 import math
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +19,7 @@ from robot_rl.transfer.harness import TransferError, plug, run_episodes
 from robot_rl.transfer.sweep import Sweep, SweepError, failure_factors, sweep_terms, training_range
 from sim.randomization import RandomizationTerm
 from sim.tasks.panda.reach import PandaReach
-
-
-def robot_rl(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "robot_rl.cli", *map(str, args)], capture_output=True, text=True, timeout=900
-    )
+from tests.conftest import robot_rl
 
 
 @pytest.mark.slow

@@ -3,8 +3,6 @@ checkpoint exports through robot-rl's contract (``robot-rl export onnx model_<it
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,16 +14,13 @@ from policies.nets.rsl_rl import RslRlActor, RslRlCheckpointError
 from policies.runtime import OnnxPolicy
 from robot_rl.config import load_config
 from robot_rl.evaluate import EVAL_SEED_OFFSET, evaluate_env, make_eval_env
+from tests.conftest import robot_rl
 
 pytest.importorskip("rsl_rl", reason="rsl-rl-lib is in the dev extra")
 from rsl_rl.runners import OnPolicyRunner
 
 from robot_rl.algorithms.rsl_rl import runner_config
 from sim.adapters.rsl_rl import RslRlVecEnv
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "robot_rl.cli", *args], capture_output=True, text=True, timeout=120)
 
 
 def test_adapter_follows_rsl_rl_conventions() -> None:
@@ -59,7 +54,7 @@ def test_rsl_rl_trains_the_cartpole_and_its_checkpoint_exports(tmp_path: Path) -
     policy = runner.get_inference_policy("cpu")
 
     out = str(tmp_path / "export")
-    done = _cli(
+    done = robot_rl(
         "export", "onnx", str(checkpoint), "--task", cfg.task, "--activation", cfg.policy.activation, "--out", out
     )
     assert done.returncode == 0, done.stderr
@@ -107,9 +102,9 @@ def test_foreign_checkpoints_are_refused_by_name(tmp_path: Path) -> None:
         RslRlActor.from_state_dict(rnn)
     good = {"actor_state_dict": {**layers, **last, "distribution.std_param": torch.ones(2)}}
     torch.save(good, tmp_path / "model_1.pt")
-    done = _cli("export", "onnx", str(tmp_path / "model_1.pt"))
+    done = robot_rl("export", "onnx", str(tmp_path / "model_1.pt"))
     assert done.returncode == 2 and "name the task it was trained on with --task" in done.stderr
-    done = _cli(
+    done = robot_rl(
         "export", "onnx", str(tmp_path / "model_1.pt"), "--task", "cartpole-balance", "--out", str(tmp_path / "x")
     )
     assert done.returncode == 2 and "contract obs_dim is" in done.stderr and "the actor takes 4 inputs" in done.stderr
