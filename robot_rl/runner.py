@@ -82,8 +82,8 @@ class TrainResult:
     last_eval: EvalResult | None
     time_to_quality_s: float | None = None
     best: dict[str, Any] | None = None
-    """The best selection evaluation (``iteration``, ``env_steps``, ``score``, ``quality_met``), if one met the
-    criterion: the policy in ``best.pt``."""
+    """The best selection evaluation (``iteration``, ``env_steps``, ``score``, ``quality_met``, ``met``: the
+    criterion), if any ran: the policy in ``best.pt``."""
 
 
 class OnPolicyRunner:
@@ -305,18 +305,22 @@ class OnPolicyRunner:
         return check.quality_met
 
     def _keep_if_best(self, result: EvalResult, quality: bool, elapsed_s: float) -> None:
-        """Write ``best.pt`` from this iteration's boundary if ``result`` meets the criterion and beats the best:
-        a (confirmed) quality bar first, then the task's score."""
-        if not result.met:
+        """Write ``best.pt`` from this iteration's boundary if ``result`` beats the best so far, ranked by the
+        (confirmed) quality bar, then the success criterion, then the task's score. A run that never meets its
+        criterion within its budget so keeps its best evaluated policy, not its last; an evaluation whose score is not
+        finite is never kept."""
+        if not math.isfinite(result.score):
             return
-        if self.best is not None and (quality, result.score) <= (self.best["quality_met"], self.best["score"]):
-            return
+        rank = (quality, result.met, result.score)
+        if self.best is not None and rank <= (self.best["quality_met"], self.best.get("met", True), self.best["score"]):
+            return  # a best.pt written before the criterion ranked in was written only for one that met it
         b = self._boundary
         self.best = {
             "iteration": b["iteration"],
             "env_steps": b["env_steps"],
             "score": result.score,
             "quality_met": quality,
+            "met": result.met,
         }
         state = {k: v for k, v in b.items() if k != "training"}
         save_checkpoint(

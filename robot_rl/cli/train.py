@@ -202,7 +202,8 @@ def finish_run(run_dir: Path, result: TrainResult, export: bool) -> int:
         b = result.best
         print(
             f"kept the policy of iteration {b['iteration']} (best of the selection evaluations, score "
-            f"{b['score']:.4g}{', quality bar met' if b['quality_met'] else ''}); held-out evaluation:"
+            f"{b['score']:.4g}{', quality bar met' if b['quality_met'] else ''}"
+            f"{'' if b.get('met', True) else '; none met the success criterion'}); held-out evaluation:"
         )
     for r in evals:
         s = r.summary()

@@ -2,8 +2,8 @@
 artifacts.
 
 A run folder holds ``config.yaml`` (resolved config), ``checkpoint.pt`` (the last state: what ``--resume``
-continues), ``best.pt`` (the policy of the best evaluation during training that met the criterion: what evaluation
-and export use), ``metrics.csv``, ``tb/`` (TensorBoard), ``learning_curve.png``, and after evaluation and export
+continues), ``best.pt`` (the policy of the best evaluation during training, one that met the criterion before any
+that did not: what evaluation and export use), ``metrics.csv``, ``tb/`` (TensorBoard), ``learning_curve.png``, and after evaluation and export
 ``eval.yaml``, ``eval.png``, ``policy.onnx`` and ``contract.yaml``.
 """
 

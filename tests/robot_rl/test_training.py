@@ -208,6 +208,41 @@ def test_the_kept_policy_is_the_best_on_selection_seeds_not_the_last(
     assert_same_state(carried.model.state_dict(), weights[2])
 
 
+def test_a_run_below_its_criterion_keeps_its_best_evaluation_and_one_that_meets_it_outranks_any(
+    make_cfg: MakeCfg, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Scripted selection evaluations (criterion met, score): none meets the criterion in the first run, so best.pt
+    # holds the best score (iteration 2, not the last); a score that is not finite is never kept. In the second
+    # run the one evaluation that meets the criterion outranks every better-scored one that does not.
+    def run(folder: Path, scripted: list[tuple[bool, float]]) -> tuple[TrainResult, dict[int, dict[str, torch.Tensor]]]:
+        cfg = make_cfg(
+            f"runner.max_iterations={len(scripted)}", "runner.eval_interval=1", "runner.stop_on_success=false"
+        )
+        folder.mkdir()
+        runner = OnPolicyRunner(cfg, folder, quiet=True)
+        draws, weights, real = iter(scripted), {}, runner.evaluate
+
+        def scripted_eval(
+            randomize: bool = True, episodes: int | None = None, seed_offset: int = EVAL_SEED_OFFSET
+        ) -> EvalResult:
+            result = real(randomize, episodes, seed_offset)
+            (result.met, result.score), result.quality_met = next(draws), False
+            weights[runner.iteration] = {k: v.clone() for k, v in runner.model.state_dict().items()}
+            return result
+
+        monkeypatch.setattr(runner, "evaluate", scripted_eval)
+        return runner.train(), weights
+
+    below, weights = run(tmp_path / "below", [(False, 0.3), (False, 0.6), (False, float("nan")), (False, 0.4)])
+    assert below.best is not None and (below.best["iteration"], below.best["met"]) == (2, False)
+    kept = PPORun.load(tmp_path / "below")
+    assert kept.checkpoint["iteration"] == 2
+    assert_same_state(kept.model.state_dict(), weights[2])
+
+    met, _ = run(tmp_path / "met", [(False, 0.8), (True, 0.2), (False, 0.9)])
+    assert met.best is not None and (met.best["iteration"], met.best["met"], met.best["score"]) == (2, True, 0.2)
+
+
 # ---------------------------------------------------------------------------------------- checkpoint/resume
 def test_checkpoint_and_resume_continue_the_counters(make_cfg: MakeCfg, tmp_path: Path) -> None:
     cfg = make_cfg("runner.max_iterations=2")
