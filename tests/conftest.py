@@ -153,7 +153,7 @@ class Ran(NamedTuple):
 def robot_rl(*args: str | Path) -> Ran:
     """``robot-rl ARGS`` in this process: its exit status and what it printed. A subprocess would cost the
     interpreter's start and the imports of torch, MuJoCo and diffusers (3-6 s a command; the suite runs the CLI
-    about 60 times). Where the process is what is tested, tests start it: Ctrl-C in ``test_hardening.py``, the
+    about 50 times). Where the process is what is tested, tests start it: Ctrl-C in ``test_hardening.py``, the
     installed script in ``test_recording.py``, a student's training in ``test_bc_cli.py``."""
     from robot_rl.cli import main
 
@@ -161,8 +161,8 @@ def robot_rl(*args: str | Path) -> Ran:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             code = main([str(a) for a in args])
-        except SystemExit as exc:  # argparse's refusals
-            code = exc.code if isinstance(exc.code, int) else 2
+        except SystemExit as exc:  # argparse's refusals (2) and --help (0), as the interpreter maps them
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     return Ran(code, out.getvalue(), err.getvalue())
 
 

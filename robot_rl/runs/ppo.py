@@ -3,8 +3,8 @@ artifacts.
 
 A run folder holds ``config.yaml`` (resolved config), ``checkpoint.pt`` (the last state: what ``--resume``
 continues), ``best.pt`` (the policy of the best evaluation during training, one that met the criterion before any
-that did not: what evaluation and export use), ``metrics.csv``, ``tb/`` (TensorBoard), ``learning_curve.png``, and after evaluation and export
-``eval.yaml``, ``eval.png``, ``policy.onnx`` and ``contract.yaml``.
+that did not: what evaluation and export use), ``metrics.csv``, ``tb/`` (TensorBoard), ``learning_curve.png``, and
+after evaluation and export ``eval.yaml``, ``eval.png``, ``policy.onnx`` and ``contract.yaml``.
 """
 
 from __future__ import annotations
