@@ -5,8 +5,10 @@ cameras) runs through
 ``policies.runtime`` (ONNX + contract) in the batched MuJoCo task with randomisation on, one episode per world. Every
 command's arm set-point goes through ``policies.runtime.passivity.EnergyTank`` exactly as in the ROS 2 policy node
 (set-point jumps scaled so the virtual spring energy they inject fits in the tank, the impedance damping's
-dissipation harvested; a gripper command is not in the tank), for several ``T_max`` (``T_0 = T_max / 2``, ``T_min``
-0.1 J), and without a tank. Printed: success rate, mean and smallest ``alpha``, and the lowest tank level reached.
+dissipation harvested; a gripper command is not in the tank), for several ``T_max`` (``T_min`` 0.1 J; ``T_0`` the
+same fraction of ``T_max`` as in the run's contract: half, or full for a refilled tank; the refill the contract's
+unless ``--power-w`` says), and without a tank. Printed: success rate, mean and smallest ``alpha``, and the lowest
+tank level reached.
 
 Run::
 
@@ -47,18 +49,21 @@ def env_config(run_dir: Path) -> object:
     return cfg
 
 
-def run(run_dir: Path, episodes: int, t_max: float | None, seed: int, power_w: float = 0.0) -> dict[str, float]:
+def run(run_dir: Path, episodes: int, t_max: float | None, seed: int, power_w: float | None = None) -> dict[str, float]:
     """One randomised evaluation of ``episodes`` episodes with a tank of ``t_max`` J (``None``: no tank) refilled at
-    ``power_w`` W."""
+    ``power_w`` W (``None``: the contract's refill), starting at the contract's fraction of ``T_max``."""
     policy = open_policy(run_dir / "policy.onnx", num_envs=episodes)
     contract = policy.contract
+    deploy = TankParams.from_contract(contract.filter)
+    power_w = deploy.power_w if power_w is None else power_w
     env = make_eval_env(contract.task, env_config(run_dir), episodes, torch.device("cpu"), True)
     stiffness = np.asarray(contract.extra["impedance"]["stiffness_nm_per_rad"], dtype=np.float64)
     joints = stiffness.size  # the commands' first joints (a gripper after them is not in the tank)
     damping = tuple(contract.extra["impedance"]["damping_nms_per_rad"])
     tanks = []
     if t_max is not None:
-        params = TankParams(t_init=t_max / 2, t_min=0.1, t_max=t_max, damping=damping, power_w=power_w)
+        start = t_max * deploy.t_init / deploy.t_max
+        params = TankParams(t_init=start, t_min=0.1, t_max=t_max, damping=damping, power_w=power_w)
         tanks = [EnergyTank(params, joints) for _ in range(episodes)]
     cameras = contract.chunk.cameras if contract.chunk is not None else {}
     renderer = None
@@ -129,7 +134,7 @@ def plot(curves: dict[str, list[dict[str, float]]], path: Path) -> None:
         if free:
             ax.axhline(100 * free[0], color=line.get_color(), ls="--", lw=1)
     ax.set_xscale("log")
-    ax.set_xlabel("energy tank T_max [J] (starts half full)")
+    ax.set_xlabel("energy tank T_max [J] (starting as the contract's)")
     ax.set_ylabel("success [%] (dashed: no tank)")
     ax.set_ylim(-2, 102)
     ax.grid(alpha=0.3, which="both")
@@ -150,8 +155,8 @@ def main(argv: list[str] | None = None) -> None:
         "--power-w",
         type=float,
         nargs="+",
-        default=[0.0],
-        help="tank refill(s), W (tank_power_w): every T_max with every refill",
+        default=[None],
+        help="tank refill(s), W (tank_power_w): every T_max with every refill (default: the contract's)",
     )
     p.add_argument("--plot", type=Path, help="write success against T_max for every run as this PNG")
     args = p.parse_args(argv)

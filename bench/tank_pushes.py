@@ -2,8 +2,9 @@
 many randomised episodes, with pushes on the arm and on the object.
 
 The policy of a PPO run (the kept ``best.pt``) acts in its task with randomisation on and the energy tank in the loop
-(``env.passivity``, the ROS 2 node's :func:`~policies.runtime.passivity.setpoint_step`) at ``--t-max`` (default: the
-run's own tank, else the contract's deploy ``T_max``). Every ``--interval-s`` each world draws new pushes, held until
+(``env.passivity``, the ROS 2 node's :func:`~policies.runtime.passivity.setpoint_step`): the run's own tank, else
+the contract's deploy tank (its ``T_0`` and refill); ``--t-max`` sets another ``T_max`` (starting full if the
+contract's tank is refilled, else half full). Every ``--interval-s`` each world draws new pushes, held until
 the next draw: on the hand, ``--arm-push-n`` newtons along the hand's current velocity (the direction that pumps
 energy into the arm; a random direction while the hand is still), and on the cube ``--object-push-n`` newtons in a
 random direction (a task without a free object, ``panda-insert``: the arm only). Printed: episodes, success, the
@@ -82,10 +83,16 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     run = PPORun.load(args.run)
     passivity = run.cfg.env.passivity
-    t_max = args.t_max or passivity.tank_max_j or run.contract().filter["tank_max_j"]
-    env_cfg = dataclasses.replace(
-        run.cfg.env, passivity=dataclasses.replace(passivity, tank_max_j=float(t_max), tank_init_j=None)
-    )
+    if args.t_max is None and passivity.enabled:  # the run's own tank, as it trained and deploys
+        env_cfg = run.cfg.env
+    else:  # the given size, or the contract's deploy tank (its start and refill kept)
+        deploy = run.contract().filter
+        t_max = float(args.t_max or deploy["tank_max_j"])
+        power = float(deploy.get("tank_power_w", 0.0))
+        tank = dataclasses.replace(
+            passivity, tank_max_j=t_max, tank_init_j=t_max if power > 0 else None, tank_power_w=power
+        )
+        env_cfg = dataclasses.replace(run.cfg.env, passivity=tank)
     parts = []
     for b in range(0, args.episodes, args.batch):
         worlds = min(args.batch, args.episodes - b)
@@ -93,7 +100,9 @@ def main(argv: list[str] | None = None) -> None:
     res = {k: np.concatenate([x[k] for x in parts]) for k in parts[0]}
     row = {
         "run": f"{run.cfg.task} {args.run.name}",
-        "T_max [J]": float(t_max),
+        "T_max [J]": env_cfg.passivity.tank_max_j,
+        "T_0 [J]": env_cfg.passivity.initial_j,
+        "refill [W]": env_cfg.passivity.tank_power_w,
         "T_min [J]": env_cfg.passivity.tank_min_j,
         "episodes": len(res["success"]),
         "success": float(res["success"].mean()),

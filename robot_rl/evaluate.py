@@ -180,15 +180,21 @@ def tank_of(env_cfg: Any) -> float | None:
 
 def switched_tank(env_cfg: Any, env: VecEnv) -> Any | None:
     """``env_cfg`` with the energy tank the other way round, for the evaluation a user needs beside the run's own:
-    without the tank where the run trained with one, else with the tank at the contract's deploy ``T_max`` (``env``'s
-    ``filter_defaults``). ``None`` for tasks without a tank in the loop."""
+    without the tank where the run trained with one, else with the contract's deploy tank (``env``'s
+    ``filter_defaults``: ``T_max``, ``T_0`` and refill). ``None`` for tasks without a tank in the loop."""
     passivity = getattr(env_cfg, "passivity", None)
-    defaults = getattr(env, "filter_defaults", None)
-    deploy = defaults().get("tank_max_j") if defaults is not None else None
-    if passivity is None or deploy is None:
+    defaults = env.filter_defaults() if hasattr(env, "filter_defaults") else {}
+    if passivity is None or defaults.get("tank_max_j") is None:
         return None
-    tank = None if passivity.enabled else float(deploy)
-    return dataclasses.replace(env_cfg, passivity=dataclasses.replace(passivity, tank_max_j=tank, tank_init_j=None))
+    if passivity.enabled:
+        return dataclasses.replace(env_cfg, passivity=dataclasses.replace(passivity, tank_max_j=None, tank_init_j=None))
+    deploy = dataclasses.replace(
+        passivity,
+        tank_max_j=float(defaults["tank_max_j"]),
+        tank_init_j=float(defaults["tank_init_j"]),
+        tank_power_w=float(defaults.get("tank_power_w", 0.0)),
+    )
+    return dataclasses.replace(env_cfg, passivity=deploy)
 
 
 def make_eval_env(

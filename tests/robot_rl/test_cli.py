@@ -565,11 +565,13 @@ def test_a_run_trained_behind_the_tank_reports_it_and_shows_its_episodes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """panda-reach with ``env.passivity``: the summary gives randomisation on and off behind the tank and on without
-    it, ``eval.yaml`` keys them apart, the contract carries the tank it trained with, and ``episodes.gif`` is listed."""
+    it, ``eval.yaml`` keys them apart, the contract carries the tank it trained with (start and refill included),
+    and ``episodes.gif`` is listed."""
     root = tmp_path / "runs"
     argv = [
         "train", "panda-reach", "--num-envs", "8", "--max-iterations", "1", "--set", "ppo.num_steps=4",
         "--set", "runner.eval_episodes=3", "--set", "runner.eval_interval=0", "--set", "env.passivity.tank_max_j=20",
+        "--set", "env.passivity.tank_init_j=20", "--set", "env.passivity.tank_power_w=2",
         "--run-root", str(root), "--quiet",
     ]  # fmt: skip
     assert main(argv) == 0
@@ -582,4 +584,5 @@ def test_a_run_trained_behind_the_tank_reports_it_and_shows_its_episodes(
     assert summary["randomization_on_tank_20J"]["lowest_tank_j"] >= 0.1 - 1e-9
     contract = Contract.load_yaml(run / "contract.yaml")
     assert contract.filter["trained_with_tank_j"] == 20.0 and contract.filter["tank_max_j"] == 20.0
+    assert (contract.filter["tank_init_j"], contract.filter["tank_power_w"]) == (20.0, 2.0)
     assert (run / "episodes.gif").is_file() and str(run / "episodes.gif") in out

@@ -8,6 +8,8 @@ The tank in the training loop (``env.passivity``) is the deploy tank world by wo
 
 from __future__ import annotations
 
+import dataclasses
+
 import mujoco
 import numpy as np
 import pytest
@@ -16,6 +18,7 @@ import torch
 import sim
 from policies.runtime.passivity import EnergyTank, TankParams
 from robot_rl.config import load_config
+from robot_rl.evaluate import switched_tank
 from sim.randomization import RandomizationTerm
 from sim.robots import panda
 from sim.tasks.panda.lift import PandaLiftConfig
@@ -119,11 +122,45 @@ def test_with_the_tank_in_the_loop_no_world_falls_below_t_min_under_random_comma
         (["env.passivity.tank_max_j=20", "env.control_mode=torque"], "needs env.control_mode=impedance"),
         (["env.passivity.tank_max_j=10", "env.passivity.tank_init_j=20"], "tank_min_j <= tank_init_j <= tank_max_j"),
         (["env.passivity.tank_max_j=-1"], "env.passivity.tank_max_j must be a finite number >= 0"),
+        (["env.passivity.tank_max_j=20", "env.passivity.tank_power_w=-2"], "tank_power_w must be a finite number >= 0"),
     ],
 )
 def test_a_tank_that_cannot_apply_is_refused_by_name(overrides: list[str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         load_config("panda-lift", overrides=overrides)
+
+
+def test_the_tank_trained_with_is_the_tank_the_contract_deploys_refill_included() -> None:
+    """A refilled tank credits ``P dt`` each step as the node's does, and the contract's ``filter`` carries the
+    sizes and the refill the policy trained behind (the node deploys exactly that tank)."""
+    cfg = load_config(
+        "panda-push",
+        overrides=["env.passivity.tank_max_j=30", "env.passivity.tank_init_j=30", "env.passivity.tank_power_w=5"],
+    ).env
+    env = sim.make("panda-push", 2, cfg=cfg, seed=3)
+    env.reset(seed=3)
+    f = env.filter_defaults()  # type: ignore[attr-defined]
+    assert (f["tank_init_j"], f["tank_max_j"], f["tank_power_w"], f["trained_with_tank_j"]) == (30.0, 30.0, 5.0, 30.0)
+    params = TankParams.from_contract(f)
+    assert params.power_w == 5.0 and params.t_init == 30.0
+    tanks = SetpointTanks(params, 1, panda.IMPEDANCE_STIFFNESS, DT)
+    q = torch.zeros(1, 7, dtype=torch.float64)
+    tanks.reset(torch.arange(1), q)
+    tanks.level[:] = 10.0
+    tanks.filter(q, q, torch.zeros_like(q))  # no jump, no motion: only the refill is credited
+    assert tanks.level[0] == pytest.approx(10.0 + 5.0 * DT)
+
+
+def test_the_evaluation_beside_a_run_switches_its_tank_to_the_deploy_tank_or_off() -> None:
+    """``robot-rl train``'s end summary: a run trained without the tank is also evaluated behind the contract's
+    deploy tank (its ``T_max``, start and refill); a run trained with one, also without it."""
+    plain = load_config("panda-push").env
+    plain = dataclasses.replace(plain, passivity=PassivityConfig())
+    env = sim.make("panda-push", 1, cfg=plain)
+    deploy = switched_tank(plain, env).passivity
+    assert (deploy.tank_max_j, deploy.initial_j, deploy.tank_power_w) == (80.0, 40.0, 0.0)
+    trained = load_config("panda-push", overrides=["env.passivity.tank_power_w=5"]).env
+    assert not switched_tank(trained, sim.make("panda-push", 1, cfg=trained)).passivity.enabled
 
 
 def test_the_tank_in_the_loop_resumes_exactly() -> None:

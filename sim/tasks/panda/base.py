@@ -522,23 +522,24 @@ class PandaTask(BatchedTask):
 
     def filter_defaults(self) -> dict[str, Any]:
         """Energy-tank defaults: :attr:`tank_max_j` at most, starting half full, harvesting the impedance damping's
-        dissipation.
+        dissipation, no refill.
 
         Measured with the trained panda-reach policy (64 randomised episodes, MuJoCo; docs/benchmarks.md): success
         89 % unfiltered, 91 % with ``T_max`` 20 J, 80 % with 10 J, 31 % with 5 J — the policy was trained without the
         tank. Lift and push move the cube against gravity and friction and need more (their classes say how much).
         Near people set 1–2 J (``tank_max_j``) and accept slower motion.
 
-        A policy trained behind the tank (``env.passivity``) deploys behind the same tank: its sizes are the
-        defaults, and ``trained_with_tank_j`` tells the node that it must not run the policy without one (such a
+        A policy trained behind the tank (``env.passivity``) deploys behind the same tank: its sizes and refill are
+        the defaults, and ``trained_with_tank_j`` tells the node that it must not run the policy without one (such a
         policy commands set-point jumps that only the tank makes gentle).
         """
         p = self.cfg.passivity
-        sizes = {"tank_init_j": self.tank_max_j / 2, "tank_min_j": 0.1, "tank_max_j": self.tank_max_j}
+        t_max, t_init, t_min, power = self.tank_max_j, self.tank_max_j / 2, 0.1, 0.0
         trained: dict[str, float] = {}
         if p.tank_max_j is not None:
-            sizes = {"tank_init_j": p.initial_j, "tank_min_j": p.tank_min_j, "tank_max_j": p.tank_max_j}
+            t_max, t_init, t_min, power = p.tank_max_j, p.initial_j, p.tank_min_j, p.tank_power_w
             trained = {"trained_with_tank_j": p.tank_max_j}
+        sizes = {"tank_init_j": t_init, "tank_min_j": t_min, "tank_max_j": t_max, "tank_power_w": power}
         return {
             **sizes,
             "tank_margin_j": p.tank_margin_j if p.enabled else 0.0,

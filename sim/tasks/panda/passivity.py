@@ -40,15 +40,18 @@ class PassivityConfig:
         tank_init_j: ``T_0`` at every episode start, J; ``null``: half of ``tank_max_j`` (the contract's default).
         tank_min_j: ``T_min``, J.
         tank_margin_j: Margin ``M`` kept above ``T_min``, J.
+        tank_power_w: Refill ``P``, W (0: a pure tank): the power the policy may inject on average, on top of what
+            the damping harvests; the stored energy still never exceeds ``T_max``.
     """
 
     tank_max_j: float | None = None
     tank_init_j: float | None = None
     tank_min_j: float = 0.1
     tank_margin_j: float = 0.0
+    tank_power_w: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("tank_max_j", "tank_init_j", "tank_min_j", "tank_margin_j"):
+        for name in ("tank_max_j", "tank_init_j", "tank_min_j", "tank_margin_j", "tank_power_w"):
             v = getattr(self, name)
             if v is not None and not (math.isfinite(v) and v >= 0):
                 raise TaskConfigError(f"env.passivity.{name} must be a finite number >= 0, got {v}")
@@ -75,7 +78,9 @@ class PassivityConfig:
     def params(self, damping: tuple[float, ...]) -> TankParams:
         """The tank's parameters, harvesting ``damping`` ``[7]`` (N m s/rad)."""
         assert self.tank_max_j is not None
-        return TankParams(self.initial_j, self.tank_min_j, self.tank_max_j, self.tank_margin_j, tuple(damping))
+        return TankParams(
+            self.initial_j, self.tank_min_j, self.tank_max_j, self.tank_margin_j, tuple(damping), self.tank_power_w
+        )
 
 
 class SetpointTanks:
