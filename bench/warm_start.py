@@ -13,7 +13,10 @@ An exploration for the manipulation teachers (issue 30), not a training mode of 
    during PPO (the BC policy was fitted with them);
 4. with ``bc=C[,decay=D]`` in the variant, PPO's minibatch loss keeps a demonstration term that decays as DAPG's
    does: ``C D^k`` times the squared error of the actor mean on a random minibatch of the recorded expert actions
-   (``k``: PPO iterations so far).
+   (``k``: PPO iterations so far);
+5. with ``warmup=N`` in the variant, the first ``N`` PPO iterations train the critic alone on the cloned policy's
+   own rollouts (PIRLNav's critic-only phase: the actor, its std and the learning rate stay as they are), so the
+   first actor updates follow advantages of a critic that knows the policy it judges.
 
 It prints the held-out success after the warm start and every periodic evaluation of PPO after it (selection seeds).
 
@@ -22,6 +25,7 @@ Run::
     python bench/warm_start.py --task panda-push --max-time 540 --variants std=0.2,critic std=0.2,critic,freeze
     python bench/warm_start.py --variants std=0.2,critic,freeze --set ppo.schedule=fixed --set ppo.learning_rate=1e-4
     python bench/warm_start.py --task panda-lift --max-time 600 --variants std=0.3,critic,freeze,bc=0.5,decay=0.99
+    python bench/warm_start.py --max-time 300 --variants std=0.2,critic,freeze,warmup=20
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ import torch
 
 import sim
 from policies.nets import ActorCritic
-from robot_rl.algorithms.losses import gae
+from robot_rl.algorithms.losses import gae, value_loss
 from robot_rl.algorithms.ppo import UpdateStats
 from robot_rl.bench import format_table
 from robot_rl.config import load_config
@@ -112,8 +116,37 @@ def add_bc_term(runner: OnPolicyRunner, x: torch.Tensor, y: torch.Tensor, coef: 
     ppo.update = update  # type: ignore[method-assign]
 
 
+def add_critic_warmup(runner: OnPolicyRunner, iterations: int) -> None:
+    """Step 5 (variant ``warmup=N``): for the first ``iterations`` PPO updates the minibatch loss is the value loss
+    alone and the adaptive learning rate is held (the KL of an actor that does not move would raise it)."""
+    ppo, model, cfg = runner.ppo, runner.model, runner.ppo.cfg
+    real_loss, real_update, real_adapt = ppo._loss_fn, ppo.update, ppo._adapt_learning_rate
+    done = [0]
+
+    def loss_fn(b: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        loss, parts, dev = real_loss(b)
+        if done[0] >= iterations:
+            return loss, parts, dev
+        v_loss = value_loss(model.value_normalized(b.critic_obs), b.old_values, b.returns, cfg.value_clip)
+        return cfg.value_loss_coef * v_loss, parts, dev
+
+    def adapt(kl: float) -> None:
+        if done[0] >= iterations:
+            real_adapt(kl)
+
+    def update() -> UpdateStats:
+        stats = real_update()
+        done[0] += 1
+        return stats
+
+    ppo._loss_fn = loss_fn
+    ppo._adapt_learning_rate = adapt  # type: ignore[method-assign]
+    ppo.update = update  # type: ignore[method-assign]
+
+
 def run_variant(args: argparse.Namespace, variant: str, root: Path) -> dict[str, object]:
-    """One variant (``std=S[,critic][,freeze][,bc=C[,decay=D]]``): warm start, then PPO; one row of figures."""
+    """One variant (``std=S[,critic][,freeze][,bc=C[,decay=D]][,warmup=N]``): warm start, then PPO; one row of
+    figures."""
     opts = {key: value for key, _, value in (o.partition("=") for o in variant.split(","))}
     cfg = load_config(args.task, None, [*args.overrides, f"runner.max_time_s={args.max_time}", f"run_root={root}"])
     run_dir = root / variant.replace(",", "_").replace("=", "")
@@ -123,6 +156,8 @@ def run_variant(args: argparse.Namespace, variant: str, root: Path) -> dict[str,
     bc_loss, demo_x, demo_y = warm_start(runner, args.collect_steps, args.dart_noise, args.epochs, "critic" in opts)
     if "bc" in opts:
         add_bc_term(runner, demo_x, demo_y, float(opts["bc"]), float(opts.get("decay", 1.0)))
+    if "warmup" in opts:
+        add_critic_warmup(runner, int(opts["warmup"]))
     with torch.no_grad():
         runner.model.log_std.fill_(math.log(float(opts.get("std", cfg.policy.init_noise_std))))
     warm_s = time.monotonic() - t0
