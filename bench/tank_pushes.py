@@ -3,8 +3,8 @@ many randomised episodes, with pushes on the arm and on the object.
 
 The policy of a PPO run (the kept ``best.pt``) acts in its task with randomisation on and the energy tank in the loop
 (``env.passivity``, the ROS 2 node's :func:`~policies.runtime.passivity.setpoint_step`): the run's own tank, else
-the contract's deploy tank (its ``T_0`` and refill); ``--t-max`` sets another ``T_max`` (starting full if the
-contract's tank is refilled, else half full). Every ``--interval-s`` each world draws new pushes, held until
+the contract's deploy tank (its ``T_0`` and refill); ``--t-max`` sets another ``T_max`` (starting at the same
+fraction of it as the contract's tank). Every ``--interval-s`` each world draws new pushes, held until
 the next draw: on the hand, ``--arm-push-n`` newtons along the hand's current velocity (the direction that pumps
 energy into the arm; a random direction while the hand is still), and on the cube ``--object-push-n`` newtons in a
 random direction (a task without a free object, ``panda-insert``: the arm only). Printed: episodes, success, the
@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from policies.runtime.passivity import TankParams
 from robot_rl.bench import format_table
 from robot_rl.evaluate import EVAL_SEED_OFFSET, deterministic_policy, make_eval_env
 from robot_rl.runs import PPORun
@@ -85,13 +86,11 @@ def main(argv: list[str] | None = None) -> None:
     passivity = run.cfg.env.passivity
     if args.t_max is None and passivity.enabled:  # the run's own tank, as it trained and deploys
         env_cfg = run.cfg.env
-    else:  # the given size, or the contract's deploy tank (its start and refill kept)
-        deploy = run.contract().filter
-        t_max = float(args.t_max or deploy["tank_max_j"])
-        power = float(deploy.get("tank_power_w", 0.0))
-        tank = dataclasses.replace(
-            passivity, tank_max_j=t_max, tank_init_j=t_max if power > 0 else None, tank_power_w=power
-        )
+    else:  # the given size, or the contract's deploy tank (its start, as a fraction of T_max, and refill kept)
+        deploy = TankParams.from_contract(run.contract().filter)
+        t_max = float(args.t_max or deploy.t_max)
+        start = t_max * deploy.t_init / deploy.t_max
+        tank = dataclasses.replace(passivity, tank_max_j=t_max, tank_init_j=start, tank_power_w=deploy.power_w)
         env_cfg = dataclasses.replace(run.cfg.env, passivity=tank)
     parts = []
     for b in range(0, args.episodes, args.batch):
