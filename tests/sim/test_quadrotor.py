@@ -20,6 +20,7 @@ from sim.robots.multirotor import (
 )
 from sim.tasks.base import SensorNoise
 from sim.tasks.quadrotor.hover import QuadrotorHover, QuadrotorHoverConfig
+from sim.vec_env import TaskConfigError
 
 CPU = torch.device("cpu")
 
@@ -332,8 +333,6 @@ def test_contract_describes_the_onboard_observation() -> None:
     ],
 )
 def test_invalid_task_config_is_refused(changes: dict[str, float], match: str) -> None:
-    from sim.vec_env import TaskConfigError
-
     with pytest.raises(TaskConfigError, match=match):
         QuadrotorHoverConfig(**changes)  # type: ignore[arg-type]
 
@@ -400,3 +399,18 @@ def test_a_thrust_cap_saturates_the_commands_in_training_and_in_the_contract() -
     )
     torch.testing.assert_close(thrust, torch.full((2, 4), 0.12))
     assert env.action_spec().high == pytest.approx([float(top[0, 0]) * r.max_rpm] * 4)
+
+
+def test_state_history_stacks_the_velocities_in_the_observation_and_the_contract() -> None:
+    """``env.state_history = S`` gives the actor the last S samples of both velocities, newest first, and the
+    contract says so (the runtime, the generated C and the Crazyflie app build their histories from it)."""
+    base = sim.make("quadrotor-hover", 2)
+    env = sim.make("quadrotor-hover", 2, cfg=QuadrotorHoverConfig(state_history=3))
+    assert env.obs_sizes["policy"] == base.obs_sizes["policy"] + 2 * 6
+    terms = {t.name: t for t in env.contract(["policy"]).observation}
+    assert terms["linear_velocity"].history == 3 and terms["angular_velocity"].history == 3
+    assert terms["position"].history == 1
+    with pytest.raises(TaskConfigError, match=r"env\.state_history must be finite and positive"):
+        QuadrotorHoverConfig(state_history=0)
+    base.close()
+    env.close()

@@ -4,11 +4,11 @@ Action: four normalised per-rotor commands ``a`` in ``[-1, 1]``, mapped to rotor
 ``rpm = hover_rpm + (max_rpm - hover_rpm) * a`` (so ``a = 0`` hovers the nominal drone), as in "Learning to Fly in
 Seconds" (direct per-rotor RPM control). The mapping is part of the deployment contract (kind ``rpm``).
 
-Onboard (``policy``) observation, 18 + 4 H (+ 3) values::
+Onboard (``policy``) observation, 12 + 6 S + 4 H (+ 3) values::
 
     pos_w [3] m (world, relative to the target) | rot_mat [9] (body -> world, row-major) |
-    lin_vel_w [3] m/s (world, relative to the target's velocity: the robot's own velocity for a fixed target) |
-    ang_vel_b [3] rad/s (gyro) | last_action [4] x H (normalised, newest first) |
+    lin_vel_w [3] x S m/s (world, relative to the target's velocity: the robot's own velocity for a fixed target) |
+    ang_vel_b [3] x S rad/s (gyro) | last_action [4] x H (normalised, newest first) |
     position_integral [3] m s (integral of pos_w within a band, clipped; with ``position_integral_limit > 0``)
 
 The position integral is integral action: with it the policy can remove the steady-state offset an unknown mass or
@@ -143,6 +143,8 @@ class QuadrotorHoverConfig:
         substeps: Physics substeps per control period (RK4 at 10 ms).
         episode_length_s: Episode time limit, s.
         action_history: Number of past actions in the onboard observation (``H``).
+        state_history: Samples of the linear and angular velocity in the onboard observation (``S``; 1: the
+            current one), newest first: with the past actions they show how the airframe answered its commands.
         position_integral_limit: Clip of the position-error integral term, m s (``0``: no integral term).
         position_integral_band: The integral adds only position errors within this, m, per axis (``0``: all):
             the approach from a start up to ``init_pos_radius`` away does not wind it up, so at the hover point it
@@ -178,6 +180,7 @@ class QuadrotorHoverConfig:
     substeps: int = 2
     episode_length_s: float = 5.0
     action_history: int = 4
+    state_history: int = 1
     position_integral_limit: float = 0.5
     position_integral_band: float = 0.0
     init_pos_radius: float = 0.5
@@ -200,8 +203,8 @@ class QuadrotorHoverConfig:
 
     def __post_init__(self) -> None:
         positive = (
-            "dt", "substeps", "episode_length_s", "action_history", "init_pos_radius", "crash_distance",
-            "crash_ang_vel", "success_window_s", "success_pos_error", "fine_position_sigma",
+            "dt", "substeps", "episode_length_s", "action_history", "state_history", "init_pos_radius",
+            "crash_distance", "crash_ang_vel", "success_window_s", "success_pos_error", "fine_position_sigma",
         )  # fmt: skip
         check_fields(self, positive, "env.")
         non_negative = ("init_lin_vel", "init_ang_vel", "position_integral_limit", "position_integral_band")
@@ -298,8 +301,8 @@ class QuadrotorHover(BatchedTask):
         terms = [
             ObservationTerm("position", 3, "pos_w", unit="m"),
             ObservationTerm("orientation", 9, "rot_mat"),
-            ObservationTerm("linear_velocity", 3, "lin_vel_w", unit="m/s"),
-            ObservationTerm("angular_velocity", 3, "ang_vel_b", unit="rad/s"),
+            ObservationTerm("linear_velocity", 3, "lin_vel_w", unit="m/s", history=cfg.state_history),
+            ObservationTerm("angular_velocity", 3, "ang_vel_b", unit="rad/s", history=cfg.state_history),
             ObservationTerm("last_action", 4, "last_action", history=cfg.action_history),
         ]
         self.integral = cfg.position_integral_limit > 0
