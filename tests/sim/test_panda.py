@@ -463,3 +463,25 @@ def test_push_pays_for_the_goal_only_from_the_pushing_point() -> None:
     assert terms["push_to_goal"][0] == pytest.approx(1 - math.tanh(0.15 / 0.2)) and terms["push_to_goal"][1] == 0
     assert terms["at_goal"].tolist() == [0.0, 0.0, 1.0]
     env.close()
+
+
+def test_saturate_at_goal_pays_the_reach_and_push_terms_in_full_once_the_cube_is_there() -> None:
+    """With ``env.saturate_at_goal`` the fingers gain nothing by chasing the pushing point once the cube is within
+    the success distance; outside it the terms are unchanged."""
+    cfgs = [PandaPushConfig(randomization=[], noise=sim.tasks.base.SensorNoise(), saturate_at_goal=s) for s in (0, 1)]
+    terms = []
+    for cfg in cfgs:
+        env = sim.make("panda-push", 2, cfg=cfg)
+        env.reset(seed=0)
+        cube = env.cube_pos.clone()  # type: ignore[attr-defined]
+        with torch.inference_mode():
+            env.goal[0] = cube[0, :2] + torch.tensor([0.02, 0.0])  # type: ignore[attr-defined]  # at the goal
+            env.goal[1] = cube[1, :2] + torch.tensor([0.15, 0.0])  # type: ignore[attr-defined]  # far from it
+        env._tcp_pos = cube + torch.tensor([0.0, 0.2, 0.1])  # type: ignore[attr-defined]  # away from the cube
+        terms.append(env._reward_terms(torch.zeros(2, 7), torch.zeros(2, dtype=torch.bool)))  # type: ignore[attr-defined]
+        env.close()
+    plain, saturated = terms
+    assert plain["reach_object"][0] < 0.5 and plain["push_to_goal"][0] == 0
+    assert saturated["reach_object"][0] == 1 and saturated["push_to_goal"][0] == 1
+    for name in ("reach_object", "push_to_goal", "at_goal"):
+        assert saturated[name][1] == plain[name][1]

@@ -58,12 +58,17 @@ class PandaPushConfig(CubeTaskConfig):
         success_distance: Success threshold on the final cube-to-goal distance in the table plane, m.
         pushing_within: The finger tips count as at the pushing point (``push_to_goal`` pays) within this distance
             of it, m.
+        saturate_at_goal: While the cube is within ``success_distance`` of the goal, ``reach_object`` and
+            ``push_to_goal`` pay their maximum (1), as ManiSkill's PushCube sets its whole dense reward to its
+            maximum on success: the pushing point lies behind the cube on the line from the goal, so near the goal
+            it swings around the cube, and fingers that chase it knock the cube away.
     """
 
     cube_high: tuple[float, float] = (0.55, 0.15)
     goal_distance: tuple[float, float] = (0.1, 0.2)
     success_distance: float = 0.05
     pushing_within: float = 0.03
+    saturate_at_goal: bool = False
     reward_scales: dict[str, float] = field(default_factory=_default_rewards)
 
     def __post_init__(self) -> None:
@@ -133,10 +138,14 @@ class PandaPush(CubeTask):
         dist = self._goal_distance()
         to_push_point = (self._tcp_pos - push_point).norm(dim=-1)
         pushing = (to_push_point < self.cfg.pushing_within).float()
+        at_goal = (dist < self.cfg.success_distance).float()
+        reach, push = rewards.tanh_kernel(to_push_point, 0.2), pushing * rewards.tanh_kernel(dist, 0.2)
+        if self.cfg.saturate_at_goal:
+            reach, push = torch.maximum(reach, at_goal), torch.maximum(push, at_goal)
         return {
-            "reach_object": rewards.tanh_kernel(to_push_point, 0.2),
-            "push_to_goal": pushing * rewards.tanh_kernel(dist, 0.2),
-            "at_goal": (dist < self.cfg.success_distance).float(),
+            "reach_object": reach,
+            "push_to_goal": push,
+            "at_goal": at_goal,
             "object_to_goal": dist,
             "object_goal_fine": rewards.exp_kernel(dist.square(), 0.05),
             "action_rate": rewards.squared_norm(action - self.last_action),
