@@ -11,7 +11,8 @@ from the cube's start (its direction in the robot's base frame: away from the ro
 - were still bringing the cube closer over the last 0.5 s (out of time),
 - never moved the cube 2 cm, or lost it off the table;
 
-and the median time a successful episode first has the cube within the success distance.
+where the failures leave the cube (medians, cm: along the line from the cube's start to the goal, negative short of
+the goal; and across it), and the median time a successful episode first has the cube within the success distance.
 
 Run::
 
@@ -44,7 +45,8 @@ DIRECTIONS = (("away (+x)", -45.0, 45.0), ("left (+y)", 45.0, 135.0), ("towards 
 def follow(run: PPORun, episodes: int, seed: int) -> dict[str, np.ndarray]:
     """One episode per world: the goal's direction (deg) and distance (m) from the cube's start, the distance per
     step ``[T, N]`` (NaN after the episode ended), the final distance, success, whether it ended early, how far the
-    cube ever got from its start (m), and the control period (s)."""
+    cube ever got from its start (m), where it ended relative to the goal (m; along the line from its start to the
+    goal and across it, one control period before the end), and the control period (s)."""
     env = make_eval_env(run.cfg.task, run.cfg.env, episodes, torch.device("cpu"), True)
     policy = deterministic_policy(run.model, run.cfg.policy.actor_obs)
     obs = env.reset(seed=seed)
@@ -53,7 +55,7 @@ def follow(run: PPORun, episodes: int, seed: int) -> dict[str, np.ndarray]:
     steps = env.max_episode_length
     dist = np.full((steps, episodes), np.nan)
     final, success, early = np.full(episodes, np.nan), np.zeros(episodes, bool), np.zeros(episodes, bool)
-    ended, moved = np.zeros(episodes, bool), np.zeros(episodes)
+    ended, moved, last_xy = np.zeros(episodes, bool), np.zeros(episodes), start.copy()
     with torch.inference_mode():
         for t in range(steps):
             obs, _, terminated, truncated, info = env.step(policy(obs))
@@ -61,8 +63,9 @@ def follow(run: PPORun, episodes: int, seed: int) -> dict[str, np.ndarray]:
             now = env._goal_distance().numpy()  # type: ignore[attr-defined]  # the next episode's where done
             going = ~ended & ~done
             dist[t, going] = now[going]
-            away = np.linalg.norm(env.cube_pos[:, :2].numpy() - start, axis=1)  # type: ignore[attr-defined]
-            moved[going] = np.maximum(moved[going], away[going])
+            xy = env.cube_pos[:, :2].numpy()  # type: ignore[attr-defined]
+            moved[going] = np.maximum(moved[going], np.linalg.norm(xy - start, axis=1)[going])
+            last_xy[going] = xy[going]
             if done.any():
                 last = info.episode_metrics["final_goal_distance"].numpy()
                 dist[t, done], final[done] = last[done], last[done]
@@ -72,8 +75,12 @@ def follow(run: PPORun, episodes: int, seed: int) -> dict[str, np.ndarray]:
     period = env.dt
     env.close()
     angle = np.degrees(np.arctan2(to_goal[:, 1], to_goal[:, 0])) % 360.0
+    line = to_goal / np.maximum(np.linalg.norm(to_goal, axis=1, keepdims=True), 1e-9)
+    off = last_xy - (start + to_goal)
+    along, across = (off * line).sum(1), off[:, 0] * line[:, 1] - off[:, 1] * line[:, 0]
     return {"angle": angle, "distance": np.linalg.norm(to_goal, axis=1), "dist": dist, "final": final,
-            "success": success, "early": early, "moved": moved, "period": np.array(period)}  # fmt: skip
+            "success": success, "early": early, "moved": moved, "along": along, "across": np.abs(across),
+            "period": np.array(period)}  # fmt: skip
 
 
 def summarise(name: str, r: dict[str, np.ndarray], mask: np.ndarray, bar: float) -> dict[str, object]:
@@ -97,6 +104,8 @@ def summarise(name: str, r: dict[str, np.ndarray], mask: np.ndarray, bar: float)
         "fail: still closing": float(closing.sum() / n_fail),
         "fail: cube unmoved": float((fail & (r["moved"] < 0.02)).sum() / n_fail),
         "fail: cube lost": float((fail & r["early"]).sum() / n_fail),
+        "fail: along [cm]": float(100 * np.median(r["along"][fail])) if fail.any() else math.nan,
+        "fail: across [cm]": float(100 * np.median(r["across"][fail])) if fail.any() else math.nan,
         "success: first in [s]": float(np.median(first[succ] + 1) * period) if succ.any() else math.nan,
     }
 
