@@ -12,7 +12,8 @@ from the cube's start (its direction in the robot's base frame: away from the ro
 - never moved the cube 2 cm, or lost it off the table;
 
 where the failures leave the cube (medians, cm: along the line from the cube's start to the goal, negative short of
-the goal; and across it), and the median time a successful episode first has the cube within the success distance.
+the goal; and across it; and across it for those that had been in), and the median time a successful episode first
+has the cube within the success distance.
 
 Run::
 
@@ -94,18 +95,19 @@ def summarise(name: str, r: dict[str, np.ndarray], mask: np.ndarray, bar: float)
     for i in np.flatnonzero(fail):
         d = dist[:, i][~np.isnan(dist[:, i])]
         closing[i] = len(d) > late and d[-late - 1] - d[-1] > 0.01
-    n_fail = max(int(fail.sum()), 1)
+    n_fail, left = max(int(fail.sum()), 1), fail & (first >= 0)
     return {
         "goals": name,
         "episodes": int(mask.sum()),
         "success": float(succ.sum() / max(int(mask.sum()), 1)),
         "fail: near miss": float((fail & (r["final"] < NEAR_MISS * bar)).sum() / n_fail),
-        "fail: was in, left": float((fail & (first >= 0)).sum() / n_fail),
+        "fail: was in, left": float(left.sum() / n_fail),
         "fail: still closing": float(closing.sum() / n_fail),
         "fail: cube unmoved": float((fail & (r["moved"] < 0.02)).sum() / n_fail),
         "fail: cube lost": float((fail & r["early"]).sum() / n_fail),
         "fail: along [cm]": float(100 * np.median(r["along"][fail])) if fail.any() else math.nan,
         "fail: across [cm]": float(100 * np.median(r["across"][fail])) if fail.any() else math.nan,
+        "left: across [cm]": float(100 * np.median(r["across"][left])) if left.any() else math.nan,
         "success: first in [s]": float(np.median(first[succ] + 1) * period) if succ.any() else math.nan,
     }
 
