@@ -61,7 +61,9 @@ class PandaPushConfig(CubeTaskConfig):
         saturate_at_goal: While the cube is within ``success_distance`` of the goal, ``reach_object`` and
             ``push_to_goal`` pay their maximum (1), as ManiSkill's PushCube sets its whole dense reward to its
             maximum on success: the pushing point lies behind the cube on the line from the goal, so near the goal
-            it swings around the cube, and fingers that chase it knock the cube away.
+            it swings around the cube, and nothing is gained by chasing it. ``configs/panda-push.yaml`` sets it;
+            it did not change how often a cube that reached the goal leaves it (docs/benchmarks.md, "Push: an 8 ms
+            physics step").
     """
 
     cube_high: tuple[float, float] = (0.55, 0.15)
