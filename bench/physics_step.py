@@ -8,7 +8,8 @@ For each ``--dt`` (s; a whole divisor of the 40 ms control period), with randomi
 - ``steps/s``: world steps per second of the task at ``--num-envs`` worlds with random actions
   (``robot_rl.bench.measure_env_steps``), and the ratio to the first ``--dt``;
 - with ``--run``: that PPO run's kept policy (mean action, its own tank) over ``--episodes`` held-out episodes, with
-  randomisation on and off: a policy trained at a coarse step, judged at a fine one (and the other way round).
+  randomisation on and off, on the run's own held-out seeds (at its own step: the run's ``eval.yaml``): a policy
+  trained at a coarse step, judged at a fine one (and the other way round).
 
 Run::
 
@@ -59,7 +60,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--num-envs", type=int, default=512, help="worlds of the steps/s measurement (training: 512)")
     p.add_argument("--seconds", type=float, default=3.0, help="timed seconds per steps/s measurement")
     p.add_argument("--run", type=Path, help="also evaluate this PPO run's kept policy at each step")
-    p.add_argument("--seed", type=int, default=3, help="added to the held-out seed offset")
+    p.add_argument("--seed", type=int, help="added to the held-out seed offset (default: the run's seed, so the "
+                   "policy at its own step is the run's held-out evaluation; 0 without --run)")  # fmt: skip
     args = p.parse_args(argv)
     if args.episodes < 1 or args.num_envs < 1:
         p.error("--episodes and --num-envs must be >= 1")
@@ -67,7 +69,7 @@ def main(argv: list[str] | None = None) -> None:
     if run is not None and run.cfg.task != args.task:
         p.error(f"{args.run} is a {run.cfg.task} run, not {args.task}")
     base = task_defaults(args.task).env
-    seed = args.seed + EVAL_SEED_OFFSET
+    seed = (args.seed if args.seed is not None else run.cfg.seed if run else 0) + EVAL_SEED_OFFSET
     rows: list[dict[str, Any]] = []
     for dt in args.dt:
         try:
