@@ -75,6 +75,11 @@ GRIPPER_FORCE = 70.0
 GRIPPER_STIFFNESS = 2000.0
 """Position-servo stiffness of the simulated gripper, N/m: a modelling choice (the real Franka Hand is driven by
 grasp force and width through franka_gripper, not by a published stiffness)."""
+FINGER_ARMATURE = 0.1
+"""Armature of each finger joint, kg: a numerical choice, not a published inertia; it keeps the gripper servo and the
+grasp stable at the 4 ms step. At 8 ms the grasp needs 0.2: the lift expert then holds it in 100 % of randomised
+episodes, against 56 % with 0.1 (docs/benchmarks.md, "Lift at an 8 ms step": a lift teacher trained so was no
+better in the 30-minute budget, so lift stays at 4 ms and the push teacher's 8 ms holds its fingers closed)."""
 TABLE_HEIGHT = 0.0
 """Height of the table top, m: the robot stands on the table (its base at z = 0)."""
 
@@ -130,6 +135,7 @@ def build_model(
     stiffness: tuple[float, ...] = IMPEDANCE_STIFFNESS,
     damping: tuple[float, ...] = IMPEDANCE_DAMPING,
     timestep: float = 0.004,
+    finger_armature: float = FINGER_ARMATURE,
 ) -> mujoco.MjModel:
     """Compile the Panda with actuators for ``mode`` and the objects of ``scene``.
 
@@ -143,15 +149,18 @@ def build_model(
         stiffness: Impedance stiffness ``[7]``, N m/rad (impedance mode).
         damping: Impedance damping ``[7]``, N m s/rad (impedance mode).
         timestep: Physics timestep, s.
+        finger_armature: Armature of each finger joint, kg (:data:`FINGER_ARMATURE`).
 
     Raises:
-        ValueError: Unknown mode, or gains of the wrong length or sign.
+        ValueError: Unknown mode, gains of the wrong length or sign, or a finger armature <= 0.
     """
     if mode not in ("torque", "impedance"):
         raise ValueError(f"control mode must be 'torque' or 'impedance', got '{mode}'")
     for name, gains in (("stiffness", stiffness), ("damping", damping)):
         if len(gains) != 7 or not all(np.isfinite(g) and g >= 0 for g in gains):
             raise ValueError(f"impedance {name} must be 7 finite values >= 0, got {list(gains)}")
+    if not (np.isfinite(finger_armature) and finger_armature > 0):
+        raise ValueError(f"finger armature must be a finite value > 0 kg, got {finger_armature}")
     spec = mujoco.MjSpec.from_file(str(ASSETS_DIR / "panda.xml"))
     spec.option.timestep = timestep
     for body in spec.bodies:
@@ -182,12 +191,12 @@ def build_model(
     grip.gaintype = mujoco.mjtGain.mjGAIN_FIXED
     grip.biastype = mujoco.mjtBias.mjBIAS_AFFINE
     # The gripper servo's gains are chosen, not published: 2000 N/m closes on a 5 cm cube with ~50 N (under the
-    # 70 N limit); 60 N s/m and the finger damping damp it, and the finger armature keeps it stable at 4 ms.
+    # 70 N limit); 60 N s/m and the finger damping damp it, and FINGER_ARMATURE keeps it stable at 4 ms.
     grip.gainprm[0] = GRIPPER_STIFFNESS
     grip.biasprm[:3] = [0.0, -GRIPPER_STIFFNESS, -60.0]
     for name in FINGER_JOINTS:
         spec.joint(name).damping[0] = 2.0
-        spec.joint(name).armature = 0.1
+        spec.joint(name).armature = finger_armature
     world = spec.worldbody
     if scene.table:
         world.add_geom(

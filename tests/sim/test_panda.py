@@ -205,6 +205,19 @@ def test_bad_backend_and_mode_are_refused() -> None:
         make_physics("ode", panda.build_model("impedance"), 1, 1, torch.device("cpu"))
 
 
+def test_finger_armature_reaches_the_model_and_bad_values_are_refused() -> None:
+    """``env.finger_armature`` sets both finger joints (a grasp at an 8 ms step needs 0.2 kg); <= 0 is refused."""
+    env = PandaLift(PandaLiftConfig(physics_dt=0.008, finger_armature=0.2), 1, torch.device("cpu"))
+    for name in panda.FINGER_JOINTS:
+        assert env._model.dof_armature[env._model.joint(name).dofadr[0]] == pytest.approx(0.2)
+    assert PandaLiftConfig().finger_armature == panda.FINGER_ARMATURE
+    for bad in (0.0, -0.1, float("nan")):
+        with pytest.raises(TaskConfigError, match=r"env\.finger_armature must be finite and positive"):
+            PandaPushConfig(finger_armature=bad)
+    with pytest.raises(ValueError, match=r"finger armature must be a finite value > 0 kg, got 0\.0"):
+        panda.build_model("impedance", finger_armature=0.0)
+
+
 def test_unsupported_field_is_refused_naming_the_backend() -> None:
     phys = make_physics("mujoco", panda.build_model("impedance"), 2, 1, torch.device("cpu"))
     with pytest.raises(BackendError, match="backend 'mujoco' cannot randomise model field 'jnt_range'"):

@@ -29,7 +29,7 @@ from sim.measurements import Measurement, Pose
 from sim.registry import TaskSpec
 from sim.robots import panda
 from sim.tasks.base import check_fields
-from sim.tasks.panda.base import CUBE_MASS, CUBE_SIZE, CubeTask, CubeTaskConfig
+from sim.tasks.panda.base import CUBE_MASS, CUBE_SIZE, CubeTask, CubeTaskConfig, build_panda
 
 
 def _default_rewards() -> dict[str, float]:
@@ -95,7 +95,7 @@ class PandaPush(CubeTask):
 
     def __init__(self, cfg: PandaPushConfig, num_envs: int, device: torch.device, seed: int = 0) -> None:
         scene = panda.Scene(table=True, cube_size=CUBE_SIZE, cube_mass=CUBE_MASS)
-        model = panda.build_model(cfg.control_mode, scene, cfg.stiffness, cfg.damping, cfg.physics_dt)  # type: ignore[arg-type]
+        model = build_panda(cfg, scene)
         terms = [
             ObservationTerm("object_position", 3, "object_pos", unit="m"),
             ObservationTerm("goal_position", 2, "goal_xy", unit="m"),
