@@ -14,7 +14,10 @@ For each ``--dt`` (s; a whole divisor of the 40 ms control period), with randomi
 Run::
 
     python bench/physics_step.py --task panda-push --dt 0.004 0.008 --run runs/panda-push/<run>
-    python bench/physics_step.py --task panda-lift --dt 0.004 0.008
+    python bench/physics_step.py --task panda-lift --dt 0.004 0.008 [--set env.finger_armature=0.2]
+
+``--set`` changes the task's defaults, which the expert and the steps/s measurement run in (a ``--run`` policy keeps
+its run's settings but for the step).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import torch
 
 import sim
 from robot_rl.bench import format_table, measure_env_steps
-from robot_rl.config import task_defaults
+from robot_rl.config import ConfigError, task_defaults
 from robot_rl.evaluate import EVAL_SEED_OFFSET, deterministic_policy, evaluate_env, make_eval_env
 from robot_rl.runs import PPORun
 
@@ -59,6 +62,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--episodes", type=int, default=256, help="episodes per expert and policy evaluation")
     p.add_argument("--num-envs", type=int, default=512, help="worlds of the steps/s measurement (training: 512)")
     p.add_argument("--seconds", type=float, default=3.0, help="timed seconds per steps/s measurement")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a task default for the expert and steps/s, e.g. env.finger_armature=0.2")  # fmt: skip
     p.add_argument("--run", type=Path, help="also evaluate this PPO run's kept policy at each step")
     p.add_argument("--seed", type=int, help="added to the held-out seed offset (default: the run's seed, so the "
                    "policy at its own step is the run's held-out evaluation; 0 without --run)")  # fmt: skip
@@ -68,7 +73,10 @@ def main(argv: list[str] | None = None) -> None:
     run = PPORun.load(args.run) if args.run else None
     if run is not None and run.cfg.task != args.task:
         p.error(f"{args.run} is a {run.cfg.task} run, not {args.task}")
-    base = task_defaults(args.task).env
+    try:
+        base = task_defaults(args.task, args.set).env
+    except ConfigError as e:
+        p.error(str(e))
     seed = (args.seed if args.seed is not None else run.cfg.seed if run else 0) + EVAL_SEED_OFFSET
     rows: list[dict[str, Any]] = []
     for dt in args.dt:
