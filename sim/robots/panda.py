@@ -78,7 +78,7 @@ grasp force and width through franka_gripper, not by a published stiffness)."""
 FINGER_ARMATURE = 0.1
 """Armature of each finger joint, kg: a numerical choice, not a published inertia; it keeps the gripper servo and the
 grasp stable at the 4 ms step. At 8 ms the grasp needs 0.2: the lift expert then holds it in 100 % of randomised
-episodes, against 56 % with 0.1 (docs/benchmarks.md, "Lift at an 8 ms step": a lift teacher trained so was no
+episodes, against 59 % with 0.1 (docs/benchmarks.md, "Lift at an 8 ms step": a lift teacher trained so was no
 better in the 30-minute budget, so lift stays at 4 ms and the push teacher's 8 ms holds its fingers closed)."""
 TABLE_HEIGHT = 0.0
 """Height of the table top, m: the robot stands on the table (its base at z = 0)."""
