@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from robot_rl.bench import format_table
+from robot_rl.checkpoint import CheckpointError
 from robot_rl.evaluate import EVAL_SEED_OFFSET, deterministic_policy, evaluate_env, make_eval_env
 from robot_rl.runs import PPORun
 
@@ -44,7 +45,10 @@ def main(argv: list[str] | None = None) -> None:
         values = getattr(args, name) or []
         if any(not v >= 0 for v in values):  # also refuses NaN
             p.error(f"--{name} values must be >= 0 m, got {values}")
-    run = PPORun.load(args.run)
+    try:
+        run = PPORun.load(args.run)
+    except CheckpointError as e:
+        p.error(str(e))
     noise = getattr(run.cfg.env, "noise", None)
     if noise is None or SIGNAL not in noise.std:
         p.error(f"{args.run} is a {run.cfg.task} run: its onboard observation has no {SIGNAL} estimate")

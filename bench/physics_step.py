@@ -31,6 +31,7 @@ import torch
 
 import sim
 from robot_rl.bench import format_table, measure_env_steps
+from robot_rl.checkpoint import CheckpointError
 from robot_rl.config import ConfigError, task_defaults
 from robot_rl.evaluate import EVAL_SEED_OFFSET, deterministic_policy, evaluate_env, make_eval_env
 from robot_rl.runs import PPORun
@@ -70,7 +71,10 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     if args.episodes < 1 or args.num_envs < 1:
         p.error("--episodes and --num-envs must be >= 1")
-    run = PPORun.load(args.run) if args.run else None
+    try:
+        run = PPORun.load(args.run) if args.run else None
+    except CheckpointError as e:
+        p.error(str(e))
     if run is not None and run.cfg.task != args.task:
         p.error(f"{args.run} is a {run.cfg.task} run, not {args.task}")
     try:
