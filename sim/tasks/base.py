@@ -497,4 +497,4 @@ class BatchedTask(VecEnv):
     def _check_names(what: str, given: dict[str, float], valid: Sequence[str]) -> None:
         unknown = sorted(set(given) - set(valid))
         if unknown:
-            raise TaskConfigError(f"{what}: unknown name(s) {unknown}; valid names: {', '.join(sorted(valid))}")
+            raise TaskConfigError(f"{what}: unknown name(s) {unknown}; valid names: {', '.join(sorted(set(valid)))}")
