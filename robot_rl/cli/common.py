@@ -7,7 +7,7 @@ import argparse
 import math
 import os
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from firmware_export.graph import UnsupportedModelError
 from firmware_export.quantize import CalibrationError
@@ -24,6 +24,9 @@ from sim.backends.physics import BackendError
 from sim.registry import EntryPointError, UnknownTaskError
 from sim.typed_config import ConfigError
 from sim.vec_env import TaskConfigError
+
+if TYPE_CHECKING:
+    from robot_rl.runs import BCRun, PPORun
 
 USER_ERRORS = (
     BackendError,
@@ -47,6 +50,8 @@ USER_ERRORS = (
 """Exceptions that are the user's errors: exit status 2 and one line naming what is wrong."""
 MAX_EPISODES = 1 << 16
 """Most evaluation episodes one ``eval`` may run (one world each)."""
+MAX_NAMED_EDITS = 5
+"""Most edited ``config.yaml`` keys one note names (the rest are counted)."""
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -88,3 +93,27 @@ def in_range(name: str, value: float, low: float, high: float) -> None:
 
 def silent(*args: object, **kwargs: object) -> None:
     """``print`` for ranks other than 0."""
+
+
+def open_run_noting_edits(run_dir: Path, device: str = "cpu") -> PPORun | BCRun:
+    """:func:`robot_rl.runs.open_run`, saying on stderr (one line) where the folder's ``config.yaml`` was edited: the
+    config saved with the policy is what loads, so such an edit changes nothing and the user should know it."""
+    import sys
+
+    from policies.runtime.text import printable
+    from robot_rl.runs import PPORun, open_run
+
+    run = open_run(run_dir, device)
+    if isinstance(run, PPORun) and run.config_edits:
+        keys = ", ".join(run.config_edits[:MAX_NAMED_EDITS])
+        more = len(run.config_edits) - MAX_NAMED_EDITS
+        keys += f" and {more} more" if more > 0 else ""
+        print(
+            printable(
+                f"robot-rl: note: '{run_dir / 'config.yaml'}' differs from the config saved with the policy at "
+                f"{keys}; the saved config is used (editing config.yaml changes nothing; "
+                f"'robot-rl eval {run_dir} --set env.KEY=VALUE' evaluates the policy in another world)"
+            ),
+            file=sys.stderr,
+        )
+    return run

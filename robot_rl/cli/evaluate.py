@@ -12,10 +12,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from policies.runtime.text import printable
-from robot_rl.cli.common import MAX_EPISODES, check_folder_writable, in_range
+from robot_rl.cli.common import MAX_EPISODES, check_folder_writable, in_range, open_run_noting_edits
 from robot_rl.config import check_device
 from robot_rl.transfer.harness import SIMULATORS
 from sim.typed_config import ConfigError
+
+MAX_STEM = 120
+"""Longest file stem of an evaluation under ``--set`` (a file system allows 255 bytes a name)."""
 
 
 def add_parser(sub: Any) -> None:
@@ -70,6 +73,15 @@ def add_parser(sub: Any) -> None:
         help="instead: evaluate at this control rate, not the trained one (what a robot running the policy at "
         "another rate gets; physics step kept, action latency in control periods); writes eval_<HZ>hz.yaml/png",
     )
+    ev.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="env.KEY=VALUE",
+        help="PPO runs: evaluate in another world than the trained one (repeatable; the policy stays as trained), "
+        "e.g. env.noise.bias_std.object_pos=0.005 or env.passivity.tank_max_j=10; refused where it would change the "
+        "policy's inputs or outputs; writes eval_set-<settings>.yaml/png",
+    )
     ev.add_argument("--seeds", type=int, default=3, help="train-bc runs: evaluation seeds, pooled (default: 3)")
     ev.add_argument("--steps", type=int, help="train-bc diffusion runs: DDIM steps per chunk (default: the run's)")
     ev.add_argument(
@@ -120,7 +132,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``robot-rl eval RUN``."""
-    from robot_rl.runs import BCRun, open_run
+    from robot_rl.runs import BCRun
     from robot_rl.runs.bc import check_execution
 
     in_range("--episodes", args.episodes, 1, MAX_EPISODES)
@@ -129,6 +141,11 @@ def run(args: argparse.Namespace) -> int:
     if sum(x is not None for x in (args.sim, args.sweep, args.control_rate, args.trajectory, args.corner)) > 1:
         raise ConfigError(
             "--sim, --sweep, --corner, --control-rate and --trajectory are separate evaluations; give one of them"
+        )
+    if args.set and any(x is not None for x in (args.sim, args.sweep, args.control_rate, args.trajectory, args.corner)):
+        raise ConfigError(
+            "--set applies to the plain evaluation; give it without --sim, --sweep, --corner, "
+            "--control-rate and --trajectory"
         )
     if args.control_rate is not None and not (math.isfinite(args.control_rate) and args.control_rate > 0):
         raise ConfigError(f"--control-rate must be a positive rate in Hz, got {args.control_rate}")
@@ -139,11 +156,13 @@ def run(args: argparse.Namespace) -> int:
 
         sweep = Sweep.parse(args.sweep, args.points, args.sweep_others)  # malformed specs fail before any loading
     corner = _parse_corner(args)
-    loaded = open_run(args.run, args.device)
+    loaded = open_run_noting_edits(args.run, args.device)
     check_folder_writable(args.run, "run folder")
     if args.chunking is not None and (args.sim or not isinstance(loaded, BCRun)):
         raise ConfigError("--chunking evaluates a train-bc run in its own simulator; it takes no --sim")
     if isinstance(loaded, BCRun):
+        if args.set:
+            raise ConfigError("--set is not available for train-bc runs yet; it evaluates PPO runs in another world")
         if args.sweep or args.control_rate or args.trajectory or args.corner:
             raise ConfigError(
                 "--sweep, --corner, --control-rate and --trajectory are not available for train-bc runs yet"
@@ -166,6 +185,10 @@ def run(args: argparse.Namespace) -> int:
     if args.corner:
         return _eval_corner(loaded, corner, args.episodes, args.corner_depth)
     stem = "eval"
+    if args.set:
+        loaded.set_env(args.set)
+        stem = settings_stem(args.set)
+        print(f"evaluating in another world than the trained one: {' '.join(args.set)}")
     if args.control_rate is not None:
         from sim.tasks.base import at_control_period
 
@@ -180,6 +203,21 @@ def run(args: argparse.Namespace) -> int:
         )
     print(f"wrote {args.run / f'{stem}.yaml'} and {args.run / f'{stem}.png'}")
     return 0
+
+
+def settings_stem(overrides: list[str]) -> str:
+    """The file stem of an evaluation under ``--set`` overrides: ``eval_set-<key>-<value>_...``, the ``env.`` prefix
+    dropped and every character but letters, digits, ``.``, ``_`` and ``-`` written as ``-``; a stem over
+    :data:`MAX_STEM` characters ends in a hash of the whole list instead."""
+    import hashlib
+    import re
+
+    text = "_".join(re.sub(r"[^A-Za-z0-9._-]", "-", o.strip().removeprefix("env.")) for o in overrides)
+    stem = f"eval_set-{text}"
+    if len(stem) > MAX_STEM:
+        digest = hashlib.sha256("\n".join(overrides).encode()).hexdigest()[:12]
+        stem = f"{stem[: MAX_STEM - 13]}-{digest}"
+    return stem
 
 
 def _eval_trajectory(run: Any, kind: str, episodes: int) -> int:

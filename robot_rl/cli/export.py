@@ -12,7 +12,7 @@ from typing import Any
 from firmware_export.targets import TARGETS as FIRMWARE_TARGETS
 from policies.runtime.files import check_export_folder
 from robot_rl.checkpoint import CheckpointError
-from robot_rl.cli.common import MAX_EPISODES, OneLineParser, check_folder_writable, in_range
+from robot_rl.cli.common import MAX_EPISODES, OneLineParser, check_folder_writable, in_range, open_run_noting_edits
 from robot_rl.transfer.harness import SIMULATORS
 from sim.typed_config import ConfigError
 
@@ -102,11 +102,9 @@ def run(args: argparse.Namespace) -> int:
         return run_rsl_rl(args)
     if args.task is not None or args.set:
         raise ConfigError("--task and --set are for an rsl_rl checkpoint (model_<it>.pt); a run folder knows both")
-    from robot_rl.runs import open_run
-
     if args.out is not None:
         check_folder_writable(args.out, "output folder")
-    loaded = open_run(args.run)
+    loaded = open_run_noting_edits(args.run)
     check_folder_writable(args.out or args.run, "output folder")
     path = loaded.export(args.out)
     print(f"wrote {path} and {path.parent / 'contract.yaml'}")
@@ -140,7 +138,7 @@ def run_int8(args: argparse.Namespace) -> int:
 
     from policies.runtime.files import atomic_write_text
     from robot_rl.quantization import compare, export_int8
-    from robot_rl.runs import PPORun, open_run
+    from robot_rl.runs import PPORun
 
     in_range("--calibration-episodes", args.calibration_episodes, 1, MAX_EPISODES)
     in_range("--episodes", args.episodes, 0, MAX_EPISODES)
@@ -149,7 +147,7 @@ def run_int8(args: argparse.Namespace) -> int:
     out: Path = args.out or args.run
     if args.out is not None:
         check_folder_writable(out, "output folder")
-    loaded = open_run(args.run)
+    loaded = open_run_noting_edits(args.run)
     if not isinstance(loaded, PPORun):
         raise ConfigError(f"'{args.run}' is a train-bc student; int8 export is for PPO runs (one command per query)")
     check_folder_writable(out, "output folder")
@@ -225,9 +223,7 @@ def run_firmware(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="robot-rl-onnx-") as tmp:
         onnx_path = src
         if src.is_dir():  # export the checkpoint's actor first (the run's own config, as `export onnx` does)
-            from robot_rl.runs import open_run
-
-            onnx_path = open_run(src).export(Path(tmp))
+            onnx_path = open_run_noting_edits(src).export(Path(tmp))
         if kind == "ros2-node":
             report = build_ros2_node(onnx_path, out, rate, args.vectors)
         elif kind == "crazyflie":

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from robot_rl.cli.common import in_range
+from robot_rl.cli.common import in_range, open_run_noting_edits
 from robot_rl.config import MAX_NUM_ENVS, check_device
 from sim.typed_config import ConfigError
 
@@ -36,12 +36,7 @@ def run_inspect(args: argparse.Namespace) -> int:
     from policies.runtime.inspect import describe
 
     src: Path = args.source
-    if src.is_dir():
-        from robot_rl.runs import open_run
-
-        contract = open_run(src).contract()
-    else:
-        contract = load_contract(src)
+    contract = open_run_noting_edits(src).contract() if src.is_dir() else load_contract(src)
     print(describe(contract))
     if not src.is_dir():
         print(_quantization(src))

@@ -24,7 +24,7 @@ from policies.nets.export import export_onnx
 from policies.runtime.contract import Contract
 from policies.runtime.files import atomic_write_text
 from robot_rl.checkpoint import CheckpointError, load_checkpoint, read_checkpoint
-from robot_rl.config import TrainConfig, config_to_yaml, from_plain
+from robot_rl.config import TrainConfig, config_to_yaml, from_plain, load_config
 from robot_rl.evaluate import (
     EVAL_SEED_OFFSET,
     EvalResult,
@@ -36,7 +36,7 @@ from robot_rl.evaluate import (
     tank_of,
 )
 from robot_rl.runner import BEST, build_model
-from sim.typed_config import load_yaml
+from sim.typed_config import ConfigError, load_yaml, to_dict
 from sim.vec_env import VecEnv
 
 
@@ -54,6 +54,22 @@ def new_run_dir(cfg: TrainConfig) -> Path:
     return run_dir
 
 
+def differing_keys(shown: Any, saved: Any, prefix: str = "") -> list[str]:
+    """Dotted keys where ``shown`` (a run folder's ``config.yaml``) and ``saved`` (its checkpoint's config) differ,
+    in the order of ``saved`` and then of keys only ``shown`` has; ``[]`` when they agree."""
+    if not (isinstance(shown, dict) and isinstance(saved, dict)):
+        return [] if shown == saved else [prefix or "(the whole file)"]
+    keys = list(saved) + [k for k in shown if k not in saved]
+    out: list[str] = []
+    for k in keys:
+        name = f"{prefix}.{k}" if prefix else str(k)
+        if k not in shown or k not in saved:
+            out.append(name)
+        else:
+            out += differing_keys(shown[k], saved[k], name)
+    return out
+
+
 @dataclass
 class PPORun:
     """A trained policy loaded from its run folder, with a one-world env of its task (sizes, contract)."""
@@ -63,6 +79,8 @@ class PPORun:
     model: ActorCritic
     checkpoint: dict[str, Any]
     env: VecEnv
+    config_edits: list[str] = dataclasses.field(default_factory=list)
+    env_overrides: list[str] = dataclasses.field(default_factory=list)
     kind = "ppo"
 
     @property
@@ -75,8 +93,9 @@ class PPORun:
         """Load a run folder's policy: ``best.pt`` if training kept one, else ``checkpoint.pt``; the configuration is
         the one saved *in the checkpoint*.
 
-        ``config.yaml`` is the human-readable mirror: editing it changes nothing here, but a mirror that names
-        another task than the checkpoint is refused (the folder was mixed up).
+        ``config.yaml`` is the human-readable mirror: editing it changes nothing here (the keys where it differs
+        from the checkpoint's config are in ``config_edits``, for the command line to say so), but a mirror that
+        names another task than the checkpoint is refused (the folder was mixed up).
 
         Raises:
             CheckpointError: The folder is not a run folder, its checkpoint is unusable or non-finite, or it does
@@ -95,18 +114,54 @@ class PPORun:
         state = read_checkpoint(path, device)
         cfg = from_plain(state["config"])
         mirror = run_dir / "config.yaml"
+        edits: list[str] = []
         if mirror.is_file():
-            task = load_yaml(str(mirror)).get("task")
-            if task != cfg.task:
+            shown = load_yaml(str(mirror))
+            if shown.get("task") != cfg.task:
                 raise CheckpointError(
-                    f"'{path}' holds a '{cfg.task}' policy, but the folder's config.yaml is for task '{task}'"
+                    f"'{path}' holds a '{cfg.task}' policy, but the folder's config.yaml is for task "
+                    f"'{shown.get('task')}'"
                 )
+            edits = differing_keys(shown, state["config"])
         cfg.device = device
         env = sim.make(cfg.task, 1, device, cfg.env)
         model = build_model(cfg, env).to(device)
         load_checkpoint(path, model, None, device)
         model.eval()
-        return cls(run_dir, cfg, model, state, env)
+        return cls(run_dir, cfg, model, state, env, edits)
+
+    def set_env(self, overrides: list[str]) -> None:
+        """Evaluate in another world: apply ``env.KEY=VALUE`` overrides to the saved config (the policy stays as
+        trained), e.g. ``env.noise.bias_std.object_pos=0.005`` or ``env.passivity.tank_max_j=10``.
+
+        Raises:
+            ConfigError: A key outside ``env``, an unknown key or a bad value (named), or a setting that changes what
+                the policy reads or commands (the sizes of its observation groups or its action count).
+        """
+        for item in overrides:
+            key = item.partition("=")[0].strip()
+            if not key.startswith("env."):
+                raise ConfigError(
+                    f"--set '{item}': a trained policy is evaluated in another world only (env.KEY=VALUE); "
+                    f"'{key}' is not an env setting"
+                )
+        cfg = load_config(None, None, overrides, base=to_dict(self.cfg), base_name=f"the config of '{self.run_dir}'")
+        env = sim.make(cfg.task, 1, cfg.device, cfg.env)
+        try:
+            groups = self.cfg.policy.actor_obs
+            before = [self.env.obs_sizes[g] for g in groups] + [self.env.num_actions]
+            after = [env.obs_sizes.get(g) for g in groups] + [env.num_actions]
+        finally:
+            env.close()
+        if after != before:
+            names = [f"observation '{g}'" for g in groups] + ["actions"]
+            changed = ", ".join(f"{n} {b} -> {a}" for n, b, a in zip(names, before, after, strict=True) if a != b)
+            raise ConfigError(
+                f"--set {' '.join(overrides)} changes what the policy reads or commands ({changed}); a trained policy "
+                "is evaluated only in worlds with the interface it was trained on"
+            )
+        self.cfg.env = cfg.env
+        self.env_overrides += overrides
 
     def contract(self) -> Contract:
         """The deployment contract of the actor (what export writes into ``policy.onnx``)."""
@@ -141,9 +196,11 @@ class PPORun:
             result = evaluate_env(env, policy, seed=cfg.seed + EVAL_SEED_OFFSET)
             results.append(dataclasses.replace(result, tank_j=tank_of(other)))
             env.close()
-        summary = {r.key: r.summary() for r in results}
+        summary: dict[str, Any] = {"env_overrides": self.env_overrides} if self.env_overrides else {}
+        summary.update({r.key: r.summary() for r in results})
         atomic_write_text(self.run_dir / f"{stem}.yaml", yaml.safe_dump(summary, sort_keys=False))
         rate = f", {1.0 / cfg.env.dt:g} Hz control" if stem != "eval" else ""
+        rate += "".join(f", {o}" for o in self.env_overrides)
         plot_evaluation(results, self.run_dir / f"{stem}.png", f"{cfg.task}: {episodes} episodes per setting{rate}")
         return results
 

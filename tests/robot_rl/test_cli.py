@@ -409,6 +409,12 @@ USER_ERRORS: list[Any] = [
     (["eval", "{run}", "--control-rate", "0"], "--control-rate must be a positive rate in Hz, got 0.0"),
     (["eval", "{run}", "--control-rate", "nan"], "--control-rate must be a positive rate in Hz, got nan"),
     (["eval", "{run}", "--control-rate", "250", "--sweep", "mass=1:2"], "separate evaluations; give one of them"),
+    (["eval", "{run}", "--set", "ppo.learning_rate=1"], "'ppo.learning_rate' is not an env setting"),
+    (["eval", "{run}", "--set", "env.no_such_key=1"], "no_such_key"),
+    (["eval", "{run}", "--set", "env.dt=.nan"], "env.dt"),
+    (["eval", "{run}", "--set", "env.state_history=4"], "changes what the policy reads or commands (observation"),
+    (["eval", "{run}", "--set", "env.dt=0.01", "--corner", "worst"], "--set applies to the plain evaluation"),
+    (["eval", "{cart}", "--set", "env.dt"], "must look like key.subkey=value"),
     # export
     (["export", "onnx", "{run}", "--out", "{tmp}/binary.yaml"], "output folder '{tmp}/binary.yaml' is a file"),
     (["export", "onnx", "{run}", "--out", "{tmp}/binary.yaml/deploy"], "'{tmp}/binary.yaml' is a file"),
@@ -522,6 +528,53 @@ def test_inspect_prints_the_contract_of_a_policy_and_of_a_run(
         assert "task quadrotor-hover" in out and "[18:34]    last_action          4 x 4 steps" in out
         assert "m1_front_right   at [0.0325269, -0.0325269, 0] m, spins ccw seen from above" in out
         assert "kind rpm" in out and "20 ms = 50 Hz" in out
+
+
+def test_eval_set_evaluates_in_another_world_and_keeps_the_trained_evaluation(
+    good_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``eval --set env.KEY=VALUE`` evaluates the trained policy under the changed setting into its own file (named
+    after the setting, which it records), and leaves ``eval.yaml`` and the checkpoint's config as they were."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(good_run, run)
+    before = snapshot(run)
+    argv = ["eval", str(run), "--episodes", "4", "--set", "env.position_integral_band=0.25"]
+    assert main([*argv, "--set", "env.episode_length_s=0.2"]) == 0
+    out = capsys.readouterr().out
+    assert "another world than the trained one: env.position_integral_band=0.25 env.episode_length_s=0.2" in out
+    stem = "eval_set-position_integral_band-0.25_episode_length_s-0.2"
+    saved = yaml.safe_load((run / f"{stem}.yaml").read_text())
+    assert saved["env_overrides"] == ["env.position_integral_band=0.25", "env.episode_length_s=0.2"]
+    assert {"randomization_on", "randomization_off"} <= set(saved)
+    assert (run / f"{stem}.png").is_file()
+    after = snapshot(run)
+    assert {k: v for k, v in after.items() if not k.startswith("eval_set-")} == before
+
+
+def test_an_edited_config_yaml_is_named_and_ignored(
+    good_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The config saved with the policy is what loads; a hand edit of ``config.yaml`` is named on stderr, once, as a
+    note (the command still succeeds, with the saved config)."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(good_run, run)
+    assert PPORun.load(run).config_edits == []
+    shown = yaml.safe_load((run / "config.yaml").read_text())
+    shown["env"]["episode_length_s"] = 99.0
+    shown["ppo"]["learning_rate"] = 1.0
+    shown["my_note"] = "tuned"
+    (run / "config.yaml").write_text(yaml.safe_dump(shown, sort_keys=False))
+    loaded = PPORun.load(run)
+    assert loaded.config_edits == ["env.episode_length_s", "ppo.learning_rate", "my_note"]
+    assert loaded.cfg.env.episode_length_s == 0.3  # the saved config (FAST's)
+    assert main(["inspect", str(run)]) == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("robot-rl: note: "), err
+    assert "differs from the config saved with the policy at env.episode_length_s, ppo.learning_rate, my_note" in err
 
 
 def test_max_time_on_a_resumed_run_is_a_budget_for_this_call(tmp_path: Path) -> None:
