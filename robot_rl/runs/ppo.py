@@ -136,7 +136,8 @@ class PPORun:
 
         Raises:
             ConfigError: A key outside ``env``, an unknown key or a bad value (named), or a setting that changes what
-                the policy reads or commands (the sizes of its observation groups or its action count).
+                the policy reads or commands (the sizes of its observation groups, its action count, or how its
+                actions map to commands: the contract's action section).
         """
         for item in overrides:
             key = item.partition("=")[0].strip()
@@ -151,14 +152,17 @@ class PPORun:
             groups = self.cfg.policy.actor_obs
             before = [self.env.obs_sizes[g] for g in groups] + [self.env.num_actions]
             after = [env.obs_sizes.get(g) for g in groups] + [env.num_actions]
+            mapping = dataclasses.asdict(env.contract(groups).action), dataclasses.asdict(self.contract().action)
         finally:
             env.close()
-        if after != before:
-            names = [f"observation '{g}'" for g in groups] + ["actions"]
-            changed = ", ".join(f"{n} {b} -> {a}" for n, b, a in zip(names, before, after, strict=True) if a != b)
+        names = [f"observation '{g}'" for g in groups] + ["actions"]
+        changed = [f"{n} {b} -> {a}" for n, b, a in zip(names, before, after, strict=True) if a != b]
+        if not changed:  # the same sizes: does each action still map to the same command?
+            changed = [f"the action's {k}" for k in mapping[1] if mapping[0][k] != mapping[1][k]]
+        if changed:
             raise ConfigError(
-                f"--set {' '.join(overrides)} changes what the policy reads or commands ({changed}); a trained policy "
-                "is evaluated only in worlds with the interface it was trained on"
+                f"--set {' '.join(overrides)} changes what the policy reads or commands ({', '.join(changed)}); a "
+                "trained policy is evaluated only in worlds with the interface it was trained on"
             )
         self.cfg.env = cfg.env
         self.env_overrides += overrides

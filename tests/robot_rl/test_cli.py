@@ -413,6 +413,7 @@ USER_ERRORS: list[Any] = [
     (["eval", "{run}", "--set", "env.no_such_key=1"], "no_such_key"),
     (["eval", "{run}", "--set", "env.dt=.nan"], "env.dt"),
     (["eval", "{run}", "--set", "env.state_history=4"], "changes what the policy reads or commands (observation"),
+    (["eval", "{run}", "--set", "env.robot.max_rpm=30000"], "changes what the policy reads or commands (the action's"),
     (["eval", "{run}", "--set", "env.dt=0.01", "--corner", "worst"], "--set applies to the plain evaluation"),
     (["eval", "{cart}", "--set", "env.dt"], "must look like key.subkey=value"),
     # export
