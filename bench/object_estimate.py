@@ -14,7 +14,6 @@ Run::
 from __future__ import annotations
 
 import argparse
-import copy
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from robot_rl.bench import format_table
 from robot_rl.checkpoint import CheckpointError
 from robot_rl.evaluate import EVAL_SEED_OFFSET, deterministic_policy, evaluate_env, make_eval_env
 from robot_rl.runs import PPORun
+from sim.typed_config import ConfigError
 
 SIGNAL = "object_pos"
 """The cube tracker's signal in ``env.noise``."""
@@ -57,9 +57,11 @@ def main(argv: list[str] | None = None) -> None:
     rows: list[dict[str, Any]] = []
     for bias in args.bias or [noise.bias_std.get(SIGNAL, 0.0)]:
         for std in args.noise or [noise.std[SIGNAL]]:
-            cfg = copy.deepcopy(run.cfg.env)
-            cfg.noise.bias_std[SIGNAL], cfg.noise.std[SIGNAL] = bias, std
-            env = make_eval_env(run.cfg.task, cfg, args.episodes, torch.device("cpu"), True)
+            try:  # the run's own config with these two values, validated as `robot-rl eval --set` validates them
+                run.set_env([f"env.noise.bias_std.{SIGNAL}={bias!r}", f"env.noise.std.{SIGNAL}={std!r}"])
+            except ConfigError as e:
+                p.error(str(e))
+            env = make_eval_env(run.cfg.task, run.cfg.env, args.episodes, torch.device("cpu"), True)
             success = evaluate_env(env, policy, seed).summary()["success_rate"]
             env.close()
             row = {"bias std [mm]": 1000 * bias, "noise std [mm]": 1000 * std, "success [%]": round(100 * success, 1)}
