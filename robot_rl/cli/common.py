@@ -52,6 +52,8 @@ MAX_EPISODES = 1 << 16
 """Most evaluation episodes one ``eval`` may run (one world each)."""
 MAX_NAMED_EDITS = 5
 """Most edited ``config.yaml`` keys one note names (the rest are counted)."""
+MAX_KEY_CHARS = 80
+"""Longest key name a note prints whole (a longer one, from a hand-edited file, is cut)."""
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -105,7 +107,9 @@ def open_run_noting_edits(run_dir: Path, device: str = "cpu") -> PPORun | BCRun:
 
     run = open_run(run_dir, device)
     if isinstance(run, PPORun) and run.config_edits:
-        keys = ", ".join(run.config_edits[:MAX_NAMED_EDITS])
+        keys = ", ".join(
+            k if len(k) <= MAX_KEY_CHARS else f"{k[: MAX_KEY_CHARS - 3]}..." for k in run.config_edits[:MAX_NAMED_EDITS]
+        )
         more = len(run.config_edits) - MAX_NAMED_EDITS
         keys += f" and {more} more" if more > 0 else ""
         print(

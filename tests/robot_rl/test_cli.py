@@ -568,14 +568,16 @@ def test_an_edited_config_yaml_is_named_and_ignored(
     shown["env"]["episode_length_s"] = 99.0
     shown["ppo"]["learning_rate"] = 1.0
     shown["my_note"] = "tuned"
+    shown["x" * 5000] = 1
     (run / "config.yaml").write_text(yaml.safe_dump(shown, sort_keys=False))
     loaded = PPORun.load(run)
-    assert loaded.config_edits == ["env.episode_length_s", "ppo.learning_rate", "my_note"]
+    assert loaded.config_edits == ["env.episode_length_s", "ppo.learning_rate", "my_note", "x" * 5000]
     assert loaded.cfg.env.episode_length_s == 0.3  # the saved config (FAST's)
     assert main(["inspect", str(run)]) == 0
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("robot-rl: note: "), err
-    assert "differs from the config saved with the policy at env.episode_length_s, ppo.learning_rate, my_note" in err
+    assert "saved with the policy at env.episode_length_s, ppo.learning_rate, my_note, " + "x" * 77 + "...;" in err
+    assert len(err) < 500  # a key of 5,000 characters is cut
 
 
 def test_max_time_on_a_resumed_run_is_a_budget_for_this_call(tmp_path: Path) -> None:
