@@ -6,7 +6,8 @@ rotor inertia).
 The URDF's inertia tensors are used as written (``URDF_USE_INERTIA_FROM_FILE``). PyBullet's default recomputes them
 from the collision meshes, which leaves the wrist joint about 0.002 kg m² — two orders below the real joint, whose
 reflected rotor inertia alone is 0.2 kg m² — and makes the 1 kHz impedance controller's damping term numerically
-unstable (``D dt / I`` = 5); the file's 0.1 kg m² is the closer stand-in for the real joint.
+unstable (``D dt / I`` = 5); the file's 0.1 kg m² is the closer stand-in for the real joint. PyBullet also
+recomputes them whenever a link's mass is changed alone, so the randomised masses are set with their inertia.
 
 The robot is driven the way the real Panda is: the contract's command is a joint target ``q_d`` (impedance mode) or a
 torque (torque mode), and a 1 kHz joint controller — the role of Franka's controller — applies
@@ -74,7 +75,9 @@ class PandaReachBullet:
         self.fingers = [names["panda_finger_joint1"], names["panda_finger_joint2"]]
         self.hand = names["panda_hand_joint"]
         self.movable = self.arm + self.fingers  # the joints calculateInverseDynamics expects, in order
-        self.nominal_mass = [pb.getDynamicsInfo(self.robot, j, physicsClientId=self.client)[0] for j in self.arm]
+        nominal = [pb.getDynamicsInfo(self.robot, j, physicsClientId=self.client) for j in self.arm]
+        self.nominal_mass = [float(info[0]) for info in nominal]
+        self.nominal_inertia = [np.asarray(info[2], dtype=np.float64) for info in nominal]  # the file's, principal
         self._rng = np.random.default_rng(0)
         self._randomize = False
         self._friction = np.zeros(7)
@@ -103,8 +106,10 @@ class PandaReachBullet:
         for j in self.fingers:
             pb.resetJointState(self.robot, j, 0.04, 0.0, physicsClientId=c)
         scale = rng.uniform(0.8, 1.2, 7) if randomize else np.ones(7)
-        for j, m, s in zip(self.arm, self.nominal_mass, scale, strict=True):
-            pb.changeDynamics(self.robot, j, mass=m * s, physicsClientId=c)
+        for j, m, inertia, s in zip(self.arm, self.nominal_mass, self.nominal_inertia, scale, strict=True):
+            # A link made denser by s: mass and inertia scale together. Both go in one call: a mass alone makes
+            # PyBullet recompute the inertia from the collision mesh, dropping the file's (the module docstring).
+            pb.changeDynamics(self.robot, j, mass=m * s, localInertiaDiagonal=(inertia * s).tolist(), physicsClientId=c)
         self._friction = rng.uniform(0.0, 1.5, 7) if randomize else np.zeros(7)
         pb.setJointMotorControlArray(
             self.robot, self.arm, pb.VELOCITY_CONTROL, targetVelocities=[0.0] * 7, forces=list(self._friction),

@@ -285,6 +285,26 @@ def test_pybullet_stands_at_the_height_mujoco_stands_at() -> None:
         bullet.close()
 
 
+def test_pybullet_payload_changes_the_trunk_mass_not_its_inertia() -> None:
+    """A randomised payload sets the trunk's mass; its inertia stays the URDF's (PyBullet recomputes it from the
+    collision box when a mass is set alone)."""
+    pb = pytest.importorskip("pybullet")
+    from robot_rl.transfer.pybullet_quadruped import QuadrupedBullet
+
+    env = _env(1)
+    bullet = QuadrupedBullet(env.contract(["policy"]))
+    env.close()
+    try:
+        rng = np.random.default_rng(0)
+        for _ in range(3):
+            bullet.reset(rng, randomize=True)
+            mass, _, inertia = pb.getDynamicsInfo(bullet.robot, -1, physicsClientId=bullet.client)[:3]
+            assert abs(mass - bullet.nominal_mass) <= 1.0 and mass != bullet.nominal_mass
+            np.testing.assert_allclose(inertia, bullet.trunk_inertia, rtol=1e-9)
+    finally:
+        bullet.close()
+
+
 def test_an_exported_quadruped_policy_runs_in_pybullet_under_the_task_criterion(untrained_quadruped: Path) -> None:
     """The ONNX (untrained) through policies.runtime on PyBullet's A1: every episode reports the figures the task's
     criterion reads, and the verdict is the task's own."""
