@@ -112,7 +112,9 @@ def add_cube(
     """Add a free cube on the table: body, free joint and box geom all called ``name``, edge ``size`` m, ``mass`` kg,
     resting at ``xy`` (m, base frame); it collides with the hand, fingers and table (``condim`` 4 on MuJoCo's default
     pyramidal friction cone: sliding 0.8 and torsional 0.02, wood or plastic on wood; the rolling 0.001 of the
-    geom's friction acts only at ``condim`` 6, so not here)."""
+    geom's friction acts only at ``condim`` 6, so not here). Its friction is the cube-table pair's: priority 1 puts
+    it over the table's (MuJoCo otherwise takes the larger of the two, and the table's default 1.0 would hide every
+    cube friction below it); the hand and pads (priority 2) keep theirs."""
     half = size / 2
     body = spec.worldbody.add_body(name=name, pos=[xy[0], xy[1], TABLE_HEIGHT + half])
     body.add_freejoint(name=name)
@@ -125,6 +127,7 @@ def add_cube(
         conaffinity=3,
         condim=4,
         friction=[0.8, 0.02, 0.001],
+        priority=1,
         rgba=[*rgb, 1.0],
     )
 

@@ -333,6 +333,34 @@ def test_cube_tasks_contract_and_randomised_object(task: str) -> None:
     env.close()
 
 
+def test_the_cube_table_contact_takes_the_cubes_friction_and_a_pad_contact_the_pads() -> None:
+    # MuJoCo takes the larger friction of two geoms of equal priority: the table's default 1.0 would hide every cube
+    # friction below it, and the randomised 0.48-1.2 would reach the physics as 1.0-1.2.
+    model = panda.build_model("impedance", panda.Scene(table=True, cube_size=0.05))
+    data = mujoco.MjData(model)
+    cube, table, pad = (model.geom(n).id for n in ("cube", "table", "left_pad"))
+
+    def frictions(a: int, b: int) -> set[float]:
+        mujoco.mj_forward(model, data)
+        return {round(float(c.friction[0]), 6) for c in data.contact[: data.ncon] if {c.geom1, c.geom2} == {a, b}}
+
+    for mu in (0.48, 0.8, 1.2):
+        model.geom_friction[cube, 0] = mu
+        assert frictions(cube, table) == {mu}
+    start = model.joint("cube").qposadr[0]
+    data.qpos[start : start + 3] = data.site("tcp").xpos + np.array([0.0, 0.03, 0.0])  # against the left pad
+    assert frictions(cube, pad) == {float(model.geom_friction[pad, 0])}
+
+
+def test_the_peg_outranks_the_bore_and_the_table_so_its_randomised_friction_is_the_pairs() -> None:
+    env = sim.make("panda-insert", 1)
+    model = env._model  # type: ignore[attr-defined]
+    names = [model.geom(i).name for i in range(model.ngeom)]
+    touched = [i for i, n in enumerate(names) if n.startswith("bore") or n == "table"]
+    assert touched and int(model.geom_priority[model.geom("peg").id]) > int(model.geom_priority[touched].max())
+    env.close()
+
+
 @pytest.mark.parametrize("task", ["panda-reach", "panda-lift"])
 def test_exported_relative_targets_match_the_simulator(task: str, tmp_path: Path) -> None:
     """The ONNX graph adds the measured joint positions (``action.reference``) exactly as the task does; the
