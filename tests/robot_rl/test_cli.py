@@ -577,7 +577,7 @@ def test_an_edited_config_yaml_is_named_and_ignored(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("robot-rl: note: "), err
     assert "saved with the policy at env.episode_length_s, ppo.learning_rate, my_note, " + "x" * 77 + "...;" in err
-    assert len(err) < 500  # a key of 5,000 characters is cut
+    assert len(err.replace(str(run), "")) < 400  # a key of 5,000 characters is cut (the run's path is the caller's)
 
 
 def test_max_time_on_a_resumed_run_is_a_budget_for_this_call(tmp_path: Path) -> None:
