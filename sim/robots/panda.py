@@ -83,6 +83,11 @@ better in the 30-minute budget, so lift stays at 4 ms and the push teacher's 8 m
 TABLE_HEIGHT = 0.0
 """Height of the table top, m: the robot stands on the table (its base at z = 0)."""
 
+OBJECT_PRIORITY = 1
+"""MuJoCo contact priority of a scene object whose friction is randomised (a cube, a peg): above the table's and a
+fixture's (0), so the object's friction is the contact's (at equal priority MuJoCo takes the larger, and their 1.0
+would hide every lower one); below the hand's and pads' (2, ``assets/panda.xml``), which keep theirs."""
+
 ControlMode = Literal["torque", "impedance"]
 
 
@@ -112,9 +117,8 @@ def add_cube(
     """Add a free cube on the table: body, free joint and box geom all called ``name``, edge ``size`` m, ``mass`` kg,
     resting at ``xy`` (m, base frame); it collides with the hand, fingers and table (``condim`` 4 on MuJoCo's default
     pyramidal friction cone: sliding 0.8 and torsional 0.02, wood or plastic on wood; the rolling 0.001 of the
-    geom's friction acts only at ``condim`` 6, so not here). Its friction is the cube-table pair's: priority 1 puts
-    it over the table's (MuJoCo otherwise takes the larger of the two, and the table's default 1.0 would hide every
-    cube friction below it); the hand and pads (priority 2) keep theirs."""
+    geom's friction acts only at ``condim`` 6, so not here). Its friction is the cube-table pair's
+    (:data:`OBJECT_PRIORITY`)."""
     half = size / 2
     body = spec.worldbody.add_body(name=name, pos=[xy[0], xy[1], TABLE_HEIGHT + half])
     body.add_freejoint(name=name)
@@ -127,7 +131,7 @@ def add_cube(
         conaffinity=3,
         condim=4,
         friction=[0.8, 0.02, 0.001],
-        priority=1,
+        priority=OBJECT_PRIORITY,
         rgba=[*rgb, 1.0],
     )
 

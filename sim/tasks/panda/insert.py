@@ -22,8 +22,8 @@ Criterion: >= 70 % of evaluation episodes.
 
 Dimensions are a modelling choice within ISO 286 peg-and-hole practice (a 20 mm pin in a 22 mm bore), not a
 part's drawing. The peg's nominal friction coefficient, 0.5, is a modelling choice too (no measured pair), randomised
-0.25-0.75 to cover dry and lubricated metal contact. It is the peg-bore pair's: the peg's priority 1 puts it over the
-bore's and the table's (MuJoCo otherwise takes the larger, and their 1.0 would hide it).
+0.25-0.75 to cover dry and lubricated metal contact. It is the peg-bore pair's: the peg's contact priority
+(``sim.robots.panda.OBJECT_PRIORITY``) puts it over the bore's and the table's.
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def add_peg(spec: mujoco.MjSpec) -> None:
         conaffinity=1,
         condim=3,
         friction=[0.5, 0.005, 0.0001],
-        priority=1,
+        priority=panda.OBJECT_PRIORITY,
         solimp=[0.95, 0.99, 0.001, 0.5, 2.0],
         rgba=[0.75, 0.75, 0.8, 1.0],
     )
