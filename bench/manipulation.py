@@ -12,7 +12,9 @@ For each PPO run folder of a ``panda-*`` task (``robot-rl train panda-lift``, ..
 
 With ``--students``, for each ``robot-rl train-bc`` run folder whose demonstrations a PPO teacher recorded
 (``robot-rl collect --teacher RUN``): the student (executed as its run says) against that teacher on the same
-held-out seeds, starts, randomisation and tank, ``--episodes`` split over ``--student-seeds``.
+held-out seeds, starts, randomisation and tank, ``--episodes`` split over ``--student-seeds``. The teacher acts in its
+own training config; a student recorded with ``collect --unbiased`` is judged with its calibrated sensors, and the
+teacher with those sensors is shown beside (``nan`` where they are the teacher's).
 
 Run::
 
@@ -33,6 +35,7 @@ from robot_rl.bench import format_table
 from robot_rl.imitation.evaluate import evaluate_chunk_policy, evaluate_teacher
 from robot_rl.runs import PPORun
 from robot_rl.runs.bc import BCRun
+from sim.typed_config import to_dict
 
 LEVELS = (0.25, 0.5, 0.7, 0.85, 0.9)
 """Success levels whose first time is reported, fractions of the periodic evaluation's episodes."""
@@ -75,7 +78,14 @@ def student_row(student_dir: Path, args: argparse.Namespace) -> dict[str, object
     mine = evaluate_chunk_policy(
         student.policy, spec, student.task, student.env_cfg, student.obs_groups, per_seed, seeds
     )
-    theirs = evaluate_teacher(teacher.model, student.task, student.env_cfg, student.obs_groups, per_seed, seeds)
+    groups = teacher.cfg.policy.actor_obs
+    theirs = evaluate_teacher(teacher.model, student.task, teacher.cfg.env, groups, per_seed, seeds)
+    # A student recorded with `collect --unbiased` is judged with its calibrated sensors, the teacher as it acts
+    # (its own config); what the teacher would do with the student's sensors is shown beside.
+    calibrated = math.nan
+    if to_dict(student.env_cfg) != to_dict(teacher.cfg.env):
+        seen = evaluate_teacher(teacher.model, student.task, student.env_cfg, groups, per_seed, seeds)
+        calibrated = seen.success_rate
     execution = f"Ta {spec.action_horizon}" if spec.ensemble_decay is None else f"ensemble m={spec.ensemble_decay:g}"
     return {
         "student": f"{student.task} {student.cfg.policy.kind} {student_dir.name}",
@@ -85,6 +95,7 @@ def student_row(student_dir: Path, args: argparse.Namespace) -> dict[str, object
         "student success": mine.success_rate,
         "teacher success": theirs.success_rate,
         "gap [points]": 100 * (theirs.success_rate - mine.success_rate),
+        "teacher, student's sensors": calibrated,
     }
 
 

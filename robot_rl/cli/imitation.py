@@ -64,6 +64,14 @@ def add_parser(sub: Any) -> None:
         metavar="DATASET",
         help="copy this dataset's episodes in first (DAgger: the demonstrations the student learned from)",
     )
+    col.add_argument(
+        "--unbiased",
+        nargs="+",
+        default=[],
+        metavar="SIGNAL",
+        help="record these onboard signals without their per-episode bias, as a calibrated sensor gives them "
+        "(e.g. object_pos); the teacher still acts on its biased view, students are evaluated without the bias",
+    )
     col.add_argument("--quiet", action="store_true", help="no progress bar")
 
     bc = sub.add_parser("train-bc", help="train an action-chunk policy (diffusion or MLP) from demonstrations")
@@ -132,6 +140,7 @@ def run_collect(args: argparse.Namespace) -> int:
         visual=VisualRandomization() if args.visual_randomization else None,
         student=student,
         include=args.include,
+        unbiased=tuple(args.unbiased),
     )
     print("\n".join(summary.lines()))
     return 0

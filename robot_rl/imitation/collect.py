@@ -41,7 +41,9 @@ from robot_rl.logger import interactive
 from robot_rl.runs.bc import BCRun
 from robot_rl.runs.ppo import PPORun
 from sim.rendering import CameraRenderer, RenderError, VisualRandomization
+from sim.tasks.base import CALIBRATED_VIEW, BatchedTask
 from sim.typed_config import to_dict
+from sim.vec_env import TaskConfigError
 
 MAX_ATTEMPT_FACTOR = 20
 """Collection gives up after ``MAX_ATTEMPT_FACTOR * episodes`` attempted episodes (a teacher that rarely succeeds)."""
@@ -61,6 +63,7 @@ class CollectSummary:
         included: Episodes copied from an included dataset (counted in ``kept`` and ``frames``).
         bytes: Size of the dataset folder, bytes.
         removed_stale: Staging folders of killed collections of the same dataset, removed first.
+        unbiased: Signals recorded without their per-episode bias (the teacher acted on them biased).
     """
 
     out: Path
@@ -72,6 +75,7 @@ class CollectSummary:
     removed_stale: int = 0
     driver: str = "teacher"
     included: int = 0
+    unbiased: tuple[str, ...] = ()
 
     @property
     def success_rate(self) -> float:
@@ -81,12 +85,16 @@ class CollectSummary:
     def lines(self) -> list[str]:
         """Readable summary."""
         copied = f" and {self.included} copied" if self.included else ""
-        return [
-            f"dataset: {self.out}",
-            f"episodes kept: {self.kept - self.included} of {self.attempted} rolled out{copied} "
-            f"({self.driver} success {self.success_rate:.1%}, {self.successes} successful)",
-            f"frames: {self.frames:,}   size: {self.bytes / 1e6:.2f} MB",
-        ] + ([f"removed {self.removed_stale} staging folder(s) of killed collections"] if self.removed_stale else [])
+        return (
+            [
+                f"dataset: {self.out}",
+                f"episodes kept: {self.kept - self.included} of {self.attempted} rolled out{copied} "
+                f"({self.driver} success {self.success_rate:.1%}, {self.successes} successful)",
+                f"frames: {self.frames:,}   size: {self.bytes / 1e6:.2f} MB",
+            ]
+            + ([f"recorded without their per-episode bias: {', '.join(self.unbiased)}"] if self.unbiased else [])
+            + ([f"removed {self.removed_stale} staging folder(s) of killed collections"] if self.removed_stale else [])
+        )
 
 
 STUDENT_VIEW = ["policy"]
@@ -109,6 +117,7 @@ def collect(
     visual: VisualRandomization | None = None,
     student: BCRun | None = None,
     include: Path | None = None,
+    unbiased: tuple[str, ...] = (),
 ) -> CollectSummary:
     """Roll out ``teacher`` until ``episodes`` episodes are kept and write them to ``out``.
 
@@ -131,11 +140,15 @@ def collect(
             labels; every episode is kept.
         include: A dataset of the same task and layout whose episodes are copied in first (before ``episodes`` new
             ones).
+        unbiased: Onboard signals the student sees without their per-episode bias (``noise.bias_std``; e.g.
+            ``object_pos``: a calibrated camera), while the teacher acts on its biased view: the recorded observations
+            are :data:`~sim.tasks.base.CALIBRATED_VIEW`, and the dataset's env config (where students are evaluated)
+            sets those biases to zero.
 
     Raises:
         DatasetError: ``out`` exists, the teacher kept no episode in ``MAX_ATTEMPT_FACTOR * episodes`` tries
-            (nothing is written then), or the student or included dataset does not fit the teacher's task and
-            observation layout (named).
+            (nothing is written then), the student or included dataset does not fit the teacher's task and
+            observation layout (named), or a name in ``unbiased`` carries no per-episode bias in this task.
     """
     from robot_rl.config import task_defaults
 
@@ -149,15 +162,28 @@ def collect(
         teacher_name = str(teacher.run_dir)
     device_ = torch.device(cfg.device)
     env = sim.make(cfg.task, num_envs, device_, cfg.env)
+    recorded = STUDENT_VIEW
+    student_env = to_dict(cfg.env)
+    if unbiased:
+        try:
+            if not isinstance(env, BatchedTask):
+                raise TaskConfigError(f"{cfg.task} has no per-episode sensor biases to leave out")
+            env.add_calibrated_view(unbiased)
+        except TaskConfigError as exc:
+            env.close()
+            raise DatasetError(f"--unbiased: {exc}") from None
+        recorded = [CALIBRATED_VIEW]
+        student_env["noise"]["bias_std"].update(dict.fromkeys(unbiased, 0.0))
     expert = expert_cls(env) if expert_cls is not None else None
-    contract = env.contract(STUDENT_VIEW)  # what is recorded; a privileged teacher acts on its own groups
+    contract = env.contract(STUDENT_VIEW)  # the recorded layout; a privileged teacher acts on its own groups
     layout = state_names(contract)
     extra = {
         "task": cfg.task,
         "teacher": teacher_name,
         "obs_groups": STUDENT_VIEW,
         "teacher_obs_groups": cfg.policy.actor_obs,
-        "env": to_dict(cfg.env),
+        "unbiased": list(unbiased),
+        "env": student_env,
         "seed": seed,
         "action_noise": action_noise,
         "keep_failed": keep_failed,
@@ -228,7 +254,8 @@ def collect(
                     else:
                         assert not isinstance(teacher, str)
                         action = teacher.model.action_mean(x).clamp(-1.0, 1.0)
-                    executed = action if driver is None else driver(obs).to(device_).clamp(-1.0, 1.0)
+                    seen = obs if not unbiased else {**obs, "policy": obs[CALIBRATED_VIEW]}
+                    executed = action if driver is None else driver(seen).to(device_).clamp(-1.0, 1.0)
                     if action_noise > 0:
                         noise = torch.randn(action.shape, generator=gen, device=device_)
                         executed = (executed + action_noise * noise).clamp(-1.0, 1.0)
@@ -237,7 +264,7 @@ def collect(
                     assert ids is not None
                     for w, i in zip(started.tolist(), ids.cpu().numpy()[started].tolist(), strict=True):
                         episode_text[w] = texts[i]
-                obs_buf[rows, step] = pick(obs, STUDENT_VIEW).cpu().numpy()
+                obs_buf[rows, step] = pick(obs, recorded).cpu().numpy()
                 if camera is not None:
                     for c, views in camera.render().items():
                         for world, view in enumerate(views):
@@ -293,7 +320,9 @@ def collect(
         env.close()
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     who = "teacher" if driver is None else "student"
-    return CollectSummary(out, kept, attempted, successes, frames, size, writer.removed_stale, who, included)
+    return CollectSummary(
+        out, kept, attempted, successes, frames, size, writer.removed_stale, who, included, tuple(unbiased)
+    )
 
 
 def summary_dict(summary: CollectSummary) -> dict[str, object]:

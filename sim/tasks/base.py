@@ -42,6 +42,9 @@ from sim.randomization import (
 )
 from sim.vec_env import Obs, StepInfo, TaskConfigError, VecEnv
 
+CALIBRATED_VIEW = "calibrated"
+"""Observation group of :meth:`BatchedTask.add_calibrated_view`: the ``policy`` layout without chosen sensor biases."""
+
 MAX_LATENCY = 4
 """Largest action latency the tasks' buffers hold, control steps."""
 LATENCY_SPEC = ParamSpec(nominal=(0.0,), lower=-1e-9, unit="control steps")
@@ -232,6 +235,7 @@ class BatchedTask(VecEnv):
         self._all = torch.ones(n, dtype=torch.bool, device=device)
         self._rows = torch.arange(n, device=device)
         self._obs: Obs = {}
+        self._calibrated: tuple[set[str], ObservationBuilder] | None = None
 
     # ------------------------------------------------------------------------------------------------ hooks
     def reward_names(self) -> list[str]:
@@ -461,15 +465,42 @@ class BatchedTask(VecEnv):
             for name, std in self.noise.std.items():
                 x = signals[name]
                 signals[name] = x + std * torch.randn(x.shape, generator=self.gen, device=self.device)
+        unbiased = dict(signals)
         for name, bias in self.obs_bias.items():
             signals[name] = signals[name] + bias
         self.last_signals = signals
+        obs = {"policy": self._build(self.builder, signals, refresh), "critic": self._privileged()}
+        if self._calibrated is not None:
+            names, builder = self._calibrated
+            view = {k: unbiased[k] if k in names else v for k, v in signals.items()}
+            obs[CALIBRATED_VIEW] = self._build(builder, view, refresh)
+        return obs
+
+    @staticmethod
+    def _build(
+        builder: ObservationBuilder, signals: dict[str, torch.Tensor], refresh: torch.Tensor | None
+    ) -> torch.Tensor:
         if refresh is None:
-            policy = self.builder(signals)
-        else:
-            self.builder.reset(refresh, signals)
-            policy = self.builder.read()
-        return {"policy": policy, "critic": self._privileged()}
+            return builder(signals)
+        builder.reset(refresh, signals)
+        return builder.read()
+
+    def add_calibrated_view(self, signals: Sequence[str]) -> None:
+        """Also observe group :data:`CALIBRATED_VIEW` from the next reset on: the ``policy`` layout, noise and delay
+        included, without the per-episode bias of ``signals`` (a calibrated sensor; e.g. a student that sees the
+        cube through a calibrated camera while its teacher acted on the biased estimate).
+
+        Raises:
+            TaskConfigError: A name is not a signal with a per-episode bias (``noise.bias_std``).
+        """
+        unknown = sorted(set(signals) - set(self.noise.bias_std))
+        if unknown:
+            have = ", ".join(sorted(self.noise.bias_std)) or "none"
+            raise TaskConfigError(
+                f"{self.task_name}: {unknown} carry no per-episode bias to leave out (signals with one: {have})"
+            )
+        builder = ObservationBuilder(self.policy_terms, self.num_envs, torch, self.device, dt=self.dt)
+        self._calibrated = (set(signals), builder)
 
     def contract(self, actor_groups: list[str]) -> Contract:
         """Deployment contract of a policy reading ``actor_groups`` (only ``policy`` is deployable)."""

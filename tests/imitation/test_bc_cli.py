@@ -175,6 +175,31 @@ def test_mlp_student_trains_on_the_same_data(dataset: Path, tmp_path: Path) -> N
     assert ChunkedOnnxPolicy(run / "policy.onnx").chunk.noise_input == ""
 
 
+def test_collect_records_a_calibrated_view_and_the_student_is_evaluated_without_the_bias(
+    teacher: Path, tmp_path: Path
+) -> None:
+    """``collect --unbiased joint_pos``: the recorded joint positions lack the per-episode encoder bias the teacher
+    acted on (the teacher's labels differ from its action on the recorded state), and the dataset's env, where
+    students are evaluated, has that bias at zero."""
+    out = tmp_path / "calibrated"
+    result = robot_rl(
+        "collect", "panda-reach", "--teacher", teacher, "--episodes", "2", "--num-envs", "2", "--keep-failed",
+        "--unbiased", "joint_pos", "--out", out, "--quiet",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "recorded without their per-episode bias: joint_pos" in result.stdout
+    meta = json.loads((out / "meta" / "info.json").read_text())
+    info = meta["robot_rl"]
+    assert info["unbiased"] == ["joint_pos"] and info["env"]["noise"]["bias_std"]["joint_pos"] == 0.0
+    assert load_config("panda-reach", None, []).env.noise.bias_std["joint_pos"] > 0  # the teacher's view has one
+    table = pq.read_table(out / meta["data_path"].format(episode_chunk=0, episode_index=0))
+    state = torch.tensor(table.column("observation.state").to_pylist(), dtype=torch.float32)
+    label = torch.tensor(table.column("action").to_pylist(), dtype=torch.float32)
+    with torch.inference_mode():
+        on_recorded = PPORun.load(teacher).model.action_mean(state).clamp(-1, 1)
+    assert not torch.allclose(on_recorded, label, atol=1e-5)  # the teacher acted on another (the biased) view
+
+
 def test_dagger_collection_lets_the_student_drive_and_the_teacher_label(
     teacher: Path, dataset: Path, tmp_path: Path
 ) -> None:
@@ -216,6 +241,11 @@ def test_dagger_collection_lets_the_student_drive_and_the_teacher_label(
         (["--teacher", "{teacher}", "--episodes", "2", "--out", "{data}"], "already exists; datasets are never"),
         (["--teacher", "{teacher}", "--episodes", "0", "--out", "{new}"], "--episodes must be in [1, 65536]"),
         (["--teacher", "{teacher}", "--episodes", "2", "--out", "{new}"], "succeeded in none of"),
+        (
+            ["--teacher", "{teacher}", "--episodes", "2", "--out", "{new}", "--unbiased", "object_pos"],
+            "--unbiased: panda-reach: ['object_pos'] carry no per-episode bias to leave out (signals with one: "
+            "joint_pos)",
+        ),
     ],
 )
 def test_collect_refuses_bad_input_and_writes_nothing(

@@ -314,6 +314,29 @@ def test_object_estimate_is_delayed_by_the_configured_periods() -> None:
         torch.testing.assert_close(seen[i], true[i - 1])
 
 
+def test_a_calibrated_view_is_the_onboard_view_less_the_cube_estimates_bias_and_nothing_else() -> None:
+    """``add_calibrated_view(["object_pos"])`` (a student behind a calibrated camera): the extra group has the
+    ``policy`` layout, the same noise and delay, and only the cube estimate's per-episode bias left out."""
+    env = sim.make("panda-lift", 4)
+    with pytest.raises(TaskConfigError, match=r"\['tcp_pos'\] carry no per-episode bias .*: joint_pos, object_pos\)"):
+        env.add_calibrated_view(["tcp_pos"])  # type: ignore[attr-defined]
+    env.add_calibrated_view(["object_pos"])  # type: ignore[attr-defined]
+    obs = env.reset(seed=3)
+    terms = env.contract(["policy"]).observation  # type: ignore[attr-defined]
+    start = sum(t.dim for t in terms[: [t.source for t in terms].index("object_pos")])
+    cube = slice(start, start + 3)
+    bias = env.obs_bias["object_pos"]  # type: ignore[attr-defined]
+    assert float(bias.abs().min()) > 0
+    for _ in range(5):
+        diff = obs["policy"] - obs["calibrated"]
+        torch.testing.assert_close(diff[:, cube], bias)
+        diff[:, cube] = 0.0
+        assert float(diff.abs().max()) == 0.0
+        assert not torch.equal(obs["calibrated"][:, cube], env.cube_pos)  # type: ignore[attr-defined]
+        obs = env.step(torch.zeros(4, 8))[0]
+    env.close()
+
+
 @pytest.mark.parametrize("task", ["panda-push", "panda-lift"])
 def test_cube_tasks_contract_and_randomised_object(task: str) -> None:
     env = sim.make(task, 4)
