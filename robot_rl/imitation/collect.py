@@ -18,6 +18,7 @@ dataset's episodes (the demonstrations the student learned from) into the new on
 
 from __future__ import annotations
 
+import copy
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -163,7 +164,8 @@ def collect(
     device_ = torch.device(cfg.device)
     env = sim.make(cfg.task, num_envs, device_, cfg.env)
     recorded = STUDENT_VIEW
-    student_env = to_dict(cfg.env)
+    contract = env.contract(STUDENT_VIEW)  # the recorded layout; a privileged teacher acts on its own groups
+    student_cfg = cfg.env
     if unbiased:
         try:
             if not isinstance(env, BatchedTask):
@@ -173,9 +175,13 @@ def collect(
             env.close()
             raise DatasetError(f"--unbiased: {exc}") from None
         recorded = [CALIBRATED_VIEW]
-        student_env["noise"]["bias_std"].update(dict.fromkeys(unbiased, 0.0))
+        student_cfg = copy.deepcopy(cfg.env)  # the student's sensors: where it is evaluated, what its contract says
+        student_cfg.noise.bias_std.update(dict.fromkeys(unbiased, 0.0))
+        view = sim.make(cfg.task, 1, device_, student_cfg)
+        contract = view.contract(STUDENT_VIEW)
+        view.close()
+    student_env = to_dict(student_cfg)
     expert = expert_cls(env) if expert_cls is not None else None
-    contract = env.contract(STUDENT_VIEW)  # the recorded layout; a privileged teacher acts on its own groups
     layout = state_names(contract)
     extra = {
         "task": cfg.task,

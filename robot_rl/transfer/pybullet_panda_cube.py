@@ -13,8 +13,9 @@ sheet: 70 N continuous, 140 N maximum) to the commanded opening (``panda-lift``:
 
 Randomisation (``randomize=True``), PyBullet's own on top of the arm's (masses, joint friction, latency, encoder
 noise): cube mass x U(0.7, 1.3), cube friction U(0.6, 1.0) (the URDF gives the fingers 1.0), and
-the cube tracker's estimate with 5 mm noise and a per-episode bias of 1 cm (standard deviations). Without
-randomisation the estimate is exact but still late by the contract's delay.
+the cube tracker's estimate with the noise and per-episode bias the policy trained with (standard deviations, the
+contract's ``extra.cube.estimate_noise_m`` / ``estimate_bias_m``; 5 mm and 1 cm where an older contract does not say:
+the cube tasks' defaults). Without randomisation the estimate is exact but still late by the contract's delay.
 """
 
 from __future__ import annotations
@@ -32,9 +33,13 @@ from robot_rl.transfer.pybullet_panda import PandaReachBullet
 GRIPPER_FORCE_N = 70.0
 """Franka Hand continuous grasping force, N (per finger here; data sheet: 70 N continuous, 140 N max)."""
 ESTIMATE_NOISE_M = 0.005
-"""Standard deviation of the cube tracker's noise per reading, m (randomised episodes)."""
+"""Standard deviation of the cube tracker's noise per reading, m (randomised episodes), where the contract does not
+say (``sim.tasks.panda.base.default_cube_noise``)."""
 ESTIMATE_BIAS_M = 0.01
-"""Standard deviation of the cube tracker's per-episode bias, m (randomised episodes)."""
+"""Standard deviation of the cube tracker's per-episode bias, m (randomised episodes), where the contract does not
+say."""
+ESTIMATE_LIMIT_M = 0.1
+"""Largest tracker noise or bias a contract may state, m (twice the cube: a larger one is no tracker)."""
 
 
 PAD_HALF_M = (0.009, 0.008, 0.018)
@@ -46,6 +51,20 @@ finger joint's plane, so a grasp reads the object's width, as libfranka's ``Grip
 CUBE_FRICTION = 0.8
 """Nominal sliding friction of the cube: the training scene's cube geom (``sim.robots.panda``, ``friction[0]``);
 the floor is ``plane.urdf``'s own (1.0), and Bullet multiplies the two."""
+
+
+def _estimate_std(cube: dict[str, Any], key: str, default: float) -> float:
+    """The contract's ``extra.cube[key]`` (a standard deviation, m), checked; ``default`` where it is absent.
+
+    Raises:
+        ContractError: The value is not a number in ``[0, ESTIMATE_LIMIT_M]``.
+    """
+    value = cube.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= ESTIMATE_LIMIT_M:
+        raise ContractError(
+            f"the contract's extra.cube.{key} must be a number in [0, {ESTIMATE_LIMIT_M}] m, got {value!r}"
+        )
+    return float(value)
 
 
 def pad_urdf(data_path: str, out_dir: Path) -> Path:
@@ -97,6 +116,8 @@ class PandaCubeBullet(PandaReachBullet):
         self.half = float(cube["size_m"]) / 2
         self.cube_mass = float(cube["mass_kg"])
         self.delay = int(cube["estimate_delay_periods"])
+        self.estimate_noise_m = _estimate_std(cube, "estimate_noise_m", ESTIMATE_NOISE_M)
+        self.estimate_bias_m = _estimate_std(cube, "estimate_bias_m", ESTIMATE_BIAS_M)
         # One motor drives both fingers on the real hand (franka_description: finger_joint2 mimics joint1); the URDF's
         # fingers are independent in PyBullet, so a gear couples them (ratio -1: they move together, mirrored).
         gear = pb.createConstraint(
@@ -124,7 +145,7 @@ class PandaCubeBullet(PandaReachBullet):
         mass = self.cube_mass * (rng.uniform(0.7, 1.3) if randomize else 1.0)
         friction = rng.uniform(0.6, 1.0) if randomize else CUBE_FRICTION
         pb.changeDynamics(self.cube, -1, mass=mass, lateralFriction=friction, physicsClientId=c)
-        self._bias = rng.normal(0.0, ESTIMATE_BIAS_M, 3) if randomize else np.zeros(3)
+        self._bias = rng.normal(0.0, self.estimate_bias_m, 3) if randomize else np.zeros(3)
         self._seen = [self._cube_pos()] * (self.delay + 1)
         for j in self.fingers:
             pb.resetJointState(self.robot, j, self._finger_start(), 0.0, physicsClientId=c)
@@ -170,7 +191,7 @@ class PandaCubeBullet(PandaReachBullet):
     def _signals(self) -> dict[str, np.ndarray]:
         seen = self._seen[-1] + self._bias
         if self._randomize:
-            seen = seen + self._rng.normal(0.0, ESTIMATE_NOISE_M, 3)
+            seen = seen + self._rng.normal(0.0, self.estimate_noise_m, 3)
         opening = self.pb.getJointState(self.robot, self.fingers[0], physicsClientId=self.client)[0]
         return {
             **self._arm_signals(),

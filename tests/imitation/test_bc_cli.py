@@ -200,6 +200,21 @@ def test_collect_records_a_calibrated_view_and_the_student_is_evaluated_without_
     assert not torch.allclose(on_recorded, label, atol=1e-5)  # the teacher acted on another (the biased) view
 
 
+def test_collect_unbiased_gives_the_students_contract_a_calibrated_camera(tmp_path: Path) -> None:
+    """``collect panda-lift --unbiased object_pos``: the student's contract states the cube tracker it was recorded
+    with (noise and delay, no bias), where PyBullet and a robot integrator read it."""
+    out = tmp_path / "lift"
+    result = robot_rl(
+        "collect", "panda-lift", "--teacher", "scripted", "--episodes", "1", "--num-envs", "1", "--keep-failed",
+        "--unbiased", "object_pos", "--out", out, "--quiet",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    info = json.loads((out / "meta" / "info.json").read_text())["robot_rl"]
+    cube = info["contract"]["extra"]["cube"]
+    assert cube["estimate_bias_m"] == 0.0 and cube["estimate_noise_m"] == 0.005
+    assert cube["estimate_delay_periods"] == 1 and info["env"]["noise"]["bias_std"]["object_pos"] == 0.0
+
+
 def test_dagger_collection_lets_the_student_drive_and_the_teacher_label(
     teacher: Path, dataset: Path, tmp_path: Path
 ) -> None:

@@ -103,6 +103,27 @@ def test_a_contract_without_the_cube_facts_is_refused_by_name() -> None:
         PandaLiftBullet(contract)
 
 
+def test_the_estimate_carries_the_noise_and_bias_the_contract_states() -> None:
+    """A student behind a calibrated camera (``collect --unbiased object_pos``) states no bias, and PyBullet draws
+    none for it; a stated value that is no tracker's is refused by name."""
+    contract = contract_of("panda-lift")
+    assert contract.extra["cube"]["estimate_noise_m"] == 0.005 and contract.extra["cube"]["estimate_bias_m"] == 0.01
+    contract.extra["cube"]["estimate_bias_m"] = 0.0
+    bullet = PandaLiftBullet(contract)
+    try:
+        rng = np.random.default_rng(2)
+        for _ in range(3):
+            bullet.reset(rng, randomize=True)
+            assert not bullet._bias.any()
+        assert bullet.estimate_noise_m == 0.005
+    finally:
+        bullet.close()
+    for bad in (float("nan"), -0.01, 0.5, "1cm", True):
+        contract.extra["cube"]["estimate_bias_m"] = bad
+        with pytest.raises(ContractError, match=r"extra\.cube\.estimate_bias_m must be a number in \[0, 0\.1\] m"):
+            PandaLiftBullet(contract)
+
+
 def test_a_policy_trained_behind_the_tank_runs_behind_the_contracts_tank() -> None:
     assert deploy_tank(contract_of("panda-lift", tank_j=None)) is None
     tank = deploy_tank(contract_of("panda-lift", tank_j=5.0))

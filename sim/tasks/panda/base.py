@@ -743,6 +743,8 @@ class CubeTask(PandaTask):
                 "size_m": size,
                 "mass_kg": self.randomizer.specs["object_mass"].nominal[0],
                 "estimate_delay_periods": self.object_delay,
+                "estimate_noise_m": self.noise.std.get("object_pos", 0.0),
+                "estimate_bias_m": self.noise.bias_std.get("object_pos", 0.0),
             },
             "training_envelope": {
                 "cube_low_m": list(c.cube_low),
