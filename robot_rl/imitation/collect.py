@@ -215,6 +215,12 @@ def collect(
                 f"dataset '{include}' ({base.robot_rl.get('task')}, {len(names)} state values) does not fit "
                 f"{cfg.task} ({len(layout)} state values in the teacher's layout)"
             )
+        theirs = base.robot_rl.get("unbiased", [])
+        if not isinstance(theirs, list) or sorted(map(str, theirs)) != sorted(unbiased):
+            raise DatasetError(
+                f"dataset '{include}' was recorded with --unbiased {theirs or 'none'}, this collection with "
+                f"{list(unbiased) or 'none'}: a student learns from one kind of sensor"
+            )
         extra["included"] = {"dataset": str(include), "episodes": len(base.episodes)}
     try:
         shape = (image_size, image_size)

@@ -247,6 +247,12 @@ def test_dagger_collection_lets_the_student_drive_and_the_teacher_label(
         "collect", "panda-reach", "--teacher", "scripted", "--student", student, "--episodes", "1", "--out", out / "x"
     )
     assert scripted.returncode == 2 and "needs a PPO teacher" in scripted.stderr
+    mixed = robot_rl(
+        "collect", "panda-reach", "--teacher", teacher, "--include", dataset, "--unbiased", "joint_pos", "--episodes",
+        "1", "--out", out / "y",
+    )  # fmt: skip
+    assert mixed.returncode == 2 and "recorded with --unbiased none, this collection with ['joint_pos']" in mixed.stderr
+    assert not (out / "y").exists()
 
 
 @pytest.mark.parametrize(
