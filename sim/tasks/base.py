@@ -465,7 +465,7 @@ class BatchedTask(VecEnv):
             for name, std in self.noise.std.items():
                 x = signals[name]
                 signals[name] = x + std * torch.randn(x.shape, generator=self.gen, device=self.device)
-        unbiased = dict(signals)
+        unbiased = dict(signals) if self._calibrated is not None else signals  # only a calibrated view reads it
         for name, bias in self.obs_bias.items():
             signals[name] = signals[name] + bias
         self.last_signals = signals
