@@ -8,7 +8,10 @@ For each PPO run folder of a ``panda-*`` task (``robot-rl train panda-lift``, ..
 - success of the policy the folder keeps (``best.pt`` if any, else the last checkpoint) over ``--episodes``
   episodes on the held-out evaluation seeds, randomisation on and off, with the task's median figure;
 - success of the exported ``policy.onnx`` through the energy tank at each ``--t-max`` (the ROS 2 node's
-  implementation, as ``bench/passivity.py`` runs it), randomisation on.
+  implementation, as ``bench/passivity.py`` runs it), randomisation on;
+- with ``--pybullet N``: the exported policy in PyBullet (``robot-rl eval RUN --sim pybullet``'s harness, N episodes
+  per setting), randomisation on and off, and its share of the MuJoCo success beside it;
+- ``panda-push``: the share of episodes whose cube tumbled (rolled over an edge) in each engine.
 
 With ``--students``, for each ``robot-rl train-bc`` run folder whose demonstrations a PPO teacher recorded
 (``robot-rl collect --teacher RUN``): the student (executed as its run says) against that teacher on the same
@@ -19,6 +22,7 @@ teacher with those sensors is shown beside (``nan`` where they are the teacher's
 Run::
 
     python bench/manipulation.py runs/panda-lift/<run> runs/panda-push/<run> --episodes 500 --t-max 20 40 80
+    python bench/manipulation.py runs/panda-push/<run> --episodes 256 --pybullet 100
     python bench/manipulation.py --students runs/panda-lift/<stamp>-bc-mlp-0 runs/panda-lift/<stamp>-bc-diffusion-0
 """
 
@@ -35,6 +39,8 @@ from robot_rl.bench import format_table
 from robot_rl.imitation.evaluate import evaluate_chunk_policy, evaluate_teacher
 from robot_rl.runs import PPORun
 from robot_rl.runs.bc import BCRun
+from robot_rl.transfer.harness import run_episodes
+from sim.registry import get_task
 from sim.typed_config import to_dict
 
 LEVELS = (0.25, 0.5, 0.7, 0.85, 0.9)
@@ -57,6 +63,24 @@ def training_figures(run_dir: Path, levels: tuple[float, ...]) -> dict[str, floa
     for level in levels:
         out[f"t({level:.0%}) s"] = next((t for t, s in evals if s >= level), math.nan)
     return out
+
+
+def pybullet_figures(run: PPORun, episodes: int, mujoco: dict[str, object]) -> dict[str, float]:
+    """The exported policy in PyBullet, randomisation on and off (the setting MuJoCo's ``mujoco`` row names ``DR on``
+    / ``DR off``: behind the run's tank where it trained behind one), and its share of that MuJoCo success."""
+    criterion = get_task(run.task).factory.criterion  # type: ignore[attr-defined]
+    tank = f", energy tank {run.cfg.env.passivity.tank_max_j:g} J" if run.cfg.env.passivity.tank_max_j else ""
+    row: dict[str, float] = {}
+    for randomize, tag in ((True, "on"), (False, "off")):
+        result = run_episodes(run.run_dir / "policy.onnx", "pybullet", episodes, run.cfg.seed, randomize, criterion)
+        success = float(result.episodes["success"].mean())
+        row[f"PyBullet DR {tag}"] = success
+        reference = mujoco.get(f"success DR {tag}{tank}")
+        if isinstance(reference, float) and reference > 0:
+            row[f"PyBullet / MuJoCo DR {tag}"] = success / reference
+        if "tumbled" in result.episodes:
+            row[f"PyBullet tumbled DR {tag}"] = float(result.episodes["tumbled"].mean())
+    return row
 
 
 def student_row(student_dir: Path, args: argparse.Namespace) -> dict[str, object]:
@@ -106,6 +130,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--episodes", type=int, default=500, help="held-out episodes per setting (default: 500)")
     p.add_argument("--t-max", type=float, nargs="*", default=[], help="energy tank sizes, J (default: none)")
     p.add_argument("--levels", type=float, nargs="+", default=list(LEVELS))
+    p.add_argument("--pybullet", type=int, default=0, metavar="N", help="PyBullet episodes per setting (default: 0)")
     p.add_argument("--students", type=Path, nargs="*", default=[], help="train-bc run folders of PPO teachers")
     p.add_argument("--teacher", type=Path, help="PPO teacher of every --students run (default: as recorded)")
     p.add_argument("--action-horizon", type=int, help="students: actions per plan, ensembling off (robot-rl eval)")
@@ -127,8 +152,12 @@ def main(argv: list[str] | None = None) -> None:
             for name, values in result.episodes.items():
                 if name.startswith("final_"):
                     row[f"median {name} DR {tag}"] = float(sorted(values)[len(values) // 2])
-        if args.t_max:
+            if "tumbled" in result.episodes:
+                row[f"tumbled DR {tag}"] = float(result.episodes["tumbled"].mean())
+        if args.t_max or args.pybullet:
             run.export()
+        if args.pybullet:
+            row.update(pybullet_figures(run, args.pybullet, row))
         for t_max in args.t_max:
             row[f"tank {t_max:g} J"] = tank_run(run_dir, args.episodes, t_max, seed=3)["success"]
         rows.append(row)

@@ -29,6 +29,7 @@ import numpy as np
 
 from policies.runtime.contract import Contract, ContractError
 from robot_rl.transfer.pybullet_panda import PandaReachBullet
+from sim.tasks.panda.push import TUMBLE_RAD
 
 GRIPPER_FORCE_N = 70.0
 """Franka Hand continuous grasping force, N (per finger here; data sheet: 70 N continuous, 140 N max)."""
@@ -131,6 +132,8 @@ class PandaCubeBullet(PandaReachBullet):
         self._seen: list[np.ndarray] = []
         self._bias = np.zeros(3)
         self.rest_z = self.half
+        self.max_tilt = 0.0
+        """Largest tilt of the cube from lying on a face in this episode, rad (:meth:`_cube_tilt`)."""
 
     def reset(self, rng: np.random.Generator, randomize: bool) -> dict[str, np.ndarray]:
         """Arm near home, the cube flat at a random place in the envelope, new parameters if randomised."""
@@ -147,6 +150,7 @@ class PandaCubeBullet(PandaReachBullet):
         pb.changeDynamics(self.cube, -1, mass=mass, lateralFriction=friction, physicsClientId=c)
         self._bias = rng.normal(0.0, self.estimate_bias_m, 3) if randomize else np.zeros(3)
         self._seen = [self._cube_pos()] * (self.delay + 1)
+        self.max_tilt = 0.0
         for j in self.fingers:
             pb.resetJointState(self.robot, j, self._finger_start(), 0.0, physicsClientId=c)
         self._command_fingers(self._finger_start())
@@ -155,7 +159,9 @@ class PandaCubeBullet(PandaReachBullet):
     def step(self, command: np.ndarray) -> dict[str, np.ndarray]:
         """One control period (see :meth:`PandaReachBullet.step`); the tracker's reading ages by one period."""
         self._seen = [self._cube_pos(), *self._seen[:-1]]
-        return super().step(command)
+        signals = super().step(command)
+        self.max_tilt = max(self.max_tilt, self._cube_tilt())
+        return signals
 
     def close(self) -> None:
         """Disconnect the PyBullet session and remove the generated robot file."""
@@ -187,6 +193,13 @@ class PandaCubeBullet(PandaReachBullet):
     def _cube_pos(self) -> np.ndarray:
         pos, _ = self.pb.getBasePositionAndOrientation(self.cube, physicsClientId=self.client)
         return np.asarray(pos, dtype=np.float64)
+
+    def _cube_tilt(self) -> float:
+        """Angle between the world's z axis and the nearest of the cube's axes, rad (``sim.tasks.panda.base.CubeTask
+        .cube_tilt``)."""
+        _, quat = self.pb.getBasePositionAndOrientation(self.cube, physicsClientId=self.client)
+        up = np.asarray(self.pb.getMatrixFromQuaternion(quat)).reshape(3, 3)[2]  # world z in the cube's frame
+        return float(np.arccos(min(1.0, float(np.abs(up).max()))))
 
     def _signals(self) -> dict[str, np.ndarray]:
         seen = self._seen[-1] + self._bias
@@ -235,6 +248,11 @@ class PandaPushBullet(PandaCubeBullet):
         return {"goal_xy": self.goal.reshape(1, 2)}
 
     def figures(self) -> dict[str, float]:
-        """Final cube-to-goal distance in the table plane (m) and the success flag."""
+        """Final cube-to-goal distance in the table plane (m), the success flag, and whether the cube tumbled
+        (``sim.tasks.panda.push.TUMBLE_RAD``)."""
         dist = float(np.linalg.norm(self._cube_pos()[:2] - self.goal))
-        return {"success": float(dist < float(self.success["goal_distance_m"])), "final_goal_distance": dist}
+        return {
+            "success": float(dist < float(self.success["goal_distance_m"])),
+            "final_goal_distance": dist,
+            "tumbled": float(self.max_tilt > TUMBLE_RAD),
+        }

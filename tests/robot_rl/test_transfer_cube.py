@@ -96,6 +96,28 @@ def test_the_scene_follows_the_contract_and_the_estimate_is_late_by_its_delay() 
         bullet.close()
 
 
+def test_pybullet_counts_a_cube_rolled_over_an_edge_as_tumbled_as_the_training_task_does() -> None:
+    """The training task's test case (tests/sim/test_panda.py): rolling about its bottom edge at 8 rad/s the cube
+    rocks back, at 12 rad/s it rolls over; PyBullet's contact solver agrees."""
+    bullet = PandaPushBullet(contract_of("panda-push"))
+    rng = np.random.default_rng(2)
+    try:
+        tumbled = []
+        for spin in (0.0, 8.0, 12.0):
+            bullet.reset(rng, randomize=False)
+            h = bullet.half
+            bullet.pb.resetBaseVelocity(
+                bullet.cube, [0, -spin * h, spin * h], [spin, 0, 0], physicsClientId=bullet.client
+            )
+            q = bullet._joints()[0]
+            for _ in range(10):
+                bullet.step(q[None])
+            tumbled.append(bullet.figures()["tumbled"])
+        assert tumbled == [0.0, 0.0, 1.0]
+    finally:
+        bullet.close()
+
+
 def test_a_contract_without_the_cube_facts_is_refused_by_name() -> None:
     contract = contract_of("panda-lift")
     contract.extra.pop("cube")

@@ -299,6 +299,45 @@ def test_push_success_goal_and_lost_cube() -> None:
     env.close()
 
 
+def test_cube_tilt_reads_the_angle_from_the_nearest_face_and_its_square_is_the_push_penalty() -> None:
+    """Flat and rolled onto another face: 0; tilted 20 deg about x or 40 deg about y: that angle."""
+    env = sim.make("panda-push", 4, cfg=PandaPushConfig(randomization=[], noise=sim.tasks.base.SensorNoise()))
+    env.reset(seed=0)
+    angles = [(0.0, 0), (90.0, 1), (20.0, 1), (40.0, 2)]  # (degrees, axis index x=1 / y=2 of w, x, y, z)
+    with torch.inference_mode():
+        for world, (deg, axis) in enumerate(angles):
+            quat = torch.zeros(4)
+            quat[0] = math.cos(math.radians(deg) / 2)
+            quat[axis if deg else 1] = math.sin(math.radians(deg) / 2)
+            env.cube_quat[world] = quat  # type: ignore[attr-defined]
+    tilt = env.cube_tilt()  # type: ignore[attr-defined]
+    expected = torch.tensor([0.0, 0.0, math.radians(20), math.radians(40)])
+    torch.testing.assert_close(tilt, expected, atol=1e-3, rtol=0)  # float32 acos near 1
+    terms = env._reward_terms(torch.zeros(4, 7), torch.zeros(4, dtype=torch.bool))  # type: ignore[attr-defined]
+    torch.testing.assert_close(terms["object_tilt"], expected.square(), atol=1e-4, rtol=0)
+    env.close()
+
+
+def test_a_cube_that_rolls_over_an_edge_is_counted_as_tumbled_and_one_that_rocks_back_is_not() -> None:
+    """Set rolling about its bottom edge (at x rad/s; the edge at -y stays put): at 8 rad/s the cube rocks back, at
+    12 rad/s it rolls over onto the next face (PyBullet agrees: tests/robot_rl/test_transfer_cube.py)."""
+    env = sim.make("panda-push", 3, cfg=PandaPushConfig(episode_length_s=0.4, randomization=[]))
+    env.reset(seed=0)
+    half, cube = env.cube_half(), env._cube_qvel  # type: ignore[attr-defined]
+    spin = torch.tensor([0.0, 8.0, 12.0])
+    qvel = env.physics.qvel.clone()  # type: ignore[attr-defined]
+    qvel[:, cube[1]], qvel[:, cube[2]], qvel[:, cube[3]] = -spin * half, spin * half, spin
+    env.physics.reset(torch.arange(3), env.physics.qpos.clone(), qvel)  # type: ignore[attr-defined]
+    env._read_state()  # type: ignore[attr-defined]
+    for _ in range(10):  # 0.4 s at 25 Hz
+        _, _, _, trunc, info = env.step(torch.zeros(3, 7))
+    assert bool(trunc.all())
+    assert info.episode_metrics["tumbled"].tolist() == [0.0, 0.0, 1.0]
+    episodes = {k: v.numpy() for k, v in info.episode_metrics.items()} | {"success": np.zeros(3)}
+    assert type(env).criterion(episodes)[1]["tumbled_rate"] == pytest.approx(1 / 3)
+    env.close()
+
+
 def test_object_estimate_is_delayed_by_the_configured_periods() -> None:
     env = sim.make("panda-push", 1, cfg=PandaPushConfig(randomization=[], noise=sim.tasks.base.SensorNoise()))
     env.reset(seed=1)

@@ -711,6 +711,15 @@ class CubeTask(PandaTask):
     def _after_step(self) -> None:
         self._cube_seen = torch.cat((self.cube_pos.unsqueeze(1), self._cube_seen[:, :-1]), 1)
 
+    def cube_tilt(self) -> torch.Tensor:
+        """How far each cube is from lying on a face: the angle between the world's z axis and the nearest of the
+        cube's axes, rad ``[N]``, in ``[0, acos(1/sqrt(3))]`` (0.96). A cube rolled over onto another face reads 0
+        again; while it rolls over an edge it passes pi/4."""
+        w, x, y, z = self.cube_quat.unbind(-1)
+        # The world z axis in the cube's frame: the third row of the cube's rotation matrix (MuJoCo's w, x, y, z).
+        up = torch.stack((2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)), -1)
+        return up.abs().amax(-1).clamp(max=1.0).acos()
+
     def _task_measurements(self, world: int) -> list[Measurement]:
         """The cube tracker's estimate, as the policy sees it in training (delayed, noisy, biased while the
         randomisation is on); position only."""

@@ -46,6 +46,7 @@ def _default_rewards() -> dict[str, float]:
         "action_rate": -0.02,
         "joint_velocity": -0.001,
         "object_lost": -5.0,
+        "object_tilt": 0.0,
     }
 
 
@@ -80,6 +81,11 @@ class PandaPushConfig(CubeTaskConfig):
             raise ValueError(f"env.goal_distance must be [low, high], got {list(self.goal_distance)}")
 
 
+TUMBLE_RAD = math.radians(30.0)
+"""A cube tilted this far from lying on a face has tumbled (its centre 9 mm up on a 5 cm cube): sliding never tilts
+it so far."""
+
+
 class PandaPush(CubeTask):
     """Push the cube to the goal (see the module docstring)."""
 
@@ -91,7 +97,7 @@ class PandaPush(CubeTask):
     """Pushing does work against the cube's friction all the way. A state MLP student through the tank (100
     randomised episodes, ``bench/passivity.py``): 24 % unfiltered, 13 / 21 / 24 % with ``T_max`` 20 / 40 / 80 J
     (mean ``alpha`` 0.56 / 0.92 / 0.996)."""
-    goal_state = ("goal", "_cube_seen")
+    goal_state = ("goal", "_cube_seen", "max_tilt")
 
     def __init__(self, cfg: PandaPushConfig, num_envs: int, device: torch.device, seed: int = 0) -> None:
         scene = panda.Scene(table=True, cube_size=CUBE_SIZE, cube_mass=CUBE_MASS)
@@ -101,6 +107,8 @@ class PandaPush(CubeTask):
             ObservationTerm("goal_position", 2, "goal_xy", unit="m"),
         ]
         self.goal = torch.zeros(num_envs, 2, device=device)
+        self.max_tilt = torch.zeros(num_envs, device=device)
+        """Largest :meth:`cube_tilt` of each world's episode so far, rad ``[N]``."""
         self._setup(cfg, scene, num_envs, device, seed, terms, 15 + 2, CubeTask.cube_param_specs(model))
         self._setup_cube(self._model)
         self.cfg: PandaPushConfig = cfg
@@ -116,6 +124,20 @@ class PandaPush(CubeTask):
         )
         goal = xy + dist[:, None] * torch.stack((angle.cos(), angle.sin()), 1)
         self.goal[rows] = torch.maximum(torch.minimum(goal, hi + 0.05), lo - 0.05)
+        self.max_tilt[rows] = 0.0
+
+    def _after_step(self) -> None:
+        super()._after_step()
+        self.max_tilt = torch.maximum(self.max_tilt, self.cube_tilt())
+
+    @classmethod
+    def criterion(cls, episodes: dict[str, np.ndarray]) -> tuple[bool, dict[str, float]]:
+        """Success in >= 90 % of episodes; figures: success rate, median final distance, share of episodes whose
+        cube tumbled (rolled over an edge instead of sliding; ``tumbled``, where the episodes report it)."""
+        met, figures = super().criterion(episodes)
+        if "tumbled" in episodes:
+            figures["tumbled_rate"] = float(np.mean(episodes["tumbled"]))
+        return met, figures
 
     def _goal_distance(self) -> torch.Tensor:
         return (self.cube_pos[:, :2] - self.goal).norm(dim=-1)
@@ -129,7 +151,7 @@ class PandaPush(CubeTask):
     def reward_names(self) -> list[str]:
         """Reward terms of this task."""
         return ["reach_object", "push_to_goal", "at_goal", "object_to_goal", "object_goal_fine", "action_rate",
-                "joint_velocity", "object_lost"]  # fmt: skip
+                "joint_velocity", "object_lost", "object_tilt"]  # fmt: skip
 
     def _reward_terms(self, action: torch.Tensor, terminated: torch.Tensor) -> dict[str, torch.Tensor]:
         # The pushing point: behind the cube, on the far side from the goal, at the cube's centre height.
@@ -153,13 +175,14 @@ class PandaPush(CubeTask):
             "action_rate": rewards.squared_norm(action - self.last_action),
             "joint_velocity": rewards.squared_norm(self._dq),
             "object_lost": rewards.event(self._cube_lost(), self.dt),
+            "object_tilt": self.cube_tilt().square(),
         }
 
     def _success(self) -> torch.Tensor:
         return (self._goal_distance() < self.cfg.success_distance) & ~self._terminated()
 
     def _episode_metrics(self) -> dict[str, torch.Tensor]:
-        return {"final_goal_distance": self._goal_distance()}
+        return {"final_goal_distance": self._goal_distance(), "tumbled": (self.max_tilt > TUMBLE_RAD).float()}
 
     def _metrics(self) -> dict[str, torch.Tensor]:
         return {"goal_distance": self._goal_distance()}
