@@ -29,6 +29,7 @@ from tqdm import tqdm
 import sim
 from robot_rl.evaluate import pick
 from robot_rl.imitation.dataset import (
+    Dataset,
     DatasetError,
     DatasetWriter,
     Episode,
@@ -101,6 +102,43 @@ class CollectSummary:
 STUDENT_VIEW = ["policy"]
 """The observation groups a dataset records: the robot's onboard sensors (the deployment contract's layout), whatever
 groups the teacher's actor reads (a privileged teacher reads the critic's state)."""
+
+
+def _check_student(student: BCRun, task: str, obs_dim: int) -> None:
+    """Refuse a DAgger student that cannot drive ``task`` (``obs_dim`` onboard inputs, no cameras), by name.
+
+    Raises:
+        DatasetError: another task, another input width, or cameras.
+    """
+    if student.task != task or student.policy.cameras or student.policy.obs_dim != obs_dim:
+        raise DatasetError(
+            f"student '{student.run_dir}' ({student.task or 'foreign data'}, {student.policy.obs_dim} inputs"
+            f"{', cameras' if student.policy.cameras else ''}) cannot drive {task} for this teacher "
+            f"({obs_dim} onboard inputs, no cameras)"
+        )
+
+
+def _included(include: Path, task: str, layout: list[str], unbiased: tuple[str, ...]) -> Dataset:
+    """The dataset ``include`` names, refused unless it records ``task`` in ``layout`` (state value names) with the
+    same ``unbiased`` signals.
+
+    Raises:
+        DatasetError: unreadable, another task or layout, or other unbiased signals.
+    """
+    base = load_dataset(include)
+    names = list(base.info["features"]["observation.state"]["names"])
+    if base.robot_rl.get("task") != task or names != layout:
+        raise DatasetError(
+            f"dataset '{include}' ({base.robot_rl.get('task')}, {len(names)} state values) does not fit "
+            f"{task} ({len(layout)} state values in the teacher's layout)"
+        )
+    theirs = base.robot_rl.get("unbiased", [])
+    if not isinstance(theirs, list) or sorted(map(str, theirs)) != sorted(unbiased):
+        raise DatasetError(
+            f"dataset '{include}' was recorded with --unbiased {theirs or 'none'}, this collection with "
+            f"{list(unbiased) or 'none'}: a student learns from one kind of sensor"
+        )
+    return base
 
 
 def collect(
@@ -197,37 +235,22 @@ def collect(
         "action_units": "normalised [-1, 1]; the contract's action section maps them to robot commands",
     }
     driver: ChunkActor | None = None
-    if student is not None:
-        if student.task != cfg.task or student.policy.cameras or student.policy.obs_dim != contract.obs_dim:
-            raise DatasetError(
-                f"student '{student.run_dir}' ({student.task or 'foreign data'}, {student.policy.obs_dim} inputs"
-                f"{', cameras' if student.policy.cameras else ''}) cannot drive {cfg.task} for this teacher "
-                f"({contract.obs_dim} onboard inputs, no cameras)"
-            )
-        keep_failed = True
-        extra["dagger"] = {"student": str(student.run_dir), "execution": asdict(student.spec())}
-    base = None
-    if include is not None:
-        base = load_dataset(include)
-        names = list(base.info["features"]["observation.state"]["names"])
-        if base.robot_rl.get("task") != cfg.task or names != layout:
-            raise DatasetError(
-                f"dataset '{include}' ({base.robot_rl.get('task')}, {len(names)} state values) does not fit "
-                f"{cfg.task} ({len(layout)} state values in the teacher's layout)"
-            )
-        theirs = base.robot_rl.get("unbiased", [])
-        if not isinstance(theirs, list) or sorted(map(str, theirs)) != sorted(unbiased):
-            raise DatasetError(
-                f"dataset '{include}' was recorded with --unbiased {theirs or 'none'}, this collection with "
-                f"{list(unbiased) or 'none'}: a student learns from one kind of sensor"
-            )
-        extra["included"] = {"dataset": str(include), "episodes": len(base.episodes)}
-    try:
+    try:  # nothing is written yet: a refusal closes the simulation it opened
+        if student is not None:
+            _check_student(student, cfg.task, contract.obs_dim)
+            keep_failed = True
+            extra["dagger"] = {"student": str(student.run_dir), "execution": asdict(student.spec())}
+        base = _included(include, cfg.task, layout, unbiased) if include is not None else None
+        if base is not None:
+            extra["included"] = {"dataset": str(include), "episodes": len(base.episodes)}
         shape = (image_size, image_size)
         camera = CameraRenderer(env, dict.fromkeys(cameras, shape), visual, seed) if cameras else None
     except RenderError as exc:
         env.close()
         raise DatasetError(str(exc)) from None
+    except BaseException:
+        env.close()
+        raise
     if camera is not None:
         extra["cameras"] = camera.mounts()
         extra["visual_randomization"] = None if visual is None else asdict(visual)

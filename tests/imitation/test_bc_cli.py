@@ -16,7 +16,7 @@ import yaml
 
 from policies.runtime.chunking import ChunkedOnnxPolicy
 from robot_rl.config import load_config
-from robot_rl.imitation.dataset import load_dataset
+from robot_rl.imitation.dataset import DatasetError, load_dataset
 from robot_rl.imitation.evaluate import evaluate_chunk_policy, evaluate_teacher
 from robot_rl.runner import OnPolicyRunner
 from robot_rl.runs import PPORun
@@ -253,6 +253,31 @@ def test_dagger_collection_lets_the_student_drive_and_the_teacher_label(
     )  # fmt: skip
     assert mixed.returncode == 2 and "recorded with --unbiased none, this collection with ['joint_pos']" in mixed.stderr
     assert not (out / "y").exists()
+
+
+def test_a_refused_include_closes_the_simulation_and_writes_nothing(
+    teacher: Path, dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The included dataset is refused after the teacher's simulation is open: it is closed, nothing is written."""
+    import robot_rl.imitation.collect as collect_module
+
+    run = PPORun.load(teacher)  # the run keeps its own one-world simulation
+    opened: list[object] = []
+    closed: list[object] = []
+    make = collect_module.sim.make
+
+    def recorded(*args: object, **kwargs: object) -> object:
+        env = make(*args, **kwargs)  # type: ignore[arg-type]
+        close = env.close
+        env.close = lambda: (closed.append(env), close())  # type: ignore[method-assign]
+        opened.append(env)
+        return env
+
+    monkeypatch.setattr(collect_module.sim, "make", recorded)
+    with pytest.raises(DatasetError, match="recorded with --unbiased none, this collection with"):
+        collect_module.collect(run, 1, tmp_path / "y", 2, include=dataset, unbiased=("joint_pos",))
+    assert opened and all(env in closed for env in opened)
+    assert not (tmp_path / "y").exists()
 
 
 @pytest.mark.parametrize(
