@@ -20,6 +20,7 @@ from sim.backends import make_physics
 from sim.backends.physics import BackendError
 from sim.randomization import RandomizationError, RandomizationTerm
 from sim.robots import panda
+from sim.tasks.panda.base import GRIPPER_DOWN
 from sim.tasks.panda.lift import PandaLift, PandaLiftConfig
 from sim.tasks.panda.push import PandaPushConfig
 from sim.tasks.panda.reach import PandaReachConfig
@@ -315,6 +316,52 @@ def test_cube_tilt_reads_the_angle_from_the_nearest_face_and_its_square_is_the_p
     torch.testing.assert_close(tilt, expected, atol=1e-3, rtol=0)  # float32 acos near 1
     terms = env._reward_terms(torch.zeros(4, 7), torch.zeros(4, dtype=torch.bool))  # type: ignore[attr-defined]
     torch.testing.assert_close(terms["object_tilt"], expected.square(), atol=1e-4, rtol=0)
+    env.close()
+
+
+def test_hand_tilt_is_the_angle_of_the_approach_axis_from_straight_down_and_its_square_is_the_push_penalty() -> None:
+    """Pointing down (the experts' orientation): 0; leaning 25 deg about the world's x or 60 deg about y: that
+    angle; pointing up: pi."""
+    env = sim.make("panda-push", 4, cfg=PandaPushConfig(randomization=[], noise=sim.tasks.base.SensorNoise()))
+    env.reset(seed=0)
+    down = GRIPPER_DOWN
+
+    def about(axis: int, deg: float) -> torch.Tensor:
+        c, s = math.cos(math.radians(deg)), math.sin(math.radians(deg))
+        i, j = [k for k in range(3) if k != axis]
+        r = torch.eye(3)
+        r[i, i], r[i, j], r[j, i], r[j, j] = c, -s, s, c
+        return r
+
+    with torch.inference_mode():
+        env._tcp_rot[:] = torch.stack((down, about(0, 25) @ down, about(1, 60) @ down, about(0, 180) @ down))  # type: ignore[attr-defined]
+    expected = torch.tensor([0.0, math.radians(25), math.radians(60), math.pi])
+    torch.testing.assert_close(env.hand_tilt(), expected, atol=1e-3, rtol=0)  # type: ignore[attr-defined]
+    terms = env._reward_terms(torch.zeros(4, 7), torch.zeros(4, dtype=torch.bool))  # type: ignore[attr-defined]
+    torch.testing.assert_close(terms["hand_tilt"], expected.square(), atol=1e-2, rtol=0)
+    env.close()
+
+
+@pytest.mark.parametrize("height", [1.0, 0.4])
+def test_the_pushing_point_lies_behind_the_cube_at_the_configured_height(height: float) -> None:
+    """``reach_object`` pays in full with the TCP behind the cube (on the far side from the goal, 2 cm off its
+    face) at ``pushing_height`` half-edges above the table, and less at the other height."""
+    cfg = PandaPushConfig(randomization=[], noise=sim.tasks.base.SensorNoise(), pushing_height=height)
+    env = sim.make("panda-push", 2, cfg=cfg)
+    env.reset(seed=0)
+    half = env.cube_half()  # type: ignore[attr-defined]
+    cube, goal = env.cube_pos.clone(), env.goal  # type: ignore[attr-defined]
+    away = (cube[:, :2] - goal) / (cube[:, :2] - goal).norm(dim=-1, keepdim=True)
+    bottom = cube[:, 2] - half
+    with torch.inference_mode():
+        for world, at in enumerate((height, 1.4 - height)):  # world 1: the other of the two heights
+            env._tcp_pos[world, :2] = cube[world, :2] + (half[world] + 0.02) * away[world]  # type: ignore[attr-defined]
+            env._tcp_pos[world, 2] = bottom[world] + at * half[world]  # type: ignore[attr-defined]
+    terms = env._reward_terms(torch.zeros(2, 7), torch.zeros(2, dtype=torch.bool))  # type: ignore[attr-defined]
+    miss = 0.6 * float(half[1])  # the two heights are 0.6 half-edges apart
+    torch.testing.assert_close(
+        terms["reach_object"], torch.tensor([1.0, 1.0 - math.tanh(miss / 0.2)]), atol=1e-4, rtol=0
+    )
     env.close()
 
 

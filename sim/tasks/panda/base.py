@@ -428,6 +428,12 @@ class PandaTask(BatchedTask):
             "last_action": self.last_action,
         }
 
+    def hand_tilt(self) -> torch.Tensor:
+        """How far each hand leans from pointing straight down: the angle between the TCP's approach axis (its z
+        axis, flange to finger tips) and the world's -z, rad ``[N]`` in ``[0, pi]``. The scripted experts hold it
+        near 0 (:data:`GRIPPER_DOWN`)."""
+        return (-self._tcp_rot[:, 2, 2]).clamp(-1.0, 1.0).acos()
+
     BASE_FRAME = "panda_link0"
     """The frame of every pose the robot reports (libfranka's ``O``)."""
 

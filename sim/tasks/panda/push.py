@@ -47,6 +47,7 @@ def _default_rewards() -> dict[str, float]:
         "joint_velocity": -0.001,
         "object_lost": -5.0,
         "object_tilt": 0.0,
+        "hand_tilt": 0.0,
     }
 
 
@@ -59,6 +60,14 @@ class PandaPushConfig(CubeTaskConfig):
         success_distance: Success threshold on the final cube-to-goal distance in the table plane, m.
         pushing_within: The finger tips count as at the pushing point (``push_to_goal`` pays) within this distance
             of it, m.
+        pushing_height: Height of the pushing point (where ``reach_object`` draws the TCP, between the finger
+            tips) above the cube's bottom face, in cube half-edges: 1 is the cube's centre. The finger pads reach
+            8 mm below the TCP and 2.8 cm above it (``sim/robots/assets/panda.xml``), so at 1 they press on the
+            cube from 1.7 cm up to its top edge, their middle at 3.4 cm on a 5 cm cube: above ``a / (2 mu)`` (3.1 cm
+            at friction 0.8), where a push tips a cube instead of sliding it. At 0.4 (1 cm up) the pads press from
+            2 mm to 3.6 cm, their middle at 1.9 cm; but the real hand's housing begins 3.7 cm above the TCP
+            (franka_description's collision mesh; this model's box 4.3 cm), so below 1.3 cm it strikes a 5 cm
+            cube's top edge (docs/benchmarks.md, "Push: the palm reaches the cube's top edge").
         saturate_at_goal: While the cube is within ``success_distance`` of the goal, ``reach_object`` and
             ``push_to_goal`` pay their maximum (1), as ManiSkill's PushCube sets its whole dense reward to its
             maximum on success: the pushing point lies behind the cube on the line from the goal, so near the goal
@@ -71,12 +80,13 @@ class PandaPushConfig(CubeTaskConfig):
     goal_distance: tuple[float, float] = (0.1, 0.2)
     success_distance: float = 0.05
     pushing_within: float = 0.03
+    pushing_height: float = 1.0
     saturate_at_goal: bool = False
     reward_scales: dict[str, float] = field(default_factory=_default_rewards)
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_fields(self, ("goal_distance", "success_distance", "pushing_within"), "env.")
+        check_fields(self, ("goal_distance", "success_distance", "pushing_within", "pushing_height"), "env.")
         if self.goal_distance[0] > self.goal_distance[1]:
             raise ValueError(f"env.goal_distance must be [low, high], got {list(self.goal_distance)}")
 
@@ -151,14 +161,16 @@ class PandaPush(CubeTask):
     def reward_names(self) -> list[str]:
         """Reward terms of this task."""
         return ["reach_object", "push_to_goal", "at_goal", "object_to_goal", "object_goal_fine", "action_rate",
-                "joint_velocity", "object_lost", "object_tilt"]  # fmt: skip
+                "joint_velocity", "object_lost", "object_tilt", "hand_tilt"]  # fmt: skip
 
     def _reward_terms(self, action: torch.Tensor, terminated: torch.Tensor) -> dict[str, torch.Tensor]:
-        # The pushing point: behind the cube, on the far side from the goal, at the cube's centre height.
+        # The pushing point: behind the cube, on the far side from the goal, `pushing_height` half-edges up.
         away = self.cube_pos[:, :2] - self.goal
         away = away / away.norm(dim=-1, keepdim=True).clamp_min(1e-6)
-        reach = (self.cube_half() + 0.02)[:, None]
-        push_point = torch.cat((self.cube_pos[:, :2] + reach * away, self.cube_pos[:, 2:]), 1)
+        half = self.cube_half()
+        reach = (half + 0.02)[:, None]
+        height = self.cube_pos[:, 2] - (1.0 - self.cfg.pushing_height) * half
+        push_point = torch.cat((self.cube_pos[:, :2] + reach * away, height[:, None]), 1)
         dist = self._goal_distance()
         to_push_point = (self._tcp_pos - push_point).norm(dim=-1)
         pushing = (to_push_point < self.cfg.pushing_within).float()
@@ -176,6 +188,7 @@ class PandaPush(CubeTask):
             "joint_velocity": rewards.squared_norm(self._dq),
             "object_lost": rewards.event(self._cube_lost(), self.dt),
             "object_tilt": self.cube_tilt().square(),
+            "hand_tilt": self.hand_tilt().square(),
         }
 
     def _success(self) -> torch.Tensor:
