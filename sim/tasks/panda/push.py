@@ -61,13 +61,14 @@ class PandaPushConfig(CubeTaskConfig):
         pushing_within: The finger tips count as at the pushing point (``push_to_goal`` pays) within this distance
             of it, m.
         pushing_height: Height of the pushing point (where ``reach_object`` draws the TCP, between the finger
-            tips) above the cube's bottom face, in cube half-edges: 1 is the cube's centre. The finger pads reach
-            8 mm below the TCP and 2.8 cm above it (``sim/robots/assets/panda.xml``), so at 1 they press on the
-            cube from 1.7 cm up to its top edge, their middle at 3.4 cm on a 5 cm cube: above ``a / (2 mu)`` (3.1 cm
-            at friction 0.8), where a push tips a cube instead of sliding it. At 0.4 (1 cm up) the pads press from
-            2 mm to 3.6 cm, their middle at 1.9 cm; but the real hand's housing begins 3.7 cm above the TCP
-            (franka_description's collision mesh; this model's box 4.3 cm), so below 1.3 cm it strikes a 5 cm
-            cube's top edge (docs/benchmarks.md, "Push: the palm reaches the cube's top edge").
+            tips) above the cube's bottom face, in cube half-edges: 1 is the cube's centre. The model's finger pads
+            reach 8 mm below the TCP (franka_description's finger collision mesh: 8.8 mm) and 2.8 cm above it
+            (``sim/robots/assets/panda.xml``; the real finger's face goes on up to the housing), so at 1 they press
+            on the cube from 1.7 cm up to its top edge, their middle at 3.4 cm on a 5 cm cube: above
+            ``a / (2 mu)`` (3.1 cm at friction 0.8), where a push tips a cube instead of sliding it. At 0.4 (1 cm
+            up) the pads press from 2 mm to 3.6 cm, their middle at 1.9 cm; but the real hand's housing begins
+            3.7 cm above the TCP (franka_description's collision mesh; this model's box 4.3 cm), so below 1.3 cm it
+            strikes a 5 cm cube's top edge (docs/benchmarks.md, "Push: the palm reaches the cube's top edge").
         saturate_at_goal: While the cube is within ``success_distance`` of the goal, ``reach_object`` and
             ``push_to_goal`` pay their maximum (1), as ManiSkill's PushCube sets its whole dense reward to its
             maximum on success: the pushing point lies behind the cube on the line from the goal, so near the goal
