@@ -226,6 +226,14 @@ def build_model(
                 name=f"{side}_touch", type=mujoco.mjtSensor.mjSENS_TOUCH, objtype=mujoco.mjtObj.mjOBJ_SITE,
                 objname=f"{side}_pad",
             )  # fmt: skip
+        # And one on the hand's housing (the palm box, 1 mm wider all round): the normal force of whatever touches
+        # it, N (a push reward prices it: the real housing reaches a cube's top edge; docs/manipulation.md).
+        hand = spec.geom("hand")
+        spec.body("panda_hand").add_site(
+            name="palm", type=mujoco.mjtGeom.mjGEOM_BOX, pos=hand.pos, quat=hand.quat, size=hand.size + 0.001
+        )
+        spec.add_sensor(name="palm_touch", type=mujoco.mjtSensor.mjSENS_TOUCH, objtype=mujoco.mjtObj.mjOBJ_SITE,
+                        objname="palm")  # fmt: skip
         add_cube(spec, "cube", scene.cube_size, scene.cube_mass, (0.5, 0.0), (0.8, 0.2, 0.2))
     if scene.goal_marker:
         world.add_site(name="goal", pos=[0.5, 0.0, 0.3], size=[0.02, 0, 0], group=2, rgba=[0.2, 0.8, 0.2, 0.5])

@@ -342,6 +342,34 @@ def test_hand_tilt_is_the_angle_of_the_approach_axis_from_straight_down_and_its_
     env.close()
 
 
+def test_the_palm_sensor_feels_the_housing_pressed_onto_the_cube_and_the_push_prices_it() -> None:
+    """The hand leaning 40 deg sideways (along the fingers' closing axis, as the push teachers lean it) and driven
+    by the scripted experts' resolved-rate step so that the low end of its housing presses 1 cm into the middle of
+    the cube's top: the palm's touch sensor reads the push and ``palm_contact`` is 1; the same hand 5 cm higher
+    feels nothing. (Upright, the closed fingers reach the table before the housing reaches a 5 cm cube.)"""
+    from sim.tasks.panda.experts import PushExpert
+
+    env = sim.make("panda-push", 2, cfg=PandaPushConfig(randomization=[], noise=sim.tasks.base.SensorNoise()))
+    env.reset(seed=0)
+    hand, tcp = env._model.geom("hand"), env._model.site("tcp")  # type: ignore[attr-defined]
+    c, s = math.cos(math.radians(40)), math.sin(math.radians(40))
+    lean = torch.tensor([[1.0, 0.0, 0.0], [0.0, c, -s], [0.0, s, c]]) @ GRIPPER_DOWN
+    bottom = float(hand.pos[2] + hand.size[2] - tcp.pos[2])  # the housing's end face nearest the tips, TCP frame
+    ends = torch.tensor([[0.0, y, bottom] for y in (hand.size[1], -hand.size[1])], dtype=torch.float32) @ lean.T
+    low = ends[ends[:, 2].argmin()]  # the middle of its lower edge, from the TCP in the world frame
+    cube = env.cube_pos.clone()  # type: ignore[attr-defined]
+    target = cube.clone()
+    target[:, 2] += env.cube_half() - 0.01 + torch.tensor([0.0, 0.05])  # type: ignore[attr-defined]
+    expert = PushExpert(env)
+    for _ in range(50):  # 2 s at 25 Hz
+        env.step(expert.arm_action(target - low, lean.expand(2, 3, 3)))
+    force = env.palm_force()  # type: ignore[attr-defined]
+    assert float(force[0]) > 5.0 and float(force[1]) == 0.0, force
+    terms = env._reward_terms(torch.zeros(2, 7), torch.zeros(2, dtype=torch.bool))  # type: ignore[attr-defined]
+    assert terms["palm_contact"].tolist() == [1.0, 0.0]
+    env.close()
+
+
 @pytest.mark.parametrize("height", [1.0, 0.4])
 def test_the_pushing_point_lies_behind_the_cube_at_the_configured_height(height: float) -> None:
     """``reach_object`` pays in full with the TCP behind the cube (on the far side from the goal, 2 cm off its

@@ -778,6 +778,11 @@ class CubeTask(PandaTask):
         """Normal force on the left and right finger pad (touch sensors), N ``[N, 2]``."""
         return self.physics.sensordata.to(self.device, torch.float32)[:, :2]
 
+    def palm_force(self) -> torch.Tensor:
+        """Normal force on the hand's housing (the palm box's touch sensor) at the control period's last physics
+        step, N ``[N]``: the cube's top edge or the table pressing on it."""
+        return self.physics.sensordata.to(self.device, torch.float32)[:, 2]
+
     def _grasped(self) -> torch.Tensor:
         """Both finger pads press on something with at least :attr:`GRASP_FORCE_N` while the cube's centre lies
         between the finger tips (TCP within a half edge + 1 cm of it): the cube is held, ``[N]`` bool. A pad on the

@@ -37,6 +37,9 @@ def _default_rewards() -> dict[str, float]:
     # pushing point; move the cube towards the goal *from* that point (the term pays only while the finger tips are
     # there); a bonus while the cube is within the success distance. A weak pull of the distance itself remains;
     # the stronger one before (-2, with a 2.0 kernel at the goal and reach 0.5) kept the policy off the cube.
+    # Off by default, each measured in docs/benchmarks.md: `object_tilt` (squared tilt of the cube, rad^2),
+    # `hand_tilt` (squared lean of the hand from pointing down, rad^2), `palm_contact` (1 while the hand's housing
+    # presses on the cube or the table with more than GRASP_FORCE_N: the real housing reaches a cube's top edge).
     return {
         "reach_object": 1.0,
         "push_to_goal": 1.0,
@@ -48,6 +51,7 @@ def _default_rewards() -> dict[str, float]:
         "object_lost": -5.0,
         "object_tilt": 0.0,
         "hand_tilt": 0.0,
+        "palm_contact": 0.0,
     }
 
 
@@ -66,9 +70,10 @@ class PandaPushConfig(CubeTaskConfig):
             (``sim/robots/assets/panda.xml``; the real finger's face goes on up to the housing), so at 1 they press
             on the cube from 1.7 cm up to its top edge, their middle at 3.4 cm on a 5 cm cube: above
             ``a / (2 mu)`` (3.1 cm at friction 0.8), where a push tips a cube instead of sliding it. At 0.4 (1 cm
-            up) the pads press from 2 mm to 3.6 cm, their middle at 1.9 cm; but the real hand's housing begins
-            3.7 cm above the TCP (franka_description's collision mesh; this model's box 4.3 cm), so below 1.3 cm it
-            strikes a 5 cm cube's top edge (docs/benchmarks.md, "Push: the palm reaches the cube's top edge").
+            up) the pads press from 2 mm to 3.6 cm, their middle at 1.9 cm; but the hand's housing begins 3.7 cm
+            above the TCP (franka_description's collision mesh, and the model's box), so below 1.3 cm an upright
+            hand strikes a 5 cm cube's top edge with it (docs/benchmarks.md, "Push: the palm reaches the cube's top
+            edge"); ``reward_scales.palm_contact`` prices that.
         saturate_at_goal: While the cube is within ``success_distance`` of the goal, ``reach_object`` and
             ``push_to_goal`` pay their maximum (1), as ManiSkill's PushCube sets its whole dense reward to its
             maximum on success: the pushing point lies behind the cube on the line from the goal, so near the goal
@@ -162,7 +167,7 @@ class PandaPush(CubeTask):
     def reward_names(self) -> list[str]:
         """Reward terms of this task."""
         return ["reach_object", "push_to_goal", "at_goal", "object_to_goal", "object_goal_fine", "action_rate",
-                "joint_velocity", "object_lost", "object_tilt", "hand_tilt"]  # fmt: skip
+                "joint_velocity", "object_lost", "object_tilt", "hand_tilt", "palm_contact"]  # fmt: skip
 
     def _reward_terms(self, action: torch.Tensor, terminated: torch.Tensor) -> dict[str, torch.Tensor]:
         # The pushing point: behind the cube, on the far side from the goal, `pushing_height` half-edges up.
@@ -190,6 +195,7 @@ class PandaPush(CubeTask):
             "object_lost": rewards.event(self._cube_lost(), self.dt),
             "object_tilt": self.cube_tilt().square(),
             "hand_tilt": self.hand_tilt().square(),
+            "palm_contact": (self.palm_force() > self.GRASP_FORCE_N).float(),
         }
 
     def _success(self) -> torch.Tensor:
