@@ -52,7 +52,7 @@ def test_visual_randomization_differs_per_world_and_redraws_only_new_episodes(li
     renderer = CameraRenderer(lift, {"wrist": (32, 32)}, VisualRandomization(pixel_noise=0.0), seed=3)
     mount = renderer.mounts()
     first = renderer.render()["wrist"]
-    assert renderer.mounts() == mount and mount["wrist"]["pos_m"] == [0.05, 0.0, 0.04]  # nominal, not a draw
+    assert renderer.mounts() == mount and mount["wrist"]["pos_m"] == [0.05, 0.0, 0.046]  # nominal, not a draw
     assert all(np.abs(first[i].astype(int) - plain[i].astype(int)).mean() > 2 for i in range(4))
     assert np.array_equal(renderer.render()["wrist"], first)  # same episode, same look
     renderer.redraw(np.array([2]))
