@@ -346,7 +346,8 @@ def test_the_palm_sensor_feels_the_housing_pressed_onto_the_cube_and_the_push_pr
     """The hand leaning 40 deg sideways (along the fingers' closing axis, as the push teachers lean it) and driven
     by the scripted experts' resolved-rate step so that the low end of its housing presses 1 cm into the middle of
     the cube's top: the palm's touch sensor reads the push and ``palm_contact`` is 1; the same hand 5 cm higher
-    feels nothing. (Upright, the closed fingers reach the table before the housing reaches a 5 cm cube.)"""
+    feels nothing. (Upright, the housing reaches a 5 cm cube's top only with the finger tips within 5 mm of the
+    table.)"""
     from sim.tasks.panda.experts import PushExpert
 
     env = sim.make("panda-push", 2, cfg=PandaPushConfig(randomization=[], noise=sim.tasks.base.SensorNoise()))
