@@ -141,3 +141,30 @@ def check_field(physics: Physics, name: str) -> None:
             f"backend '{physics.name}' cannot randomise model field '{name}'; "
             f"supported: {', '.join(sorted(physics.supported_fields))}"
         )
+
+
+def sensor_columns(model: mujoco.MjModel, *names: str) -> slice:
+    """The ``sensordata`` columns of the named sensors, which the model holds one after another in the order given
+    (each sensor's values in its own order): a task reads its sensors by name, so a sensor added to the model
+    elsewhere cannot shift what it reads. A slice is a view on both tensors and arrays (no copy, no index upload).
+
+    Raises:
+        KeyError: A named sensor is not in the model (the message names it and the sensors there are).
+        ValueError: The named sensors are not consecutive in ``sensordata``.
+    """
+    if not names:
+        raise ValueError("sensor_columns needs at least one sensor name")
+    start = end = -1
+    for name in names:
+        try:
+            sensor = model.sensor(name)
+        except KeyError:
+            have = [model.sensor(i).name for i in range(model.nsensor)]
+            raise KeyError(f"the model has no sensor '{name}'; it has: {', '.join(have) or 'none'}") from None
+        adr, dim = int(sensor.adr[0]), int(sensor.dim[0])
+        if start < 0:
+            start = adr
+        elif adr != end:
+            raise ValueError(f"sensors {', '.join(names)} are not consecutive in sensordata ('{name}' at column {adr})")
+        end = adr + dim
+    return slice(start, end)

@@ -17,7 +17,7 @@ import torch
 
 import sim
 from sim.backends import make_physics
-from sim.backends.physics import BackendError
+from sim.backends.physics import BackendError, sensor_columns
 from sim.randomization import RandomizationError, RandomizationTerm
 from sim.robots import panda
 from sim.tasks.panda.base import GRIPPER_DOWN
@@ -223,6 +223,16 @@ def test_unsupported_field_is_refused_naming_the_backend() -> None:
     phys = make_physics("mujoco", panda.build_model("impedance"), 2, 1, torch.device("cpu"))
     with pytest.raises(BackendError, match="backend 'mujoco' cannot randomise model field 'jnt_range'"):
         phys.set_field("jnt_range", torch.arange(2), torch.zeros(2, 2), (0,))
+
+
+def test_sensors_are_read_by_name_and_a_missing_or_scattered_one_is_refused() -> None:
+    model = panda.build_model("impedance", panda.Scene(table=True, cube_size=0.05))
+    assert sensor_columns(model, "left_touch", "right_touch") == slice(0, 2)
+    assert sensor_columns(model, "palm_touch") == slice(2, 3)
+    with pytest.raises(KeyError, match="no sensor 'wrist_ft'; it has: left_touch, right_touch, palm_touch"):
+        sensor_columns(model, "wrist_ft")
+    with pytest.raises(ValueError, match="not consecutive in sensordata \\('palm_touch' at column 2\\)"):
+        sensor_columns(model, "left_touch", "palm_touch")
 
 
 @pytest.mark.parametrize("mode", ["impedance", "torque"])

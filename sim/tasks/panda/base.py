@@ -44,7 +44,7 @@ import torch
 
 from policies.runtime.contract import ActionSpec, ObservationTerm
 from sim.backends import BACKENDS, make_physics
-from sim.backends.physics import check_field
+from sim.backends.physics import check_field, sensor_columns
 from sim.measurements import JointStates, Measurement, Pose
 from sim.randomization import ParamSpec, RandomizationTerm
 from sim.robots import panda
@@ -654,6 +654,8 @@ class CubeTask(PandaTask):
 
     def _setup_cube(self, model: mujoco.MjModel) -> None:
         self._cube_body = model.body("cube").id
+        self._pad_touch = sensor_columns(model, "left_touch", "right_touch")
+        self._palm_touch = sensor_columns(model, "palm_touch")
         self._cube_geom = model.geom("cube").id
         adr = int(model.joint("cube").qposadr[0])
         self._cube_qpos = torch.arange(adr, adr + 7, device=self.device)
@@ -770,25 +772,26 @@ class CubeTask(PandaTask):
             },
         }
 
-    GRASP_FORCE_N = 1.0
-    """Normal force each finger pad must feel for a grasp, N (the pads' touch sensors). Chosen, not published: well
-    above the pads' contact jitter at rest, far below the gripper's ~50 N squeeze on the cube (sim.robots.panda)."""
+    TOUCH_FORCE_N = 1.0
+    """Normal force above which a touch sensor (finger pads, housing) counts as touching, N: both pads for a grasp,
+    the housing for ``palm_contact``. Chosen, not published: well above the sensors' contact jitter at rest, far
+    below the gripper's ~50 N squeeze on the cube (sim.robots.panda)."""
 
     def _pad_forces(self) -> torch.Tensor:
         """Normal force on the left and right finger pad (touch sensors), N ``[N, 2]``."""
-        return self.physics.sensordata.to(self.device, torch.float32)[:, :2]
+        return self.physics.sensordata[:, self._pad_touch].to(self.device, torch.float32)
 
     def palm_force(self) -> torch.Tensor:
         """Normal force on the hand's housing (the palm box's touch sensor) at the control period's last physics
         step, N ``[N]``: the cube's top edge or the table pressing on it."""
-        return self.physics.sensordata.to(self.device, torch.float32)[:, 2]
+        return self.physics.sensordata[:, self._palm_touch].to(self.device, torch.float32)[:, 0]
 
     def _grasped(self) -> torch.Tensor:
-        """Both finger pads press on something with at least :attr:`GRASP_FORCE_N` while the cube's centre lies
+        """Both finger pads press on something with at least :attr:`TOUCH_FORCE_N` while the cube's centre lies
         between the finger tips (TCP within a half edge + 1 cm of it): the cube is held, ``[N]`` bool. A pad on the
         table or one finger on the cube is not a grasp."""
         between = (self._tcp_pos - self.cube_pos).norm(dim=-1) < self.cube_half() + 0.01
-        return (self._pad_forces() > self.GRASP_FORCE_N).all(-1) & between
+        return (self._pad_forces() > self.TOUCH_FORCE_N).all(-1) & between
 
     def _cube_lost(self) -> torch.Tensor:
         """The cube left the table (fell off or was thrown), ``[N]``."""

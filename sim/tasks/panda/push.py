@@ -39,7 +39,7 @@ def _default_rewards() -> dict[str, float]:
     # the stronger one before (-2, with a 2.0 kernel at the goal and reach 0.5) kept the policy off the cube.
     # Off by default, each measured in docs/benchmarks.md: `object_tilt` (squared tilt of the cube, rad^2),
     # `hand_tilt` (squared lean of the hand from pointing down, rad^2), `palm_contact` (1 while the hand's housing
-    # presses on the cube or the table with more than GRASP_FORCE_N: the real housing reaches a cube's top edge).
+    # presses on the cube or the table with more than TOUCH_FORCE_N: the real housing reaches a cube's top edge).
     return {
         "reach_object": 1.0,
         "push_to_goal": 1.0,
@@ -195,7 +195,7 @@ class PandaPush(CubeTask):
             "object_lost": rewards.event(self._cube_lost(), self.dt),
             "object_tilt": self.cube_tilt().square(),
             "hand_tilt": self.hand_tilt().square(),
-            "palm_contact": (self.palm_force() > self.GRASP_FORCE_N).float(),
+            "palm_contact": (self.palm_force() > self.TOUCH_FORCE_N).float(),
         }
 
     def _success(self) -> torch.Tensor:

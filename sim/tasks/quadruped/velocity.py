@@ -43,7 +43,7 @@ import torch
 from policies.runtime.contract import ActionSpec, ObservationTerm
 from sim import rewards
 from sim.backends import BACKENDS, make_physics
-from sim.backends.physics import check_field
+from sim.backends.physics import check_field, sensor_columns
 from sim.measurements import Imu, JointStates, Measurement, VelocityCommand
 from sim.randomization import ParamSpec, RandomizationTerm
 from sim.registry import TaskSpec
@@ -311,9 +311,9 @@ class QuadrupedVelocity(BatchedTask):
         self._soft_min, self._soft_max = mid - a1.SOFT_LIMIT * half, mid + a1.SOFT_LIMIT * half
         # mjlab's Go1 posture widths: 0.3 rad for hip abduction and thigh, 0.6 rad for the calf.
         self._posture_std = torch.tensor((0.3, 0.3, 0.6) * 4, **f32)
-        self._gyro = slice(0, 3)
-        self._acc = slice(3, 6)
-        self._touch = slice(6, 10)
+        self._gyro = sensor_columns(model, "imu_gyro")
+        self._acc = sensor_columns(model, "imu_acc")
+        self._touch = sensor_columns(model, *a1.FEET)
         self._in_model = {k: self.params[k].clone() for k in PARAMS}
         n = num_envs
         self.command = torch.zeros(n, 3, **f32)
