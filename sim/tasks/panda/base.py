@@ -784,7 +784,7 @@ class CubeTask(PandaTask):
     def palm_force(self) -> torch.Tensor:
         """Normal force on the hand's housing (the palm box's touch sensor) at the control period's last physics
         step, N ``[N]``: the cube's top edge or the table pressing on it."""
-        return self.physics.sensordata[:, self._palm_touch].to(self.device, torch.float32)[:, 0]
+        return self.physics.sensordata[:, self._palm_touch.start].to(self.device, torch.float32)
 
     def _grasped(self) -> torch.Tensor:
         """Both finger pads press on something with at least :attr:`TOUCH_FORCE_N` while the cube's centre lies
