@@ -49,11 +49,13 @@ class Rig:
     def spin(self, seconds: float, publish: Callable[[], None] | None = None, every: float = 0.02) -> None:
         spin_for(self.executor, seconds, publish, every)
 
-    def spin_until_commanding(self, publish: Callable[[], None], every: float, timeout_s: float = 5.0) -> None:
-        """Spin while publishing until the node commands without a fault (DDS discovery between the two nodes
-        takes longer on a loaded machine), at most ``timeout_s``."""
+    def spin_until_commanding(
+        self, publish: Callable[[], None], every: float, timeout_s: float = 5.0, count: int = 1
+    ) -> None:
+        """Spin while publishing until the node has sent ``count`` commands and holds no fault (DDS discovery
+        between the two nodes takes longer on a loaded machine), at most ``timeout_s``."""
         end = time.monotonic() + timeout_s
-        while time.monotonic() < end and (self.node.fault != "" or not self.commands):
+        while time.monotonic() < end and (self.node.fault != "" or len(self.commands) < count):
             self.spin(0.1, publish, every)
 
     def state(self) -> str:

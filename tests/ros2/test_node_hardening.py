@@ -219,7 +219,15 @@ def test_a_velocity_setpoint_without_its_position_topic_is_refused(hover_model: 
 def test_stamped_named_reliable_commands_reach_a_driver_subscribing_with_default_qos(
     hover_model: Path, ros: str
 ) -> None:
-    rig = Rig("quadrotor_sim.yaml", hover_model, ros, command_type="joint_state", command_reliability="reliable")
+    # A generous watchdog: this test is about the message, and a 2-core CI host once left a 0.1 s gap in the spin.
+    rig = Rig(
+        "quadrotor_sim.yaml",
+        hover_model,
+        ros,
+        command_type="joint_state",
+        command_reliability="reliable",
+        watchdog_s=1.0,
+    )
     rig.listen(JointState, 10)  # ROS 2's default QoS: reliable, keep last 10
     drone = Drone(rig)
     rig.start()
@@ -227,8 +235,8 @@ def test_stamped_named_reliable_commands_reach_a_driver_subscribing_with_default
     sent: list[np.ndarray] = []
     publish = rig.node.out.publish
     rig.node.out.publish = lambda c: (sent.append(np.array(c)), publish(c))[1]  # type: ignore[method-assign]
-    rig.spin(0.5, drone.send)
-    assert len(rig.commands) >= 10
+    rig.spin_until_commanding(drone.send, every=0.02, count=10)
+    assert len(rig.commands) >= 10 and rig.node.fault == "", (len(rig.commands), rig.node.fault)
     msg = rig.commands[-1]
     assert list(msg.name) == ["m1_front_right", "m2_rear_right", "m3_rear_left", "m4_front_left"]
     assert msg.header.stamp.sec > 0 and not msg.position and not msg.effort
