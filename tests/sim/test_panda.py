@@ -357,10 +357,14 @@ def test_the_palm_sensor_feels_the_housing_pressed_onto_the_cube_and_the_push_pr
     by the scripted experts' resolved-rate step so that the low end of its housing presses 1 cm into the middle of
     the cube's top: the palm's touch sensor reads the push and ``palm_contact`` is 1; the same hand 5 cm higher
     feels nothing. (Upright, the housing reaches a 5 cm cube's top only with the finger tips within 5 mm of the
-    table.)"""
+    table.) With ``push_housing_clear`` and both hands at the pushing point (a 0.5 m ``pushing_within``), the push
+    pays only the hand whose housing is clear."""
     from sim.tasks.panda.experts import PushExpert
 
-    env = sim.make("panda-push", 2, cfg=PandaPushConfig(randomization=[], noise=sim.tasks.base.SensorNoise()))
+    cfg = PandaPushConfig(
+        randomization=[], noise=sim.tasks.base.SensorNoise(), pushing_within=0.5, push_housing_clear=True
+    )
+    env = sim.make("panda-push", 2, cfg=cfg)
     env.reset(seed=0)
     hand, tcp = env._model.geom("hand"), env._model.site("tcp")  # type: ignore[attr-defined]
     c, s = math.cos(math.radians(40)), math.sin(math.radians(40))
@@ -378,14 +382,17 @@ def test_the_palm_sensor_feels_the_housing_pressed_onto_the_cube_and_the_push_pr
     assert float(force[0]) > 5.0 and float(force[1]) == 0.0, force
     terms = env._reward_terms(torch.zeros(2, 7), torch.zeros(2, dtype=torch.bool))  # type: ignore[attr-defined]
     assert terms["palm_contact"].tolist() == [1.0, 0.0]
+    assert float(terms["push_to_goal"][0]) == 0.0 and float(terms["push_to_goal"][1]) > 0.1, terms["push_to_goal"]
     env.close()
 
 
-@pytest.mark.parametrize("height", [1.0, 0.4])
-def test_the_pushing_point_lies_behind_the_cube_at_the_configured_height(height: float) -> None:
-    """``reach_object`` pays in full with the TCP behind the cube (on the far side from the goal, 2 cm off its
-    face) at ``pushing_height`` half-edges above the table, and less at the other height."""
-    cfg = PandaPushConfig(randomization=[], noise=sim.tasks.base.SensorNoise(), pushing_height=height)
+@pytest.mark.parametrize(("height", "offset"), [(1.0, 0.02), (0.4, 0.01)])
+def test_the_pushing_point_lies_behind_the_cube_at_the_configured_height(height: float, offset: float) -> None:
+    """``reach_object`` pays in full with the TCP behind the cube (on the far side from the goal, ``pushing_offset``
+    off its face) at ``pushing_height`` half-edges above the table, and less at the other height."""
+    cfg = PandaPushConfig(
+        randomization=[], noise=sim.tasks.base.SensorNoise(), pushing_height=height, pushing_offset=offset
+    )
     env = sim.make("panda-push", 2, cfg=cfg)
     env.reset(seed=0)
     half = env.cube_half()  # type: ignore[attr-defined]
@@ -394,7 +401,7 @@ def test_the_pushing_point_lies_behind_the_cube_at_the_configured_height(height:
     bottom = cube[:, 2] - half
     with torch.inference_mode():
         for world, at in enumerate((height, 1.4 - height)):  # world 1: the other of the two heights
-            env._tcp_pos[world, :2] = cube[world, :2] + (half[world] + 0.02) * away[world]  # type: ignore[attr-defined]
+            env._tcp_pos[world, :2] = cube[world, :2] + (half[world] + offset) * away[world]  # type: ignore[attr-defined]
             env._tcp_pos[world, 2] = bottom[world] + at * half[world]  # type: ignore[attr-defined]
     terms = env._reward_terms(torch.zeros(2, 7), torch.zeros(2, dtype=torch.bool))  # type: ignore[attr-defined]
     miss = 0.6 * float(half[1])  # the two heights are 0.6 half-edges apart

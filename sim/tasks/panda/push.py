@@ -64,6 +64,12 @@ class PandaPushConfig(CubeTaskConfig):
         success_distance: Success threshold on the final cube-to-goal distance in the table plane, m.
         pushing_within: The finger tips count as at the pushing point (``push_to_goal`` pays) within this distance
             of it, m.
+        pushing_offset: How far behind the cube's face the pushing point lies, on the line from the goal through
+            the cube's centre, m. The closed finger pads reach 0.9 cm from the TCP across the hand and 1.6 cm along
+            the closing axis (``sim/robots/assets/panda.xml``), so a TCP whose pads touch the face is 0.9-1.6 cm
+            behind it; ManiSkill's PushCube puts its push pose 5 mm behind the face and pays within 1 cm.
+        push_housing_clear: ``push_to_goal`` pays only while the hand's housing presses on nothing
+            (``palm_force`` below :attr:`TOUCH_FORCE_N`): the push is paid for when the finger pads make it.
         pushing_height: Height of the pushing point (where ``reach_object`` draws the TCP, between the finger
             tips) above the cube's bottom face, in cube half-edges: 1 is the cube's centre. The model's finger pads
             reach 8 mm below the TCP (franka_description's finger collision mesh: 8.8 mm) and 2.8 cm above it
@@ -86,13 +92,16 @@ class PandaPushConfig(CubeTaskConfig):
     goal_distance: tuple[float, float] = (0.1, 0.2)
     success_distance: float = 0.05
     pushing_within: float = 0.03
+    pushing_offset: float = 0.02
     pushing_height: float = 1.0
+    push_housing_clear: bool = False
     saturate_at_goal: bool = False
     reward_scales: dict[str, float] = field(default_factory=_default_rewards)
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_fields(self, ("goal_distance", "success_distance", "pushing_within", "pushing_height"), "env.")
+        positive = ("goal_distance", "success_distance", "pushing_within", "pushing_offset", "pushing_height")
+        check_fields(self, positive, "env.")
         if self.goal_distance[0] > self.goal_distance[1]:
             raise ValueError(f"env.goal_distance must be [low, high], got {list(self.goal_distance)}")
 
@@ -174,12 +183,15 @@ class PandaPush(CubeTask):
         away = self.cube_pos[:, :2] - self.goal
         away = away / away.norm(dim=-1, keepdim=True).clamp_min(1e-6)
         half = self.cube_half()
-        reach = (half + 0.02)[:, None]
+        reach = (half + self.cfg.pushing_offset)[:, None]
         height = self.cube_pos[:, 2] - (1.0 - self.cfg.pushing_height) * half
         push_point = torch.cat((self.cube_pos[:, :2] + reach * away, height[:, None]), 1)
         dist = self._goal_distance()
         to_push_point = (self._tcp_pos - push_point).norm(dim=-1)
-        pushing = (to_push_point < self.cfg.pushing_within).float()
+        pushing = to_push_point < self.cfg.pushing_within
+        if self.cfg.push_housing_clear:
+            pushing &= self.palm_force() <= self.TOUCH_FORCE_N
+        pushing = pushing.float()
         at_goal = (dist < self.cfg.success_distance).float()
         reach, push = rewards.tanh_kernel(to_push_point, 0.2), pushing * rewards.tanh_kernel(dist, 0.2)
         if self.cfg.saturate_at_goal:
