@@ -69,7 +69,8 @@ class PandaPushConfig(CubeTaskConfig):
             the closing axis (``sim/robots/assets/panda.xml``), so a TCP whose pads touch the face is 0.9-1.6 cm
             behind it; ManiSkill's PushCube puts its push pose 5 mm behind the face and pays within 1 cm.
         push_housing_clear: ``push_to_goal`` pays only while the hand's housing presses on nothing
-            (``palm_force`` below :attr:`TOUCH_FORCE_N`): the push is paid for when the finger pads make it.
+            (``palm_force`` at or below :attr:`TOUCH_FORCE_N`, the bar ``palm_contact`` uses): the push is paid for
+            when the finger pads make it.
         pushing_height: Height of the pushing point (where ``reach_object`` draws the TCP, between the finger
             tips) above the cube's bottom face, in cube half-edges: 1 is the cube's centre. The model's finger pads
             reach 8 mm below the TCP (franka_description's finger collision mesh: 8.8 mm) and 2.8 cm above it
@@ -188,9 +189,10 @@ class PandaPush(CubeTask):
         push_point = torch.cat((self.cube_pos[:, :2] + reach * away, height[:, None]), 1)
         dist = self._goal_distance()
         to_push_point = (self._tcp_pos - push_point).norm(dim=-1)
+        housing = self.palm_force() > self.TOUCH_FORCE_N  # [N] the housing presses on something
         pushing = to_push_point < self.cfg.pushing_within
         if self.cfg.push_housing_clear:
-            pushing &= self.palm_force() <= self.TOUCH_FORCE_N
+            pushing &= ~housing
         pushing = pushing.float()
         at_goal = (dist < self.cfg.success_distance).float()
         reach, push = rewards.tanh_kernel(to_push_point, 0.2), pushing * rewards.tanh_kernel(dist, 0.2)
@@ -207,7 +209,7 @@ class PandaPush(CubeTask):
             "object_lost": rewards.event(self._cube_lost(), self.dt),
             "object_tilt": self.cube_tilt().square(),
             "hand_tilt": self.hand_tilt().square(),
-            "palm_contact": (self.palm_force() > self.TOUCH_FORCE_N).float(),
+            "palm_contact": housing.float(),
         }
 
     def _success(self) -> torch.Tensor:
