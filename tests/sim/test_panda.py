@@ -488,6 +488,32 @@ def test_cube_tasks_contract_and_randomised_object(task: str) -> None:
     env.close()
 
 
+@pytest.mark.parametrize("task", ["panda-push", "panda-lift", "panda-multitask"])
+def test_cube_size_sets_every_cube_the_contract_and_the_randomised_range(task: str) -> None:
+    cfg = sim.get_task(task).config_cls(cube_size=0.04, randomization=[])
+    env = sim.make(task, 2, cfg=cfg)
+    env.reset(seed=0)
+    torch.testing.assert_close(env.cube_half(), torch.full((2,), 0.02))  # type: ignore[attr-defined]
+    torch.testing.assert_close(env.cube_pos[:, 2], torch.full((2,), 0.02), atol=2e-3, rtol=0)  # type: ignore[attr-defined]
+    model = env.physics.model  # type: ignore[attr-defined]
+    cubes = [g for g in range(model.ngeom) if model.geom(g).name in ("cube", "distractor0", "distractor1")]
+    assert len(cubes) == (3 if task == "panda-multitask" else 1)
+    np.testing.assert_allclose(model.geom_size[cubes], 0.02)
+    assert env.contract(["policy"]).extra["cube"]["size_m"] == pytest.approx(0.04)  # type: ignore[attr-defined]
+    env.close()
+    randomized = sim.make(task, 64, cfg=sim.get_task(task).config_cls(cube_size=0.04))
+    randomized.reset(seed=0)
+    edge = randomized.params["object_size"][:, 0]  # type: ignore[attr-defined]
+    assert 0.036 - 1e-6 <= float(edge.min()) < float(edge.max()) <= 0.044 + 1e-6  # +-10 % around the nominal
+    randomized.close()
+
+
+@pytest.mark.parametrize("size", [0.1, 0.0, float("nan")])
+def test_a_cube_size_the_gripper_cannot_hold_or_cover_is_refused(size: float) -> None:
+    with pytest.raises(TaskConfigError, match=r"env\.cube_size must be in \[0\.02, 0\.07\] m, got"):
+        PandaPushConfig(cube_size=size)
+
+
 def test_the_cube_table_contact_takes_the_cubes_friction_and_a_pad_contact_the_pads() -> None:
     # MuJoCo takes the larger friction of two geoms of equal priority: the table's default 1.0 would hide every cube
     # friction below it, and the randomised 0.48-1.2 would reach the physics as 1.0-1.2.

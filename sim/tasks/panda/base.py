@@ -592,14 +592,17 @@ class PandaTask(BatchedTask):
 
 
 CUBE_SIZE = 0.05
-"""Edge of the cube, m."""
+"""Nominal edge of the cube, m (``env.cube_size`` sets it per task)."""
+CUBE_SIZE_RANGE = (0.02, 0.07)
+"""Edges ``env.cube_size`` accepts, m: at 7 cm, 10 % larger still fits the open gripper (0.08 m,
+franka_description's hand); below 2 cm the closed finger pads (1.8 cm) cover it."""
 CUBE_MASS = 0.1
 """Nominal cube mass, kg."""
 
 
 def default_cube_randomization() -> list[RandomizationTerm]:
-    """Arm randomisation plus the cube: mass 0.05–0.3 kg, edge 4.5–5.5 cm, friction coefficient 0.5–1.2 (wood /
-    plastic on wood)."""
+    """Arm randomisation plus the cube: mass 0.05–0.3 kg, edge ±10 % of ``env.cube_size`` (4.5–5.5 cm at 5 cm),
+    friction coefficient 0.5–1.2 (wood / plastic on wood)."""
     return [
         *default_arm_randomization(),
         RandomizationTerm("object_mass", "uniform", (0.5, 3.0), "scale"),
@@ -623,9 +626,13 @@ class CubeTaskConfig(PandaConfig):
     Attributes:
         cube_low: Lower corner of the cube's start area (x, y), m.
         cube_high: Upper corner of the cube's start area, m.
+        cube_size: Nominal edge of the cube, m (``object_size`` randomises around it), within
+            :data:`CUBE_SIZE_RANGE`. ManiSkill's PushCube and PickCube use a 4 cm cube, Isaac Lab's Franka lift a
+            4.8 cm one (its DexCube at scale 0.8).
     """
 
     episode_length_s: float = 5.0
+    cube_size: float = CUBE_SIZE
     cube_low: tuple[float, float] = (0.4, -0.15)
     cube_high: tuple[float, float] = (0.6, 0.15)
     randomization: list[RandomizationTerm] = field(default_factory=default_cube_randomization)
@@ -634,8 +641,15 @@ class CubeTaskConfig(PandaConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_fields(self, ("cube_low", "cube_high"), "env.", positive=False)
-        model = panda.build_model("impedance", panda.Scene(table=True, cube_size=CUBE_SIZE, cube_mass=CUBE_MASS))
+        low, high = CUBE_SIZE_RANGE
+        if not low <= self.cube_size <= high:  # NaN fails too
+            raise TaskConfigError(f"env.cube_size must be in [{low}, {high}] m, got {self.cube_size}")
+        model = panda.build_model("impedance", self.scene())
         check_randomization(self.randomization, {**arm_param_specs(model), **CubeTask.cube_param_specs(model)})
+
+    def scene(self) -> panda.Scene:
+        """The table and this task's cube (:attr:`cube_size`, :data:`CUBE_MASS`)."""
+        return panda.Scene(table=True, cube_size=self.cube_size, cube_mass=CUBE_MASS)
 
 
 class CubeTask(PandaTask):

@@ -26,7 +26,7 @@ from sim import rewards
 from sim.registry import TaskSpec
 from sim.robots import panda
 from sim.tasks.base import check_fields
-from sim.tasks.panda.base import CUBE_MASS, CUBE_SIZE, CubeTask, CubeTaskConfig, build_panda
+from sim.tasks.panda.base import CubeTask, CubeTaskConfig, build_panda
 from sim.vec_env import TaskConfigError
 
 
@@ -84,7 +84,7 @@ class PandaLift(CubeTask):
     goal_state: tuple[str, ...] = ("_cube_seen",)
 
     def __init__(self, cfg: PandaLiftConfig, num_envs: int, device: torch.device, seed: int = 0) -> None:
-        scene = panda.Scene(table=True, cube_size=CUBE_SIZE, cube_mass=CUBE_MASS)
+        scene = cfg.scene()
         model = build_panda(cfg, scene)
         terms = [
             ObservationTerm("finger_position", 1, "finger_pos", unit="m"),

@@ -31,7 +31,9 @@ Success: the target cube lifted as in ``panda-lift``; lifting another cube is no
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -44,7 +46,7 @@ from sim.measurements import Instruction, Measurement, Pose
 from sim.registry import TaskSpec
 from sim.robots import panda
 from sim.tasks.base import SensorNoise
-from sim.tasks.panda.base import CUBE_MASS, CUBE_SIZE, CubeTask, default_cube_noise
+from sim.tasks.panda.base import CUBE_MASS, CubeTask, default_cube_noise
 from sim.tasks.panda.lift import PandaLift, PandaLiftConfig
 from sim.vec_env import TaskConfigError
 
@@ -72,11 +74,16 @@ LANE_JITTER_M = 0.015
 """Largest shift of a cube from its lane's centre along y, m."""
 
 
-def add_distractors(spec: mujoco.MjSpec) -> None:
-    """Add the two distractor cubes (``distractor0``, ``distractor1``), the task cube's twins at its nominal size and
-    mass (:func:`sim.robots.panda.add_cube`), parked off the start area until a reset places them."""
-    for i in range(2):
-        panda.add_cube(spec, f"distractor{i}", CUBE_SIZE, CUBE_MASS, (0.5, 0.3 + 0.1 * i), (0.5, 0.5, 0.5))
+def distractors(size: float) -> Callable[[mujoco.MjSpec], None]:
+    """What adds the two distractor cubes (``distractor0``, ``distractor1``): the task cube's twins at its nominal
+    edge ``size`` (m) and mass (:func:`sim.robots.panda.add_cube`), parked off the start area until a reset places
+    them."""
+
+    def add(spec: mujoco.MjSpec) -> None:
+        for i in range(2):
+            panda.add_cube(spec, f"distractor{i}", size, CUBE_MASS, (0.5, 0.3 + 0.1 * i), (0.5, 0.5, 0.5))
+
+    return add
 
 
 def default_multitask_noise() -> SensorNoise:
@@ -123,7 +130,7 @@ class PandaMultitask(PandaLift):
     goal_state: tuple[str, ...] = ("_cube_seen", "_others_seen", "colour", "phrase", "closest")
 
     def __init__(self, cfg: PandaMultitaskConfig, num_envs: int, device: torch.device, seed: int = 0) -> None:
-        scene = panda.Scene(table=True, cube_size=CUBE_SIZE, cube_mass=CUBE_MASS, objects=(add_distractors,))
+        scene = dataclasses.replace(cfg.scene(), objects=(distractors(cfg.cube_size),))
         model = panda.build_model(cfg.control_mode, scene, cfg.stiffness, cfg.damping, cfg.physics_dt)  # type: ignore[arg-type]
         terms = [
             ObservationTerm("finger_position", 1, "finger_pos", unit="m"),
@@ -180,7 +187,7 @@ class PandaMultitask(PandaLift):
         x = c.cube_low[0] + (c.cube_high[0] - c.cube_low[0]) * torch.rand(n, 3, generator=g, device=dev)
         xy = torch.stack((x, y), -1)  # [n, 3 cubes, 2]
         self._place_cube(rows, qpos, xy[:, 0])
-        half = CUBE_SIZE / 2
+        half = c.cube_size / 2
         for i in range(2):
             adr = self._others_qpos[i]
             qpos[:, adr[:2]] = xy[:, i + 1]

@@ -29,7 +29,7 @@ from sim.measurements import Measurement, Pose
 from sim.registry import TaskSpec
 from sim.robots import panda
 from sim.tasks.base import check_fields
-from sim.tasks.panda.base import CUBE_MASS, CUBE_SIZE, CubeTask, CubeTaskConfig, build_panda
+from sim.tasks.panda.base import CubeTask, CubeTaskConfig, build_panda
 
 
 def _default_rewards() -> dict[str, float]:
@@ -126,7 +126,7 @@ class PandaPush(CubeTask):
     goal_state = ("goal", "_cube_seen", "max_tilt")
 
     def __init__(self, cfg: PandaPushConfig, num_envs: int, device: torch.device, seed: int = 0) -> None:
-        scene = panda.Scene(table=True, cube_size=CUBE_SIZE, cube_mass=CUBE_MASS)
+        scene = cfg.scene()
         model = build_panda(cfg, scene)
         terms = [
             ObservationTerm("object_position", 3, "object_pos", unit="m"),
