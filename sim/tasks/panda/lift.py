@@ -1,4 +1,4 @@
-"""Task ``panda-lift``: grasp a 5 cm cube from the table and lift it above a height.
+"""Task ``panda-lift``: grasp a cube (5 cm; ``env.cube_size``) from the table and lift it above a height.
 
 The cube starts flat at a random place in front of the robot. The policy commands the seven arm joints and the
 gripper (8 actions: the last one is the finger opening, ``-1`` closed, ``+1`` open; with ``env.gripper_action:

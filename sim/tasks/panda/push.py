@@ -1,4 +1,4 @@
-"""Task ``panda-push``: push a 5 cm cube across the table to a goal with the closed gripper.
+"""Task ``panda-push``: push a cube (5 cm; ``env.cube_size``) across the table to a goal with the closed gripper.
 
 The cube starts flat at a random place in front of the robot; the goal is 10–20 cm away in a random direction. The
 fingers are held closed (7 arm actions). The arm starts near the home pose.
