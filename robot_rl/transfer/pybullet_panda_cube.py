@@ -29,6 +29,8 @@ import numpy as np
 
 from policies.runtime.contract import Contract, ContractError
 from robot_rl.transfer.pybullet_panda import PandaReachBullet
+from sim.tasks.base import MAX_LATENCY
+from sim.tasks.panda.base import CUBE_SIZE_RANGE
 from sim.tasks.panda.push import TUMBLE_RAD
 
 GRIPPER_FORCE_N = 70.0
@@ -54,18 +56,28 @@ CUBE_FRICTION = 0.8
 the floor is ``plane.urdf``'s own (1.0), and Bullet multiplies the two."""
 
 
-def _estimate_std(cube: dict[str, Any], key: str, default: float) -> float:
-    """The contract's ``extra.cube[key]`` (a standard deviation, m), checked; ``default`` where it is absent.
+CUBE_MASS_LIMIT_KG = 3.0
+"""Heaviest cube a contract may state, kg: the Panda's rated payload (Franka Emika Panda data sheet: 3 kg)."""
+
+
+def _cube_number(cube: dict[str, Any], key: str, low: float, high: float, unit: str) -> float:
+    """The contract's ``extra.cube[key]``, checked to be a number in ``[low, high]`` (``unit``).
 
     Raises:
-        ContractError: The value is not a number in ``[0, ESTIMATE_LIMIT_M]``.
+        ContractError: Naming the key, the range and the value.
     """
-    value = cube.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= ESTIMATE_LIMIT_M:
+    value = cube[key]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
         raise ContractError(
-            f"the contract's extra.cube.{key} must be a number in [0, {ESTIMATE_LIMIT_M}] m, got {value!r}"
+            f"the contract's extra.cube.{key} must be a number in [{low:g}, {high:g}] {unit}, got {value!r}"
         )
     return float(value)
+
+
+def _estimate_std(cube: dict[str, Any], key: str, default: float) -> float:
+    """The contract's ``extra.cube[key]`` (a standard deviation, m) in ``[0, ESTIMATE_LIMIT_M]``; ``default`` where
+    it is absent."""
+    return _cube_number({key: default, **cube}, key, 0.0, ESTIMATE_LIMIT_M, "m")
 
 
 def pad_urdf(data_path: str, out_dir: Path) -> Path:
@@ -114,9 +126,9 @@ class PandaCubeBullet(PandaReachBullet):
                 "contracts carried it): export the run again (robot-rl export onnx RUN); a student: collect its "
                 "dataset again"
             )
-        self.half = float(cube["size_m"]) / 2
-        self.cube_mass = float(cube["mass_kg"])
-        self.delay = int(cube["estimate_delay_periods"])
+        self.half = _cube_number(cube, "size_m", *CUBE_SIZE_RANGE, "m") / 2
+        self.cube_mass = _cube_number(cube, "mass_kg", 1e-3, CUBE_MASS_LIMIT_KG, "kg")
+        self.delay = int(_cube_number(cube, "estimate_delay_periods", 0, MAX_LATENCY, "control periods"))
         self.estimate_noise_m = _estimate_std(cube, "estimate_noise_m", ESTIMATE_NOISE_M)
         self.estimate_bias_m = _estimate_std(cube, "estimate_bias_m", ESTIMATE_BIAS_M)
         # One motor drives both fingers on the real hand (franka_description: finger_joint2 mimics joint1); the URDF's

@@ -146,6 +146,22 @@ def test_the_estimate_carries_the_noise_and_bias_the_contract_states() -> None:
             PandaLiftBullet(contract)
 
 
+@pytest.mark.parametrize(
+    ("key", "bad", "message"),
+    [
+        ("size_m", 0.5, r"size_m must be a number in \[0\.02, 0\.07\] m, got 0\.5"),
+        ("size_m", float("nan"), r"size_m must be a number in \[0\.02, 0\.07\] m, got nan"),
+        ("mass_kg", -0.1, r"mass_kg must be a number in \[0\.001, 3\] kg, got -0\.1"),
+        ("estimate_delay_periods", "1", r"estimate_delay_periods must be a number in \[0, 4\] control periods"),
+    ],
+)
+def test_a_cube_fact_no_real_cube_has_is_refused_by_name(key: str, bad: object, message: str) -> None:
+    contract = contract_of("panda-push")
+    contract.extra["cube"][key] = bad
+    with pytest.raises(ContractError, match=message):
+        PandaPushBullet(contract)
+
+
 def test_a_policy_trained_behind_the_tank_runs_behind_the_contracts_tank() -> None:
     assert deploy_tank(contract_of("panda-lift", tank_j=None)) is None
     tank = deploy_tank(contract_of("panda-lift", tank_j=5.0))

@@ -595,7 +595,8 @@ CUBE_SIZE = 0.05
 """Nominal edge of the cube, m (``env.cube_size`` sets it per task)."""
 CUBE_SIZE_RANGE = (0.02, 0.07)
 """Edges ``env.cube_size`` accepts, m: at 7 cm, 10 % larger still fits the open gripper (0.08 m,
-franka_description's hand); below 2 cm the closed finger pads (1.8 cm) cover it."""
+franka_description's hand); below 2 cm the closed finger pads (1.8 cm across, ``sim/robots/assets/panda.xml``) cover
+it."""
 CUBE_MASS = 0.1
 """Nominal cube mass, kg."""
 
