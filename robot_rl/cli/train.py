@@ -79,6 +79,9 @@ def run(args: argparse.Namespace) -> int:
         if not resume.is_file():
             raise CheckpointError(f"cannot resume: '{args.resume}' has no checkpoint.pt")
         saved = read_checkpoint(resume)["config"]  # continue with the run's own config unless told otherwise
+        root = beside(args.resume, args.task)
+        if root is not None and not _sets_run_root(overrides):  # beside the run it continues, wherever that is now
+            overrides.insert(0, f"run_root={root}")
     cfg = load_config(args.task, args.config, overrides, base=saved, base_name=f"checkpoint '{resume}'")
     check_folder_writable(Path(cfg.run_root), "run root")
     if args.nproc is not None:
@@ -227,3 +230,16 @@ def finish_run(run_dir: Path, result: TrainResult, export: bool) -> int:
     if (run_dir / "tb").exists():
         print(f"  {run_dir / 'tb'}  (tensorboard --logdir {run_dir.parent})")
     return 0
+
+
+def beside(run: Path, task: str) -> Path | None:
+    """The run root a continuation of ``run`` is written under: ``run``'s own (the folder above ``<task>/``), so that a
+    run folder moved or copied from another machine continues where it now is, not under the root it was trained in;
+    ``None`` (the saved ``run_root``) when ``run`` does not sit in a ``<task>/`` folder."""
+    parent = run.resolve().parent
+    return parent.parent if parent.name == task else None
+
+
+def _sets_run_root(overrides: list[str]) -> bool:
+    """Whether the command line names the run root (``--run-root`` or ``--set run_root=...``)."""
+    return any(o.split("=", 1)[0].strip() == "run_root" for o in overrides)

@@ -307,6 +307,23 @@ def test_ctrl_c_then_resume(
     assert snapshot(run) == before  # resuming never writes into the old run
 
 
+def test_a_moved_run_continues_beside_itself(tmp_path: Path) -> None:
+    """A run folder copied elsewhere (from a GPU machine, say) and resumed without ``--run-root`` continues in a new
+    run folder beside it, not under the root it was trained in; ``--run-root`` still wins."""
+    root = tmp_path / "trained-here"
+    assert main(["train", TASK, "--max-iterations", "1", "--run-root", str(root), "--no-export", *FAST]) == 0
+    moved = tmp_path / "copied" / TASK / only_run_dir(root).name
+    moved.parent.mkdir(parents=True)
+    only_run_dir(root).rename(moved)
+    assert main(["train", TASK, "--resume", str(moved), "--max-iterations", "2", "--no-export", *FAST]) == 0
+    (new,) = [p for p in moved.parent.iterdir() if p != moved]
+    assert read_checkpoint(new / "checkpoint.pt")["iteration"] == 2
+    assert not (root / TASK).exists() or not any((root / TASK).iterdir())
+    argv = ["train", TASK, "--resume", str(new), "--max-iterations", "3", "--set", f"run_root={root}", "--no-export"]
+    assert main([*argv, *FAST]) == 0
+    assert read_checkpoint(only_run_dir(root) / "checkpoint.pt")["iteration"] == 3
+
+
 def test_resume_that_would_train_nothing_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = tmp_path / "runs"
     assert main(["train", TASK, "--max-iterations", "1", "--run-root", str(root), "--no-export", *FAST]) == 0
