@@ -18,8 +18,9 @@ Everything the episode needs comes from the contract: control mode, gains, limit
 the target distribution and the success thresholds (``extra.training_envelope`` / ``extra.success``).
 
 Randomisation (``randomize=True``), independent of the training simulator's: link masses x U(0.8, 1.2), dry joint
-friction U(0, 1.5) N m (a velocity motor with that force limit), 0 or 1 control period of command latency, encoder
-noise 0.001 rad / 0.02 rad/s, reported TCP position noise 1 mm.
+friction U(0, 1.5) N m (a velocity motor with that force limit), a command delay of 0-12 ms within the control
+period (``sim.robots.panda.COMMAND_DELAY_S``, what the ROS 2 node measured; until 2026-11-30: 0 or 1 whole control
+period, 40 ms), encoder noise 0.001 rad / 0.02 rad/s, reported TCP position noise 1 mm.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from policies.runtime.contract import Contract
+from sim.robots.panda import COMMAND_DELAY_S
 
 PHYSICS_HZ = 1000
 """Rate of the joint controller and of PyBullet's steps, Hz (the Panda's controller runs at 1 kHz)."""
@@ -81,8 +83,8 @@ class PandaReachBullet:
         self._rng = np.random.default_rng(0)
         self._randomize = False
         self._friction = np.zeros(7)
-        self._latency = 0
-        self._pending: list[np.ndarray] = []
+        self._delay_steps = 0  # physics steps the previous command still acts at the start of each period
+        self._acting: np.ndarray | None = None  # the command the controller follows (None: none received yet)
 
     # ------------------------------------------------------------------------------------------------ episode
     def reset(self, rng: np.random.Generator, randomize: bool) -> dict[str, np.ndarray]:
@@ -98,7 +100,8 @@ class PandaReachBullet:
         return self._signals()
 
     def _reset_arm(self, rng: np.random.Generator, randomize: bool, q0: np.ndarray) -> None:
-        """Put the arm at ``q0`` with open fingers; draw link masses, joint friction and latency if randomised."""
+        """Put the arm at ``q0`` with open fingers; draw link masses, joint friction and command delay if
+        randomised."""
         pb, c = self.pb, self.client
         self._rng, self._randomize = rng, randomize
         for j, q in zip(self.arm, q0, strict=True):
@@ -119,19 +122,17 @@ class PandaReachBullet:
             self.robot, self.fingers, pb.POSITION_CONTROL, targetPositions=[0.04, 0.04], forces=[20.0, 20.0],
             physicsClientId=c,
         )  # fmt: skip
-        self._latency = int(rng.integers(0, 2)) if randomize else 0
-        self._pending = []
+        self._delay_steps = int(rng.integers(0, round(COMMAND_DELAY_S * PHYSICS_HZ) + 1)) if randomize else 0
+        self._acting = None
 
     def step(self, command: np.ndarray) -> dict[str, np.ndarray]:
-        """Hold ``command`` (after the drawn latency) for one control period of 1 kHz joint control."""
-        self._pending.append(np.asarray(command, dtype=np.float64).reshape(-1))
-        received = self._pending[0] if len(self._pending) > self._latency else None
-        if len(self._pending) > self._latency:
-            self._pending.pop(0)
-        applied = None if received is None else received[:7]
-        if received is not None:
-            self._command_gripper(received)
-        for _ in range(self.substeps):
+        """One control period of 1 kHz joint control: the previous command for the drawn delay's first steps, then
+        ``command`` (before any command: the joints damped where they are)."""
+        for i in range(self.substeps):
+            if i == min(self._delay_steps, self.substeps - 1):
+                self._acting = np.asarray(command, dtype=np.float64).reshape(-1)
+                self._command_gripper(self._acting)
+            applied = None if self._acting is None else self._acting[:7]
             q, dq = self._joints()
             if applied is None:
                 tau = -self.damping * dq if self.mode == "impedance" else np.zeros(7)

@@ -414,13 +414,14 @@ class IsaacGymPhysics(JointStateViews):
         return self._sensordata
 
     # --------------------------------------------------------------------------------------------- stepping
-    def step(self, ctrl: torch.Tensor) -> None:
-        """Hold ``ctrl [N, nu]`` for ``frame_skip`` substeps, the actuators' force law evaluated on each."""
+    def step(self, ctrl: torch.Tensor, substeps: int | None = None) -> None:
+        """Hold ``ctrl [N, nu]`` for ``frame_skip`` (or ``substeps``) substeps, the actuators' force law evaluated on
+        each."""
         self._ctrl = ctrl.to(self.device, torch.float32)
         gym, wrap = self.gym, self.gymtorch.unwrap_tensor
         effort = torch.zeros(self.num_worlds, self.ndof, dtype=torch.float32, device=self.device)
         pushing = bool(self._xfrc.any())
-        for _ in range(self.frame_skip):
+        for _ in range(self.frame_skip if substeps is None else substeps):
             q, qd = self._qpos[:, self._act_q], self._qvel[:, self._act_v]
             force = self._gain * self._ctrl + self._bias[..., 0] + self._bias[..., 1] * q + self._bias[..., 2] * qd
             force = torch.maximum(torch.minimum(force, self._force_hi), self._force_lo)

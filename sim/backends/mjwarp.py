@@ -89,18 +89,21 @@ class MjwarpPhysics(JointStateViews):
         self._xfrc = wp.to_torch(d.xfrc_applied)
 
     # -------------------------------------------------------------------------------------------- stepping
-    def _substeps(self) -> None:
-        for _ in range(self.frame_skip):
+    def _substeps(self, n: int | None = None) -> None:
+        for _ in range(self.frame_skip if n is None else n):
             mjw.step(self.m, self.d)
 
-    def step(self, ctrl: torch.Tensor) -> None:
-        """Advance one control period under ``ctrl [N, nu]`` (copied into the Warp array, no host round trip)."""
+    def step(self, ctrl: torch.Tensor, substeps: int | None = None) -> None:
+        """Advance one control period under ``ctrl [N, nu]`` (copied into the Warp array, no host round trip); with
+        ``substeps``, that many physics steps (part of a period: not captured in the period's CUDA graph)."""
         self._ctrl.copy_(ctrl)
         with wp.ScopedDevice(self.wp_device):
             self._refresh_constants()
-            if self.compile_s is None:  # first step: compiles (or loads from the cache) every kernel
+            if substeps is not None and self.compile_s is not None:
+                self._substeps(substeps)
+            elif self.compile_s is None:  # first step: compiles (or loads from the cache) every kernel
                 start = time.perf_counter()
-                self._substeps()
+                self._substeps(substeps)
                 wp.synchronize_device(self.wp_device)
                 self.compile_s = time.perf_counter() - start
                 print(

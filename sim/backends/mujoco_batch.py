@@ -112,16 +112,17 @@ class MujocoBatch:
         return int(self._batch.nthread)
 
     # -------------------------------------------------------------------------------------------- stepping
-    def step(self, ctrl: np.ndarray | None = None) -> None:
-        """Advance every world by ``frame_skip`` physics steps under constant controls.
+    def step(self, ctrl: np.ndarray | None = None, nstep: int | None = None) -> None:
+        """Advance every world by ``frame_skip`` (or ``nstep``) physics steps under constant controls.
 
         Args:
             ctrl: ``[N, nu]`` controls in actuator units, held for every substep (``None``: keep the current).
+            nstep: Physics steps to take (default: ``frame_skip``, one control period).
         """
         self._refresh_constants()
         if ctrl is not None:
             self.ctrl[:] = ctrl
-        self._batch.step(nstep=self.frame_skip)
+        self._batch.step(nstep=self.frame_skip if nstep is None else nstep)
 
     def reset(self, ids: np.ndarray, qpos: np.ndarray | None = None, qvel: np.ndarray | None = None) -> None:
         """Restart worlds ``ids`` at time 0 from ``qpos``/``qvel`` (defaults: ``model.qpos0``, rest).
@@ -222,9 +223,9 @@ class MujocoPhysics(JointStateViews):
         self._xfrc = torch.from_numpy(self.batch._batch.bind("xfrc_applied"))
         self.batch._batch.forward(stage=mujoco.mjtStage.mjSTAGE_POS)
 
-    def step(self, ctrl: torch.Tensor) -> None:
-        """Advance one control period under ``ctrl [N, nu]``."""
-        self.batch.step(ctrl.detach().to("cpu", torch.float64).numpy())
+    def step(self, ctrl: torch.Tensor, substeps: int | None = None) -> None:
+        """Advance one control period (or ``substeps`` physics steps) under ``ctrl [N, nu]``."""
+        self.batch.step(ctrl.detach().to("cpu", torch.float64).numpy(), substeps)
 
     def reset(self, ids: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
         """Restart worlds ``ids`` at ``qpos`` / ``qvel`` and recompute their kinematics."""

@@ -53,8 +53,9 @@ class Physics(Protocol):
     device: torch.device
     supported_fields: frozenset[str]
 
-    def step(self, ctrl: torch.Tensor) -> None:
-        """Hold controls ``ctrl [N, nu]`` (actuator units) for one control period and advance every world."""
+    def step(self, ctrl: torch.Tensor, substeps: int | None = None) -> None:
+        """Hold controls ``ctrl [N, nu]`` (actuator units) for one control period (or ``substeps`` physics steps,
+        part of one: a command that arrives within the period) and advance every world."""
         ...
 
     def reset(self, ids: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor) -> None:

@@ -66,6 +66,38 @@ def test_the_arm_holds_still_where_joints_1_and_3_line_up() -> None:
         bullet.close()
 
 
+def test_a_command_takes_over_after_the_drawn_delay_within_the_period() -> None:
+    """PyBullet's robot draws a command delay of 0-12 ms (whole 1 kHz steps) in a randomised episode, none without
+    randomisation; within each period the previous command acts for the delay's steps, then the new one."""
+    bullet = PandaLiftBullet(contract_of("panda-lift"))
+    try:
+        rng = np.random.default_rng(0)
+        drawn = set()
+        for _ in range(40):
+            bullet.reset(rng, randomize=True)
+            drawn.add(bullet._delay_steps)
+        assert drawn <= set(range(13)) and len(drawn) > 5
+        bullet.reset(rng, randomize=False)
+        assert bullet._delay_steps == 0
+        q = bullet._joints()[0]
+        first, second = np.concatenate([q, [0.04]])[None], np.concatenate([q + 0.05, [0.04]])[None]
+        bullet.step(first)
+        bullet._delay_steps = 7
+        seen: list[float] = []
+        joints = bullet._joints
+
+        def watch() -> tuple[np.ndarray, np.ndarray]:
+            assert bullet._acting is not None
+            seen.append(float(bullet._acting[0]))
+            return joints()
+
+        bullet._joints = watch  # type: ignore[method-assign]
+        bullet.step(second)
+        assert seen[: bullet.substeps] == [first[0, 0]] * 7 + [second[0, 0]] * (bullet.substeps - 7)  # then the signals
+    finally:
+        bullet.close()
+
+
 def test_the_scene_follows_the_contract_and_the_estimate_is_late_by_its_delay() -> None:
     contract = contract_of("panda-push")
     bullet = PandaPushBullet(contract)

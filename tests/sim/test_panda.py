@@ -287,6 +287,78 @@ def test_exact_resume_from_state_dict() -> None:
         torch.testing.assert_close(x, y, rtol=0, atol=0)
 
 
+def test_exact_resume_keeps_each_worlds_command_delay() -> None:
+    """With ``env.command_delay`` each world draws its delay: a resumed env continues bit for bit with the same."""
+    cfg = PandaLiftConfig(command_delay=(0.0, panda.COMMAND_DELAY_S))
+    env = sim.make("panda-lift", 4, seed=3, cfg=cfg)
+    env.reset(seed=3)
+    for _ in range(3):
+        env.step(torch.full((4, 8), 0.3))
+    delays = env._delay_steps.clone()  # type: ignore[attr-defined]
+    assert delays.unique().numel() > 1, "four worlds should not all draw the same delay"
+    state = env.state_dict()  # type: ignore[attr-defined]
+    ref = [env.step(torch.full((4, 8), -0.2))[0]["policy"] for _ in range(3)]
+    other = sim.make("panda-lift", 4, seed=8, cfg=cfg)
+    other.reset(seed=8)
+    other.load_state_dict(state)  # type: ignore[attr-defined]
+    assert torch.equal(other._delay_steps, delays)  # type: ignore[attr-defined]
+    out = [other.step(torch.full((4, 8), -0.2))[0]["policy"] for _ in range(3)]
+    for x, y in zip(ref, out, strict=True):
+        torch.testing.assert_close(x, y, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("backend", ["mujoco", pytest.param("mjwarp", marks=mjwarp)])
+def test_a_period_stepped_in_parts_is_the_period_stepped_whole(backend: str) -> None:
+    """``Physics.step(ctrl, substeps=k)`` then the rest of the period gives the state of one whole period."""
+    model = panda.build_model("impedance", panda.Scene(table=True, cube_size=0.05))
+    whole, parts = (make_physics(backend, model, 2, 10, torch.device("cpu")) for _ in range(2))
+    ctrl = (torch.tensor(model.key_ctrl[0] if model.nkey else np.zeros(model.nu))[None].repeat(2, 1) + 0.05).to(
+        whole.qpos.dtype
+    )
+    whole.step(ctrl)
+    parts.step(ctrl, substeps=1)
+    parts.step(ctrl, substeps=2)
+    parts.step(ctrl, substeps=7)
+    torch.testing.assert_close(parts.qpos, whole.qpos, rtol=0, atol=0)
+    torch.testing.assert_close(parts.qvel, whole.qvel, rtol=0, atol=0)
+
+
+def test_the_command_delay_holds_the_previous_command_for_its_physics_steps() -> None:
+    """With a 12 ms delay (3 physics steps of 4 ms) a period's first 3 steps still follow the previous command (after
+    a reset: the idle one, holding the joints where they were) and the other 7 the new one; with the randomisation off
+    there is no delay; the contract states the range."""
+    cfg = PandaLiftConfig(randomization=[], noise=sim.tasks.base.SensorNoise(), command_delay=(0.012, 0.012))
+    env = sim.make("panda-lift", 2, cfg=cfg)
+    env.reset(seed=0)
+    assert env._delay_steps.tolist() == [3, 3]  # type: ignore[attr-defined]
+    idle = env.command(torch.zeros(2, 8)).clone()  # type: ignore[attr-defined]
+    calls: list[tuple[torch.Tensor, int | None]] = []
+    step = env.physics.step  # type: ignore[attr-defined]
+
+    def record(ctrl: torch.Tensor, substeps: int | None = None) -> None:
+        calls.append((ctrl.clone(), substeps))
+        step(ctrl, substeps)
+
+    env.physics.step = record  # type: ignore[attr-defined]
+    action = torch.full((2, 8), 0.5)
+    new = env.command(action).clone()  # type: ignore[attr-defined]
+    env.step(action)
+    assert [k for _, k in calls] == [1, 1, 1, 7]
+    for ctrl, _ in calls[:3]:
+        torch.testing.assert_close(ctrl.float(), idle.float())
+    torch.testing.assert_close(calls[3][0].float(), new.float())
+    assert env.contract(["policy"]).extra["command_delay_s"] == [0.012, 0.012]  # type: ignore[attr-defined]
+    env.set_randomization(False)
+    env.reset(seed=1)
+    assert env._delay_steps.tolist() == [0, 0]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("delay", [(0.0, 0.04), (0.01, 0.005), (-0.001, 0.0), (0.0, float("nan")), (0.01,)])
+def test_a_command_delay_outside_the_period_is_refused(delay: tuple[float, ...]) -> None:
+    with pytest.raises(TaskConfigError, match=r"env\.command_delay must be \[lo, hi\] s with 0 <= lo <= hi < env\.dt"):
+        PandaLiftConfig(command_delay=delay)  # type: ignore[arg-type]
+
+
 def test_push_success_goal_and_lost_cube() -> None:
     """A cube already at its goal succeeds at the time limit; a cube pushed off the table ends the episode."""
     env = sim.make("panda-push", 2, cfg=PandaPushConfig(episode_length_s=0.2, randomization=[]))

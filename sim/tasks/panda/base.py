@@ -118,6 +118,11 @@ class PandaConfig:
         action_history: Past actions in the onboard observation (0: none; with relative targets the measured joint
             positions already carry the last command's effect, and leaving it out measured faster: see
             docs/benchmarks.md).
+        command_delay: Range ``[lo, hi]`` of a command's delay within the control period, s, drawn per episode
+            (uniform, to whole physics steps; under ``dt``; ``(0, 0)``: none): for the first physics steps of each
+            period the previous command still acts, as on a robot whose node sends each command some milliseconds
+            after the measurement it answers (``bench/ros2_latency.py`` measured up to 10 ms). Whole periods of
+            latency are the ``action_latency`` randomisation term. Randomisation off: no delay.
         reward_scales: Scale of each named reward term, per second.
         randomization: Domain randomisation terms.
         noise: Onboard sensor noise.
@@ -138,6 +143,7 @@ class PandaConfig:
     init_joint_range: float = 0.1
     action_history: int = 0
     gripper_action: str = "centred"
+    command_delay: tuple[float, float] = (0.0, 0.0)
     reward_scales: dict[str, float] = field(default_factory=dict)
     randomization: list[RandomizationTerm] = field(default_factory=default_arm_randomization)
     noise: SensorNoise = field(default_factory=default_arm_noise)
@@ -170,6 +176,11 @@ class PandaConfig:
         substeps = self.dt / self.physics_dt
         if abs(substeps - round(substeps)) > 1e-6:
             raise TaskConfigError(f"env.dt ({self.dt}) must be a whole multiple of env.physics_dt ({self.physics_dt})")
+        delay = tuple(self.command_delay)
+        if len(delay) != 2 or not 0.0 <= delay[0] <= delay[1] < self.dt:  # NaN fails too
+            raise TaskConfigError(
+                f"env.command_delay must be [lo, hi] s with 0 <= lo <= hi < env.dt ({self.dt}), got {list(delay)}"
+            )
         check_reward_scales(self.reward_scales)
 
     @property
@@ -285,6 +296,7 @@ class PandaTask(BatchedTask):
         self._dq = torch.zeros(num_envs, 7, **f32)
         self._tcp_pos = torch.zeros(num_envs, 3, **f32)
         self._tcp_rot = torch.zeros(num_envs, 3, 3, **f32)
+        self._delay_steps = torch.zeros(num_envs, dtype=torch.long, device=device)  # env.command_delay, physics steps
         self.tanks: SetpointTanks | None = None
         if cfg.passivity.enabled:
             self.tanks = SetpointTanks(cfg.passivity.params(cfg.damping), num_envs, cfg.stiffness, cfg.dt)
@@ -344,12 +356,38 @@ class PandaTask(BatchedTask):
         return self.command(torch.zeros(self.num_envs, self.num_actions, device=self.device))[mask][:, None]
 
     def _simulate(self, ctrl: torch.Tensor) -> None:
+        """One control period under ``ctrl [N, nu]``; in worlds with a command delay (``env.command_delay``) the
+        previous period's command acts for the delay's first physics steps."""
         self._sync_model()
         if self._pushed:
             self.physics.set_external_force(self._hand, self.params["external_force"].to(self.physics.device))
-        self.physics.step(ctrl.to(self.physics.device))
+        longest = int(self._delay_steps.max())
+        if longest == 0:
+            self.physics.step(ctrl.to(self.physics.device))
+        else:
+            previous = self._previous_command()
+            for k in range(longest):
+                held = torch.where((self._delay_steps > k)[:, None], previous, ctrl)
+                self.physics.step(held.to(self.physics.device), substeps=1)
+            self.physics.step(ctrl.to(self.physics.device), substeps=self.cfg.substeps - longest)
         self._read_state()
         self._after_step()
+
+    def _previous_command(self) -> torch.Tensor:
+        """The command each world acted on in the last period ``[N, nu]``: the one behind this period's in the
+        latency queue (a just-reset world's queue holds its idle command throughout)."""
+        latency = self.params["action_latency"][:, 0].floor().long().clamp(0, self.max_latency)
+        return self.action_queue[self._rows, (latency + 1).clamp(max=self.max_latency)]
+
+    def _draw_command_delay(self, rows: torch.Tensor) -> None:
+        """Draw the command delay of worlds ``rows`` (whole physics steps; none with the randomisation off)."""
+        lo, hi = self.cfg.command_delay
+        if hi <= 0.0 or not self.randomizer.enabled:
+            self._delay_steps[rows] = 0
+            return
+        u = torch.rand(rows.numel(), generator=self.gen, device=self.device)
+        steps = ((lo + (hi - lo) * u) / self.cfg.physics_dt).round().long()
+        self._delay_steps[rows] = steps.clamp(0, self.cfg.substeps - 1)
 
     def _after_step(self) -> None:
         """Advance the task's own per-step buffers (delayed estimates) after a physics step."""
@@ -374,6 +412,7 @@ class PandaTask(BatchedTask):
         qpos[:, self._finger_qpos] = self.finger_opening if not self.uses_gripper else panda.FINGER_STROKE
         qvel = torch.zeros(n, self._model.nv, device=self.device)
         self._reset_task(rows, qpos, qvel)
+        self._draw_command_delay(rows)
         self.physics.reset(rows.to(self.physics.device), qpos, qvel)
         self._read_state()
         if self.tanks is not None:
@@ -465,7 +504,8 @@ class PandaTask(BatchedTask):
             nominal = self.randomizer.nominal(k)
             v = self.params[k]
             parts.append(torch.where(nominal.abs() > 1e-9, v / nominal.clamp_min(1e-9) - 1.0, v))
-        latency = self.params["action_latency"].floor()
+        # Whole periods of latency plus the command delay within the period, in control periods.
+        latency = self.params["action_latency"].floor() + (self._delay_steps[:, None] / self.cfg.substeps)
         if self.tanks is not None:  # the tank's level as a fraction of T_max
             parts.append(torch.from_numpy(self.tanks.level / self.tanks.params.t_max).to(self._q)[:, None])
         return torch.cat((self._q, self._dq, self.last_action, *parts, latency), 1)
@@ -501,7 +541,8 @@ class PandaTask(BatchedTask):
     def _task_state(self) -> dict[str, torch.Tensor]:
         goals = {f"goal/{k}": getattr(self, k).clone() for k in self.goal_state}
         tanks = {f"tank/{k}": v for k, v in self.tanks.state().items()} if self.tanks is not None else {}
-        return {**goals, **tanks, **{f"physics/{k}": v for k, v in self.physics.state().items()}}
+        physics = {f"physics/{k}": v for k, v in self.physics.state().items()}
+        return {**goals, **tanks, **physics, "command_delay_steps": self._delay_steps.clone()}
 
     def _load_task_state(self, state: dict[str, torch.Tensor]) -> None:
         self.physics.load_state({k.removeprefix("physics/"): v for k, v in state.items() if k.startswith("physics/")})
@@ -509,6 +550,8 @@ class PandaTask(BatchedTask):
             getattr(self, k).copy_(state[f"goal/{k}"])
         if self.tanks is not None:
             self.tanks.load_state({k.removeprefix("tank/"): v for k, v in state.items() if k.startswith("tank/")})
+        if "command_delay_steps" in state:  # checkpoints before env.command_delay had none
+            self._delay_steps.copy_(state["command_delay_steps"])
         for k in self._model_params:
             self._in_model[k].copy_(self.params[k])
         self._read_state()
@@ -583,6 +626,7 @@ class PandaTask(BatchedTask):
                 "tau_max_nm": list(panda.TAU_MAX),
             },
             "frames": "base frame of panda_link0, z up; tcp 0.1034 m beyond the flange along the hand's z axis",
+            "command_delay_s": list(c.command_delay),
             "start": "move to default_pose, then start the policy with last_action = 0",
         }
 
