@@ -83,13 +83,13 @@ better in the 30-minute budget, so lift stays at 4 ms and the push teacher's 8 m
 TABLE_HEIGHT = 0.0
 """Height of the table top, m: the robot stands on the table (its base at z = 0)."""
 COMMAND_DELAY_S = 0.012
-"""Longest delay of a joint command after the measurement it answers, s: the ROS 2 policy node measured 0.4-1.6 ms
-median and at most 10 ms from a measurement's stamp to its command at 500 Hz-1 kHz (``bench/ros2_latency.py``,
-docs/benchmarks.md "ROS 2 policy node: timing"), plus up to 1 ms until Franka's 1 kHz controller takes it, and a
-margin; a tenth of the Panda tasks' 40 ms control period. PyBullet's robot (``robot-rl eval --sim pybullet``) draws
-its delay up to this; training draws one with ``env.command_delay`` (off by default: the shipped teachers train with
-whole periods of latency, ``action_latency``, which transferred best; docs/benchmarks.md, "Lift: the command's
-delay")."""
+"""Longest delay of a joint command after the measurement it answers, s: the ROS 2 policy node running the Panda
+reach policy measured 0.45-0.81 ms median and at most 10.8 ms from a joint state's stamp to its command at 1 kHz
+(``bench/ros2_latency.py``, docs/benchmarks.md "ROS 2 policy node: timing"), plus up to 1 ms until Franka's 1 kHz
+controller takes it; under a third of the Panda tasks' 40 ms control period. PyBullet's robot (``robot-rl eval --sim
+pybullet``) draws its delay up to this; training draws one with ``env.command_delay`` (off by default: the shipped
+teachers train with whole periods of latency, ``action_latency``, which transferred best; docs/benchmarks.md, "Lift:
+the command's delay")."""
 
 OBJECT_PRIORITY = 1
 """MuJoCo contact priority of a scene object whose friction is randomised (a cube, a peg): above the table's and a
