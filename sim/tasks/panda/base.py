@@ -121,7 +121,7 @@ class PandaConfig:
         command_delay: Range ``[lo, hi]`` of a command's delay within the control period, s, drawn per episode
             (uniform, to whole physics steps; under ``dt``; ``(0, 0)``: none): for the first physics steps of each
             period the previous command still acts, as on a robot whose node sends each command some milliseconds
-            after the measurement it answers (``bench/ros2_latency.py`` measured up to 10 ms). Whole periods of
+            after the measurement it answers (``bench/ros2_latency.py`` measured up to 10.8 ms). Whole periods of
             latency are the ``action_latency`` randomisation term. Randomisation off: no delay.
         reward_scales: Scale of each named reward term, per second.
         randomization: Domain randomisation terms.
