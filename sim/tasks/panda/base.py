@@ -297,6 +297,8 @@ class PandaTask(BatchedTask):
         self._tcp_pos = torch.zeros(num_envs, 3, **f32)
         self._tcp_rot = torch.zeros(num_envs, 3, 3, **f32)
         self._delay_steps = torch.zeros(num_envs, dtype=torch.long, device=device)  # env.command_delay, physics steps
+        # The longest delay the config allows: a fixed number of split physics steps, no device-to-host read per step.
+        self._max_delay_steps = min(round(cfg.command_delay[1] / cfg.physics_dt), cfg.substeps - 1)
         self.tanks: SetpointTanks | None = None
         if cfg.passivity.enabled:
             self.tanks = SetpointTanks(cfg.passivity.params(cfg.damping), num_envs, cfg.stiffness, cfg.dt)
@@ -361,7 +363,7 @@ class PandaTask(BatchedTask):
         self._sync_model()
         if self._pushed:
             self.physics.set_external_force(self._hand, self.params["external_force"].to(self.physics.device))
-        longest = int(self._delay_steps.max())
+        longest = self._max_delay_steps
         if longest == 0:
             self.physics.step(ctrl.to(self.physics.device))
         else:
@@ -375,7 +377,8 @@ class PandaTask(BatchedTask):
 
     def _previous_command(self) -> torch.Tensor:
         """The command each world acted on in the last period ``[N, nu]``: the one behind this period's in the
-        latency queue (a just-reset world's queue holds its idle command throughout)."""
+        latency queue (a just-reset world's queue holds its idle command throughout; at the queue's longest latency,
+        ``MAX_LATENCY`` periods, there is none behind it and this period's own is returned)."""
         latency = self.params["action_latency"][:, 0].floor().long().clamp(0, self.max_latency)
         return self.action_queue[self._rows, (latency + 1).clamp(max=self.max_latency)]
 
@@ -387,7 +390,7 @@ class PandaTask(BatchedTask):
             return
         u = torch.rand(rows.numel(), generator=self.gen, device=self.device)
         steps = ((lo + (hi - lo) * u) / self.cfg.physics_dt).round().long()
-        self._delay_steps[rows] = steps.clamp(0, self.cfg.substeps - 1)
+        self._delay_steps[rows] = steps.clamp(0, self._max_delay_steps)
 
     def _after_step(self) -> None:
         """Advance the task's own per-step buffers (delayed estimates) after a physics step."""
