@@ -19,6 +19,7 @@ import sim
 from policies.nets import ActorCritic
 from policies.runtime.onnx_policy import OnnxPolicy
 from robot_rl.logger import save_png
+from sim.tasks.base import EnvVariant
 from sim.vec_env import Obs, VecEnv
 
 PolicyFn = Callable[[Obs], torch.Tensor]
@@ -80,6 +81,8 @@ class EvalResult:
         quality_met: Whether the task's deployment quality bar is met (``VecEnv.quality``).
         score: The task's ranking score of these episodes (higher is better).
         tank_j: ``T_max`` of the energy tank in the loop, J (``None``: no tank).
+        variant: What else differs from the trained setting, in words (``""``: nothing;
+            :class:`sim.tasks.base.EnvVariant`), and ``variant_key`` the same as a key.
     """
 
     episodes: dict[str, np.ndarray]
@@ -92,24 +95,30 @@ class EvalResult:
     quality_met: bool = False
     score: float = float("nan")
     tank_j: float | None = None
+    variant: str = ""
+    variant_key: str = ""
 
     @property
     def setting(self) -> str:
-        """The evaluation's setting in words: ``randomisation on``, ``..., energy tank 40 J``."""
+        """The evaluation's setting in words: ``randomisation on``, ``..., energy tank 40 J``, ``..., <variant>``."""
         tank = f", energy tank {self.tank_j:g} J" if self.tank_j is not None else ""
-        return f"randomisation {'on' if self.randomized else 'off'}{tank}"
+        variant = f", {self.variant}" if self.variant else ""
+        return f"randomisation {'on' if self.randomized else 'off'}{tank}{variant}"
 
     @property
     def key(self) -> str:
-        """The setting as a key of ``eval.yaml``: ``randomization_on``, ``randomization_on_tank_40J``."""
+        """The setting as a key of ``eval.yaml``: ``randomization_on``, ``randomization_on_tank_40J``,
+        ``randomization_on_tank_40J_measured_delay``."""
         tank = f"_tank_{self.tank_j:g}J" if self.tank_j is not None else ""
-        return f"randomization_{'on' if self.randomized else 'off'}{tank}"
+        variant = f"_{self.variant_key}" if self.variant_key else ""
+        return f"randomization_{'on' if self.randomized else 'off'}{tank}{variant}"
 
     def summary(self) -> dict[str, Any]:
         """Plain-data summary (for YAML/JSON and printing)."""
         return {
             "randomization": self.randomized,
             **({"tank_max_j": self.tank_j} if self.tank_j is not None else {}),
+            **({"variant": self.variant} if self.variant else {}),
             "episodes": len(self.episodes["return"]),
             "criterion_met": self.met,
             "quality_met": self.quality_met,
@@ -195,6 +204,14 @@ def switched_tank(env_cfg: Any, env: VecEnv) -> Any | None:
         tank_power_w=float(defaults.get("tank_power_w", 0.0)),
     )
     return dataclasses.replace(env_cfg, passivity=deploy)
+
+
+def measured_latency(env: VecEnv) -> EnvVariant | None:
+    """``env``'s config with the latency measured on the robot's deploy path in place of the trained one, for the
+    evaluation a user needs beside the run's own (:meth:`sim.tasks.base.BatchedTask.measured_latency`); ``None``
+    for tasks without such a measurement."""
+    hook = getattr(env, "measured_latency", None)
+    return hook() if hook is not None else None
 
 
 def make_eval_env(

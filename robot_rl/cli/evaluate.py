@@ -317,21 +317,26 @@ def _eval_sim_to_sim(run: Any, simulator: str, episodes: int, onnx: Path | None 
     criterion = get_task(run.task).factory.criterion  # type: ignore[attr-defined]
     results = [run_episodes(onnx, simulator, episodes, run.cfg.seed, rnd, criterion) for rnd in (True, False)]
     trained = _training_engine_success(run)
+    measured = _training_engine_success(run, "measured_delay").get(True)  # the delay PyBullet's Panda draws
     for r in results:
         verdict = "MET" if r.met else "not met"
         line = f"{simulator}, randomisation {'on ' if r.randomized else 'off'}: criterion {verdict}  " + "  ".join(
             f"{k}={v:.4g}" for k, v in r.figures.items()
         )
+        success = float(r.episodes["success"].mean())
         mujoco = trained.get(r.randomized)
         if mujoco:
-            ratio = float(r.episodes["success"].mean()) / mujoco
-            line += f"  ({ratio:.0%} of the training simulator's {mujoco:.1%}, eval.yaml)"
+            line += f"  ({success / mujoco:.0%} of the training simulator's {mujoco:.1%}, eval.yaml"
+            if r.randomized and measured:
+                line += f"; {success / measured:.0%} of its {measured:.1%} with the measured command delay"
+            line += ")"
         print(line)
     out = run.run_dir / f"sim2sim_{simulator}.yaml"
     summary = {
         ("randomization_on" if r.randomized else "randomization_off"): {
             **r.summary(),
             **({"training_simulator_success": trained[r.randomized]} if r.randomized in trained else {}),
+            **({"training_simulator_success_measured_delay": measured} if r.randomized and measured else {}),
         }
         for r in results
     }
@@ -340,9 +345,11 @@ def _eval_sim_to_sim(run: Any, simulator: str, episodes: int, onnx: Path | None 
     return 0
 
 
-def _training_engine_success(run: Any) -> dict[bool, float]:
+def _training_engine_success(run: Any, variant_key: str = "") -> dict[bool, float]:
     """Success in the training simulator by randomisation, in the run's own setting (its tank, if it trained with
-    one: the tank the sim-to-sim harness runs too), from the run's ``eval.yaml``; empty where there is none."""
+    one: the tank the sim-to-sim harness runs too) or that setting's ``variant_key`` (``measured_delay``: the
+    robot's measured latency, :func:`robot_rl.evaluate.measured_latency`), from the run's ``eval.yaml``; empty where
+    there is none."""
     import yaml
 
     from robot_rl.evaluate import tank_of
@@ -357,12 +364,14 @@ def _training_engine_success(run: Any) -> dict[bool, float]:
     from robot_rl.runs import BCRun
 
     if isinstance(run, BCRun):  # a student: eval.yaml pools its seeds, randomisation as recorded
+        if variant_key:
+            return {}
         value = saved.get("success_rate")
         if not (isinstance(value, int | float) and 0 < value <= 1):
             return {}
         return {bool(saved.get("randomization", True)): float(value)}
     tank = tank_of(run.cfg.env)
-    suffix = f"_tank_{tank:g}J" if tank is not None else ""
+    suffix = (f"_tank_{tank:g}J" if tank is not None else "") + (f"_{variant_key}" if variant_key else "")
     out = {}
     for randomized in (True, False):
         entry = saved.get(f"randomization_{'on' if randomized else 'off'}{suffix}")

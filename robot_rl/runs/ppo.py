@@ -31,6 +31,7 @@ from robot_rl.evaluate import (
     deterministic_policy,
     evaluate_env,
     make_eval_env,
+    measured_latency,
     plot_evaluation,
     switched_tank,
     tank_of,
@@ -180,25 +181,30 @@ class PPORun:
         return export_onnx(self.model, self.contract(), out_dir or self.run_dir)
 
     def evaluate(
-        self, episodes: int, settings: tuple[bool, ...] = (True, False), stem: str = "eval", tank: bool = True
+        self, episodes: int, settings: tuple[bool, ...] = (True, False), stem: str = "eval", beside: bool = True
     ) -> list[EvalResult]:
-        """Evaluate the policy (in ``cfg.env``) with randomisation on and/or off, and for tasks with an energy tank
-        in the loop also with the tank the other way round (randomisation on; :func:`switched_tank`, unless ``tank``
-        is false); writes ``<stem>.yaml`` and ``<stem>.png`` into the run folder."""
+        """Evaluate the policy (in ``cfg.env``) with randomisation on and/or off, and, unless ``beside`` is false,
+        with randomisation on in the settings a user needs beside the trained one: for tasks with an energy tank in
+        the loop the tank the other way round (:func:`switched_tank`), and for tasks whose robot has a measured
+        latency that latency in place of the trained one (:func:`measured_latency`); writes ``<stem>.yaml`` and
+        ``<stem>.png`` into the run folder."""
         cfg, device = self.cfg, torch.device(self.cfg.device)
         policy = deterministic_policy(self.model, cfg.policy.actor_obs)
         results: list[EvalResult] = []
-        other = None
+        other, variant = None, None
         for randomize in settings:
             env = make_eval_env(cfg.task, cfg.env, episodes, device, randomize)
             result = evaluate_env(env, policy, seed=cfg.seed + EVAL_SEED_OFFSET)
             results.append(dataclasses.replace(result, tank_j=tank_of(cfg.env)))
-            other = other or (switched_tank(cfg.env, env) if tank else None)
+            other = other or (switched_tank(cfg.env, env) if beside else None)
+            variant = variant or (measured_latency(env) if beside else None)
             env.close()
-        if other is not None:
-            env = make_eval_env(cfg.task, other, episodes, device, True)
+        extra = [(other, "", "")] if other is not None else []
+        extra += [(variant.cfg, variant.words, variant.key)] if variant is not None else []
+        for env_cfg, words, key in extra:
+            env = make_eval_env(cfg.task, env_cfg, episodes, device, True)
             result = evaluate_env(env, policy, seed=cfg.seed + EVAL_SEED_OFFSET)
-            results.append(dataclasses.replace(result, tank_j=tank_of(other)))
+            results.append(dataclasses.replace(result, tank_j=tank_of(env_cfg), variant=words, variant_key=key))
             env.close()
         summary: dict[str, Any] = {"env_overrides": self.env_overrides} if self.env_overrides else {}
         summary.update({r.key: r.summary() for r in results})

@@ -52,6 +52,21 @@ LATENCY_SPEC = ParamSpec(nominal=(0.0,), lower=-1e-9, unit="control steps")
 control steps with equal probability."""
 
 
+@dataclass(frozen=True)
+class EnvVariant:
+    """A task config changed in one respect, for an evaluation beside the trained setting.
+
+    Attributes:
+        cfg: The changed task config (the task's own config class).
+        words: What changed, for summaries: ``the robot's measured command delay (0-12 ms) ...``.
+        key: The same as a key of ``eval.yaml`` (letters, digits and ``_``): ``measured_delay``.
+    """
+
+    cfg: Any
+    words: str
+    key: str
+
+
 @dataclass
 class SensorNoise:
     """Onboard sensor noise, applied while randomisation is on.
@@ -331,6 +346,12 @@ class BatchedTask(VecEnv):
     def filter_defaults(self) -> dict[str, Any]:
         """Defaults for the passivity filter and safety layer, written into the contract's ``filter`` section."""
         return {}
+
+    def measured_latency(self) -> EnvVariant | None:
+        """This env's config with the latency measured on the robot's deploy path in place of the one training draws,
+        for the evaluation a user needs beside the trained one (``robot_rl.runs.PPORun.evaluate``); ``None`` where
+        the task has no such measurement or already trains with it. Default: ``None``."""
+        return None
 
     # ---------------------------------------------------------------------------------------- VecEnv API
     @property

@@ -638,8 +638,9 @@ def test_a_run_trained_behind_the_tank_reports_it_and_shows_its_episodes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """panda-reach with ``env.passivity``: the summary gives randomisation on and off behind the tank and on without
-    it, ``eval.yaml`` keys them apart, the contract carries the tank it trained with (start and refill included),
-    and ``episodes.gif`` is listed."""
+    it, and behind it with the ROS 2 node's measured command delay in place of whole periods; ``eval.yaml`` keys them
+    apart, the contract carries the tank it trained with (start and refill included), and ``episodes.gif`` is
+    listed."""
     root = tmp_path / "runs"
     argv = [
         "train", "panda-reach", "--num-envs", "8", "--max-iterations", "1", "--set", "ppo.num_steps=4",
@@ -650,10 +651,15 @@ def test_a_run_trained_behind_the_tank_reports_it_and_shows_its_episodes(
     assert main(argv) == 0
     out = capsys.readouterr().out
     (run,) = (root / "panda-reach").iterdir()
+    delay = "on, energy tank 20 J, measured command delay 0-12 ms, no whole periods: criterion"
     for line in ("eval, randomisation on, energy tank 20 J:", "randomisation off, energy tank 20 J:", "on: criterion"):
         assert line in out, (line, out)
+    assert delay in out, out
     summary = yaml.safe_load((run / "eval.yaml").read_text())
-    assert list(summary) == ["randomization_on_tank_20J", "randomization_off_tank_20J", "randomization_on"]
+    assert list(summary) == [
+        "randomization_on_tank_20J", "randomization_off_tank_20J", "randomization_on",
+        "randomization_on_tank_20J_measured_delay",
+    ]  # fmt: skip
     assert summary["randomization_on_tank_20J"]["lowest_tank_j"] >= 0.1 - 1e-9
     contract = Contract.load_yaml(run / "contract.yaml")
     assert contract.filter["trained_with_tank_j"] == 20.0 and contract.filter["tank_max_j"] == 20.0

@@ -55,6 +55,28 @@ def test_cli_sim_to_sim_and_sweep_on_a_trained_run(trained_reach: Any) -> None:
     assert out.returncode == 2 and "'external_force' is zero at nominal" in out.stderr, out.stderr
 
 
+def test_sim_to_sim_reads_the_training_simulators_success_in_the_runs_setting(tmp_path: Path) -> None:
+    """The MuJoCo figure a PyBullet success is compared with comes from ``eval.yaml`` in the run's own tank setting,
+    and, for the measured command delay PyBullet's Panda draws, from that setting's ``measured_delay`` entry."""
+    from types import SimpleNamespace
+
+    from robot_rl.cli.evaluate import _training_engine_success
+
+    saved = {
+        "randomization_on_tank_40J": {"success_rate": 0.68},
+        "randomization_off_tank_40J": {"success_rate": 1.0},
+        "randomization_on": {"success_rate": 0.53},
+        "randomization_on_tank_40J_measured_delay": {"success_rate": 0.91},
+    }
+    (tmp_path / "eval.yaml").write_text(yaml.safe_dump(saved))
+    env = SimpleNamespace(passivity=SimpleNamespace(tank_max_j=40.0))
+    run = SimpleNamespace(run_dir=tmp_path, cfg=SimpleNamespace(env=env))
+    assert _training_engine_success(run) == {True: 0.68, False: 1.0}
+    assert _training_engine_success(run, "measured_delay") == {True: 0.91}
+    run.cfg.env.passivity.tank_max_j = None
+    assert _training_engine_success(run, "measured_delay") == {}
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -359,6 +359,23 @@ def test_a_command_delay_outside_the_period_is_refused(delay: tuple[float, ...])
         PandaLiftConfig(command_delay=delay)  # type: ignore[arg-type]
 
 
+def test_the_measured_latency_replaces_whole_periods_by_the_nodes_delay() -> None:
+    """The evaluation beside the trained one: the lift config less its whole periods, with the ROS 2 node's measured
+    delay within the period; none for a config that trains with exactly that, or whose period is that short."""
+    trained = sim.make("panda-lift", 2).measured_latency()  # type: ignore[attr-defined]
+    assert trained is not None and trained.key == "measured_delay" and "0-12 ms" in trained.words
+    assert trained.cfg.command_delay == (0.0, panda.COMMAND_DELAY_S)
+    assert [t.param for t in trained.cfg.randomization] == [
+        t.param for t in PandaLiftConfig().randomization if t.param != "action_latency"
+    ]
+    env = sim.make("panda-lift", 2, cfg=trained.cfg)
+    assert env.measured_latency() is None  # type: ignore[attr-defined]
+    env.reset(seed=0)
+    assert env._delay_steps.max() <= 3  # type: ignore[attr-defined]  # 12 ms in 4 ms physics steps
+    fast = PandaLiftConfig(dt=0.008)
+    assert sim.make("panda-lift", 2, cfg=fast).measured_latency() is None  # type: ignore[attr-defined]
+
+
 def test_push_success_goal_and_lost_cube() -> None:
     """A cube already at its goal succeeds at the time limit; a cube pushed off the table ends the episode."""
     env = sim.make("panda-push", 2, cfg=PandaPushConfig(episode_length_s=0.2, randomization=[]))

@@ -35,7 +35,7 @@ refused when the env is built)::
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import mujoco
@@ -46,9 +46,9 @@ from policies.runtime.contract import ActionSpec, ObservationTerm
 from sim.backends import BACKENDS, make_physics
 from sim.backends.physics import check_field, sensor_columns
 from sim.measurements import JointStates, Measurement, Pose
-from sim.randomization import ParamSpec, RandomizationTerm
+from sim.randomization import ParamSpec, RandomizationTerm, sample_bounds
 from sim.robots import panda
-from sim.tasks.base import BatchedTask, SensorNoise, check_fields, check_randomization, check_reward_scales
+from sim.tasks.base import BatchedTask, EnvVariant, SensorNoise, check_fields, check_randomization, check_reward_scales
 from sim.tasks.panda.passivity import PassivityConfig, SetpointTanks
 from sim.vec_env import TaskConfigError
 
@@ -609,6 +609,22 @@ class PandaTask(BatchedTask):
             "harvest_damping": list(self.cfg.damping),
             **trained,
         }
+
+    def measured_latency(self) -> EnvVariant | None:
+        """This config with the ROS 2 node's measured command delay in place of the training's latency: no whole
+        periods (the ``action_latency`` term dropped) and ``command_delay`` from 0 to
+        :data:`sim.robots.panda.COMMAND_DELAY_S` within the period, as PyBullet's robot draws it. ``None`` where
+        training already draws exactly that, or where the control period is no longer than that delay (a delay within
+        the period cannot express it)."""
+        c, delay = self.cfg, (0.0, panda.COMMAND_DELAY_S)
+        if delay[1] >= c.dt:
+            return None
+        periods = [t for t in c.randomization if t.param == "action_latency" and t.operation != "scale"]
+        if tuple(c.command_delay) == delay and all(sample_bounds(t)[1] < 1.0 for t in periods):
+            return None
+        kept = [t for t in c.randomization if t.param != "action_latency"]
+        words = f"measured command delay 0-{delay[1] * 1e3:g} ms, no whole periods"
+        return EnvVariant(replace(c, randomization=kept, command_delay=delay), words, "measured_delay")
 
     def default_pose(self) -> list[float]:
         """Home pose the policy starts from (rad), and the open gripper (m) if commanded."""
