@@ -37,6 +37,7 @@ from robot_rl.evaluate import (
     tank_of,
 )
 from robot_rl.runner import BEST, build_model
+from sim.tasks.base import EnvVariant
 from sim.typed_config import ConfigError, load_yaml, to_dict
 from sim.vec_env import VecEnv
 
@@ -199,12 +200,12 @@ class PPORun:
             other = other or (switched_tank(cfg.env, env) if beside else None)
             variant = variant or (measured_latency(env) if beside else None)
             env.close()
-        extra = [(other, "", "")] if other is not None else []
-        extra += [(variant.cfg, variant.words, variant.key)] if variant is not None else []
-        for env_cfg, words, key in extra:
-            env = make_eval_env(cfg.task, env_cfg, episodes, device, True)
+        extra = [EnvVariant(other, "", "")] if other is not None else []  # the tank: its own words
+        extra += [variant] if variant is not None else []
+        for v in extra:
+            env = make_eval_env(cfg.task, v.cfg, episodes, device, True)
             result = evaluate_env(env, policy, seed=cfg.seed + EVAL_SEED_OFFSET)
-            results.append(dataclasses.replace(result, tank_j=tank_of(env_cfg), variant=words, variant_key=key))
+            results.append(dataclasses.replace(result, tank_j=tank_of(v.cfg), variant=v.words, variant_key=v.key))
             env.close()
         summary: dict[str, Any] = {"env_overrides": self.env_overrides} if self.env_overrides else {}
         summary.update({r.key: r.summary() for r in results})
