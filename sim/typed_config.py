@@ -3,7 +3,9 @@
 Every config in robot-rl is a dataclass with defaults. :func:`from_dict` builds one from a (possibly partial) mapping
 and fails on the first unknown key or wrong type with a message naming the full dotted key and the valid choices.
 :func:`apply_override` applies ``a.b.c=value`` strings from the command line to the plain data before that check, so
-overrides are validated exactly like the file.
+overrides are validated exactly like the file. A list of records named by their ``param`` (randomisation terms) is
+addressed by name: ``env.randomization.mass.range=[0.9, 1.1]`` changes that term and keeps the others,
+``env.randomization.mass=null`` drops it, ``env.randomization=[...]`` replaces the list whole.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ def from_dict(cls: type[T], data: Mapping[str, Any] | None, path: str = "") -> T
     kwargs = {}
     for name, value in data.items():
         if not hasattr(hints[name], "from_plain"):  # a polymorphic section is read whole, by its own kind
-            value = _merge_with_default(flds[name], value)
+            value = _merge_with_default(flds[name], value, f"{path}.{name}" if path else name)
         kwargs[name] = _convert(hints[name], value, f"{path}.{name}" if path else name)
     try:
         return cls(**kwargs)
@@ -58,12 +60,13 @@ def from_dict(cls: type[T], data: Mapping[str, Any] | None, path: str = "") -> T
         raise ConfigError(f"invalid '{path or cls.__name__}': {exc}") from exc
 
 
-def _merge_with_default(fld: dataclasses.Field[Any], value: Any) -> Any:
+def _merge_with_default(fld: dataclasses.Field[Any], value: Any, path: str) -> Any:
     """A partial mapping updates the field's default instead of replacing it.
 
     Task configs carry non-trivial defaults in nested sections (reward scales, sensor noise, robot parameters):
     ``env.reward_scales.position=-3`` changes one scale and keeps the others (set a scale to 0 to drop a term),
-    ``env.noise.std.pos_w=0.01`` changes one noise level. Lists (e.g. ``randomization``) are replaced whole.
+    ``env.noise.std.pos_w=0.01`` changes one noise level. A mapping given for a list of named records (e.g.
+    ``randomization``) updates its entries by name (:func:`update_named`); a list replaces it whole.
     """
     if not isinstance(value, Mapping):
         return value
@@ -75,7 +78,38 @@ def _merge_with_default(fld: dataclasses.Field[Any], value: Any) -> Any:
         return value
     if dataclasses.is_dataclass(default) and not isinstance(default, type):
         default = to_dict(default)
+    if isinstance(default, list | tuple):
+        return update_named(to_dict(list(default)), value, path)
     return _deep_merge(default, value) if isinstance(default, Mapping) else value
+
+
+NAMED_BY = "param"
+"""The key that names an entry of a list of records (a randomisation term's ``param``) in a dotted override."""
+
+
+def update_named(items: list[Any], update: Mapping[str, Any], path: str) -> list[Any]:
+    """The list ``items`` of records named by :data:`NAMED_BY`, with ``update`` applied by name: ``{name: {key:
+    value}}`` merges into that entry, ``{name: None}`` drops it; the other entries stay as they are, in order.
+
+    Raises:
+        ConfigError: ``items`` is not a list of named records, or a name is unknown or names several entries.
+    """
+    if not all(isinstance(i, Mapping) and NAMED_BY in i for i in items):
+        raise ConfigError(f"'{path}' is a list; set it whole ({path}=[...])")
+    names = [str(i[NAMED_BY]) for i in items]
+    out: list[Any] = [dict(i) for i in items]
+    for name, change in update.items():
+        hits = [k for k, n in enumerate(names) if n == str(name)]
+        if not hits:
+            raise ConfigError(f"'{path}' has no entry '{name}'; its entries: {', '.join(names) or 'none'}")
+        if len(hits) > 1:
+            raise ConfigError(f"'{path}' has {len(hits)} entries '{name}'; set the list whole ({path}=[...])")
+        if change is not None and not isinstance(change, Mapping):
+            raise ConfigError(
+                f"'{path}.{name}' must be a mapping of the entry's keys, or null to drop it; got {change!r}"
+            )
+        out[hits[0]] = None if change is None else _deep_merge(out[hits[0]], change)
+    return [i for i in out if i is not None]
 
 
 def _deep_merge(base: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
@@ -172,6 +206,12 @@ def apply_override(data: dict[str, Any], override: str) -> None:
     parts = key.strip().split(".")
     for i, part in enumerate(parts[:-1]):
         child = node.setdefault(part, {})
+        if isinstance(child, list):  # a list of named records: the rest of the key names an entry and its keys
+            update: Any = value
+            for name in reversed(parts[i + 1 :]):
+                update = {name: update}
+            node[part] = update_named(child, update, ".".join(parts[: i + 1]))
+            return
         if not isinstance(child, dict):
             raise ConfigError(f"override '{override}': '{'.'.join(parts[: i + 1])}' is not a section")
         node = child

@@ -127,6 +127,21 @@ def test_randomization_can_be_emptied() -> None:
     assert env.randomizer.terms == []
 
 
+def test_a_randomisation_term_is_changed_or_dropped_by_name() -> None:
+    """``env.randomization.<param>.<key>=value`` changes one term of the task's list and keeps the rest in order;
+    ``env.randomization.<param>=null`` drops one; over a saved config (``eval --set``, ``--resume``) alike."""
+    default = [(t.param, t.range) for t in load_config(TASK, None, []).env.randomization]
+    sets = ["env.randomization.mass.range=[1.0, 1.1]", "env.randomization.action_latency=null"]
+    cfg = load_config(TASK, None, sets)
+    expected = [(n, (1.0, 1.1) if n == "mass" else r) for n, r in default if n != "action_latency"]
+    assert [(t.param, t.range) for t in cfg.env.randomization] == expected
+    saved = dataclasses.asdict(load_config(TASK, None, []))
+    again = load_config(None, None, sets, base=saved, base_name="a saved run")
+    assert again.env.randomization == cfg.env.randomization
+    whole = load_config(TASK, None, [*sets, "env.randomization=[]"])  # a whole list after them replaces all
+    assert whole.env.randomization == []
+
+
 # ----------------------------------------------------------------------------------------------- bad input
 BAD_OVERRIDES = [
     pytest.param(["nope=1"], ["'nope'", *field_names(TrainConfig)], id="unknown-top-level-key"),
@@ -164,6 +179,22 @@ BAD_OVERRIDES = [
         ["env.randomization=[{param: mass, range: [1, 2, 3]}]"],
         ["'env.randomization[0].range' must have 2 entries"],
         id="tuple-length",
+    ),
+    pytest.param(
+        ["env.randomization.wind.range=[0, 1]"],
+        ["'env.randomization' has no entry 'wind'", "its entries: mass, inertia"],
+        id="unknown-randomization-name",
+    ),
+    pytest.param(
+        ["env.randomization.mass=3"],
+        ["'env.randomization.mass' must be a mapping of the entry's keys, or null to drop it"],
+        id="randomization-name-scalar",
+    ),
+    pytest.param(
+        ["env.randomization.mass.rnage=[1, 2]"], ["'env.randomization[0].rnage'", "range"], id="randomization-name-key"
+    ),
+    pytest.param(
+        ["policy.actor_hidden.first=3"], ["'policy.actor_hidden' is a list; set it whole"], id="unnamed-list-entry"
     ),
     pytest.param(["ppo.num_steps=0"], ["ppo.num_steps must be >= 1", "0"], id="ppo-num-steps-0"),
     pytest.param(["ppo.num_minibatches=0"], ["ppo.num_minibatches must be >= 1"], id="ppo-minibatches-0"),
