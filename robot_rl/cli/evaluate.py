@@ -79,7 +79,8 @@ def add_parser(sub: Any) -> None:
         default=[],
         metavar="env.KEY=VALUE",
         help="PPO runs: evaluate in another world than the trained one (repeatable; the policy stays as trained), "
-        "e.g. env.noise.bias_std.object_pos=0.005 or env.passivity.tank_max_j=10; refused where it would change the "
+        "e.g. env.noise.bias_std.object_pos=0.005, env.passivity.tank_max_j=10 or "
+        "env.randomization.action_latency=null (a randomisation term by its name); refused where it would change the "
         "policy's inputs or outputs; writes eval_set-<settings>.yaml/png",
     )
     ev.add_argument("--seeds", type=int, default=3, help="train-bc runs: evaluation seeds, pooled (default: 3)")

@@ -38,7 +38,8 @@ def add_parser(sub: Any) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override a config key, e.g. ppo.learning_rate=3e-4",
+        help="override a config key (repeatable), e.g. ppo.learning_rate=3e-4; one randomisation term by its name: "
+        "env.randomization.action_latency.range=[0,1], or =null to drop it",
     )
     train.add_argument("--resume", type=Path, metavar="RUN", help="continue from a run folder's checkpoint")
     train.add_argument(
