@@ -58,7 +58,7 @@ class EnvVariant:
 
     Attributes:
         cfg: The changed task config (the task's own config class).
-        words: What changed, for summaries: ``the robot's measured command delay (0-12 ms) ...``.
+        words: What changed, for summaries: ``measured command delay 0-12 ms, no whole periods``.
         key: The same as a key of ``eval.yaml`` (letters, digits and ``_``): ``measured_delay``.
     """
 
