@@ -148,6 +148,8 @@ def main(argv: list[str] | None = None) -> None:
         row.update(training_figures(run_dir, tuple(args.levels)))
         for result in run.evaluate(args.episodes, stem="eval_bench"):
             tag = result.setting.removeprefix("randomisation ")  # on / off / on, energy tank 40 J
+            if result.variant:  # a short column name: "on, energy tank 40 J, measured delay"
+                tag = tag.replace(result.variant, result.variant_key.replace("_", " "))
             row[f"success DR {tag}"] = float(result.episodes["success"].mean())
             for name, values in result.episodes.items():
                 if name.startswith("final_"):
