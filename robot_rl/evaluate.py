@@ -65,6 +65,14 @@ def onnx_policy_fn(path: Path, groups: list[str], record: list[np.ndarray] | Non
     return act
 
 
+def setting_key(randomized: bool, tank_j: float | None = None, variant_key: str = "") -> str:
+    """An evaluation's setting as a key of ``eval.yaml``: ``randomization_on``, ``randomization_on_tank_40J``,
+    ``randomization_on_tank_40J_measured_delay``."""
+    tank = f"_tank_{tank_j:g}J" if tank_j is not None else ""
+    variant = f"_{variant_key}" if variant_key else ""
+    return f"randomization_{'on' if randomized else 'off'}{tank}{variant}"
+
+
 @dataclass
 class EvalResult:
     """Outcome of one evaluation.
@@ -107,11 +115,8 @@ class EvalResult:
 
     @property
     def key(self) -> str:
-        """The setting as a key of ``eval.yaml``: ``randomization_on``, ``randomization_on_tank_40J``,
-        ``randomization_on_tank_40J_measured_delay``."""
-        tank = f"_tank_{self.tank_j:g}J" if self.tank_j is not None else ""
-        variant = f"_{self.variant_key}" if self.variant_key else ""
-        return f"randomization_{'on' if self.randomized else 'off'}{tank}{variant}"
+        """The setting as a key of ``eval.yaml`` (:func:`setting_key`)."""
+        return setting_key(self.randomized, self.tank_j, self.variant_key)
 
     def summary(self) -> dict[str, Any]:
         """Plain-data summary (for YAML/JSON and printing)."""

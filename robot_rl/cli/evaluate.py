@@ -353,7 +353,7 @@ def _training_engine_success(run: Any, variant_key: str = "") -> dict[bool, floa
     there is none."""
     import yaml
 
-    from robot_rl.evaluate import tank_of
+    from robot_rl.evaluate import setting_key, tank_of
 
     path = run.run_dir / "eval.yaml"
     try:
@@ -372,10 +372,9 @@ def _training_engine_success(run: Any, variant_key: str = "") -> dict[bool, floa
             return {}
         return {bool(saved.get("randomization", True)): float(value)}
     tank = tank_of(run.cfg.env)
-    suffix = (f"_tank_{tank:g}J" if tank is not None else "") + (f"_{variant_key}" if variant_key else "")
     out = {}
     for randomized in (True, False):
-        entry = saved.get(f"randomization_{'on' if randomized else 'off'}{suffix}")
+        entry = saved.get(setting_key(randomized, tank, variant_key))
         value = entry.get("success_rate") if isinstance(entry, dict) else None
         if isinstance(value, int | float) and 0 < value <= 1:
             out[randomized] = float(value)
