@@ -370,6 +370,12 @@ def test_the_measured_latency_replaces_whole_periods_by_the_nodes_delay() -> Non
     ]
     env = sim.make("panda-lift", 2, cfg=trained.cfg)
     assert env.measured_latency() is None  # type: ignore[attr-defined]
+    no_periods = [RandomizationTerm("action_latency", "uniform", (0.0, 1.0), "add"), *trained.cfg.randomization]
+    same = PandaLiftConfig(randomization=no_periods, command_delay=trained.cfg.command_delay)  # U(0, 1): floored to 0
+    assert sim.make("panda-lift", 2, cfg=same).measured_latency() is None  # type: ignore[attr-defined]
+    one = [RandomizationTerm("action_latency", "uniform", (1.0, 1.0), "abs"), *trained.cfg.randomization]
+    always = PandaLiftConfig(randomization=one, command_delay=trained.cfg.command_delay)
+    assert sim.make("panda-lift", 2, cfg=always).measured_latency() is not None  # type: ignore[attr-defined]
     env.reset(seed=0)
     assert env._delay_steps.max() <= 3  # type: ignore[attr-defined]  # 12 ms in 4 ms physics steps
     fast = PandaLiftConfig(dt=0.008)

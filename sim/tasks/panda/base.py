@@ -86,6 +86,13 @@ def default_arm_randomization() -> list[RandomizationTerm]:
     ]
 
 
+def _draws_a_whole_period(term: RandomizationTerm) -> bool:
+    """Whether an ``action_latency`` term (added to or replacing 0, floored) can draw one control period or more: a
+    uniform draw lies in ``[lo, hi)`` (``U(0, 1)`` is no latency), a gaussian one is clipped to ``[lo, hi]``."""
+    lo, hi = sample_bounds(term)
+    return hi >= 1.0 if term.distribution == "gaussian" else (hi > 1.0 or lo >= 1.0)
+
+
 def default_arm_noise() -> SensorNoise:
     """Joint encoder noise: the Panda's encoders resolve ~1e-4 rad; velocities are differentiated and filtered; the
     reported TCP pose comes from the same encoders through the robot's kinematic model (1 mm)."""
@@ -620,7 +627,7 @@ class PandaTask(BatchedTask):
         if delay[1] >= c.dt:
             return None
         periods = [t for t in c.randomization if t.param == "action_latency" and t.operation != "scale"]
-        if tuple(c.command_delay) == delay and all(sample_bounds(t)[1] < 1.0 for t in periods):
+        if tuple(c.command_delay) == delay and not any(_draws_a_whole_period(t) for t in periods):
             return None
         kept = [t for t in c.randomization if t.param != "action_latency"]
         words = f"measured command delay 0-{delay[1] * 1e3:g} ms, no whole periods"
