@@ -2,12 +2,12 @@
 with an instruction naming another cube and with none, and the exported graph's time per chunk on one CPU core.
 
 For each ``train-bc`` run of a language task (``panda-multitask``) given, it evaluates ``--episodes`` episodes per
-seed over ``--seeds`` seeds for each instruction set (``env.instructions``: ``train``, ``heldout``, ``wrong-colour``,
-``empty``; the same starts and randomised parameters in every set), and prints one row per run: pooled success per
-set, the share of episodes whose fingertips came within 5 cm of the named cube, and the median / 99th-percentile
-latency of one chunk of the run's ``policy.onnx`` (onnxruntime, one intra-op thread, batch 1, ``--latency-calls``
-calls). Language is used when ``wrong-colour`` falls far below ``train``; chance (ignoring the instruction) would
-lift the named cube in a third of what ``train`` lifts, in both.
+seed over ``--seeds`` seeds for each instruction set (``env.instructions``: ``train``, ``heldout``, ``heldout2``,
+``wrong-colour``, ``empty``; the same starts and randomised parameters in every set), and prints one row per run:
+pooled success per set, the share of episodes whose fingertips came within 5 cm of the named cube, and the median /
+99th-percentile latency of one chunk of the run's ``policy.onnx`` (onnxruntime, one intra-op thread, batch 1,
+``--latency-calls`` calls). Language is used when ``wrong-colour`` falls far below ``train``; chance (ignoring the
+instruction) would lift the named cube in a third of what ``train`` lifts, in both.
 
 Run::
 
@@ -28,7 +28,7 @@ from policies.runtime.chunking import ChunkedOnnxPolicy
 from robot_rl.imitation.evaluate import ChunkEvalResult
 from robot_rl.runs.bc import BCRun
 
-SETS = ("train", "heldout", "wrong-colour", "empty")
+SETS = ("train", "heldout", "heldout2", "wrong-colour", "empty")
 REACHED_M = 0.05
 """Fingertips within this distance of the named cube's centre: the arm went where the instruction said, m."""
 

@@ -10,7 +10,13 @@ import torch
 import sim
 from robot_rl.config import task_defaults
 from sim.tasks.panda.experts import LiftExpert
-from sim.tasks.panda.multitask import COLOURS, HELDOUT_PHRASINGS, TRAIN_PHRASINGS, PandaMultitask
+from sim.tasks.panda.multitask import (
+    COLOURS,
+    HELDOUT2_PHRASINGS,
+    HELDOUT_PHRASINGS,
+    TRAIN_PHRASINGS,
+    PandaMultitask,
+)
 
 
 def _env(n: int, overrides: list[str] | None = None, seed: int = 0) -> PandaMultitask:
@@ -39,11 +45,13 @@ def test_each_world_names_one_cube_by_colour_and_sees_all_three_in_colour_order(
 
 
 def test_heldout_phrasings_are_other_words_for_the_same_goals() -> None:
-    train, held = _env(4), _env(4, ["env.instructions=heldout"])
+    train, held, held2 = _env(4), _env(4, ["env.instructions=heldout"]), _env(4, ["env.instructions=heldout2"])
     assert not set(train.instructions) & set(held.instructions)
+    assert not (set(train.instructions) | set(held.instructions)) & set(held2.instructions)
     assert len(train.instructions) == len(COLOURS) * len(TRAIN_PHRASINGS)
     assert len(held.instructions) == len(COLOURS) * len(HELDOUT_PHRASINGS)
-    for env in (train, held):  # colour-major: index i // phrasings names colour i
+    assert len(held2.instructions) == len(COLOURS) * len(HELDOUT2_PHRASINGS)
+    for env in (train, held, held2):  # colour-major: index i // phrasings names colour i
         per = len(env.instructions) // len(COLOURS)
         for i, text in enumerate(env.instructions):
             assert [c for c in COLOURS if c in text.split()] == [list(COLOURS)[i // per]]

@@ -6,7 +6,8 @@ Every episode draws which cube is the target, the three colours (red, green, blu
 (one per lane across the table, shuffled, so that open fingers around one cube clear its neighbours) and the
 instruction: one of :data:`TRAIN_PHRASINGS` for the target's colour (``env.instructions: train``), or one of the
 held-out :data:`HELDOUT_PHRASINGS` (``env.instructions: heldout``), written before any policy was trained on this
-task and never used in training, for measuring how a language-conditioned policy copes with paraphrases. Two probes
+task and never used in training, for measuring how a language-conditioned policy copes with paraphrases (and a
+second such list, :data:`HELDOUT2_PHRASINGS`, ``heldout2``). Two probes
 measure whether a policy uses the instruction at all: ``wrong-colour`` names another cube's colour (the target is
 still the cube the episode drew), ``empty`` gives the empty instruction.
 
@@ -64,7 +65,11 @@ and five more without a word of the held-out list) trained a student that did wo
 
 HELDOUT_PHRASINGS = ("raise the {c} block", "take the {c} one off the table", "can you hold up the {c} box")
 """Paraphrases never used in training (``env.instructions: heldout``), fixed before any policy was trained."""
-INSTRUCTION_SETS = ("train", "heldout", "wrong-colour", "empty")
+HELDOUT2_PHRASINGS = ("hoist the {c} block", "bring the {c} box into the air", "i want the {c} one held high")
+"""A second list of paraphrases never used in training (``env.instructions: heldout2``), written on 2026-11-30 after
+the instruction subspace (:mod:`policies.nets.instruction_subspace`) was chosen by its score on
+:data:`HELDOUT_PHRASINGS` and before any student with it was evaluated on these: a test the choice never saw."""
+INSTRUCTION_SETS = ("train", "heldout", "heldout2", "wrong-colour", "empty")
 """What ``env.instructions`` may choose (see the module docstring)."""
 
 LANES_Y = (-0.12, 0.0, 0.12)
@@ -100,11 +105,12 @@ class PandaMultitaskConfig(PandaLiftConfig):
     """Configuration of ``panda-multitask`` (see the module docstring and :class:`PandaLiftConfig`).
 
     Attributes:
-        instructions: ``train`` (:data:`TRAIN_PHRASINGS`), ``heldout`` (:data:`HELDOUT_PHRASINGS`), or the probes
+        instructions: ``train`` (:data:`TRAIN_PHRASINGS`), ``heldout`` (:data:`HELDOUT_PHRASINGS`), ``heldout2``
+            (:data:`HELDOUT2_PHRASINGS`), or the probes
             ``wrong-colour`` (a training phrasing naming another cube's colour) and ``empty``.
     """
 
-    instructions: Literal["train", "heldout", "wrong-colour", "empty"] = "train"
+    instructions: Literal["train", "heldout", "heldout2", "wrong-colour", "empty"] = "train"
     noise: SensorNoise = field(default_factory=default_multitask_noise)
 
     def __post_init__(self) -> None:
@@ -167,7 +173,8 @@ class PandaMultitask(PandaLift):
     @property
     def _templates(self) -> tuple[str, ...]:
         """The phrasings this episode's instructions are drawn from (the probes use the training ones)."""
-        return HELDOUT_PHRASINGS if self.cfg.instructions == "heldout" else TRAIN_PHRASINGS
+        held = {"heldout": HELDOUT_PHRASINGS, "heldout2": HELDOUT2_PHRASINGS}
+        return held.get(self.cfg.instructions, TRAIN_PHRASINGS)
 
     def instruction_ids(self) -> torch.Tensor:
         """Index into :attr:`instructions` of each world's current instruction ``[N]`` (long)."""
