@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from policies.nets.instruction_subspace import InstructionSubspace
 from policies.nets.vision import ImageEncoder
 
 Images = Mapping[str, torch.Tensor]
@@ -100,6 +101,9 @@ class ChunkPolicy(nn.Module, abc.ABC):
         image_features: Features per camera (:class:`~policies.nets.vision.ImageEncoder`).
         image_shift: Random-shift augmentation in training, pixels.
         language_dim: Width ``D_l`` of the instruction embedding the policy is conditioned on (0: no language).
+        language_tokens: Rows of per-token outputs in the instruction input (0: one pooled embedding, which the
+            policy reads projected onto its training instructions' subspace,
+            :mod:`policies.nets.instruction_subspace`).
     """
 
     kind: str = ""
@@ -121,11 +125,16 @@ class ChunkPolicy(nn.Module, abc.ABC):
         image_features: int = 64,
         image_shift: int = 4,
         language_dim: int = 0,
+        language_tokens: int = 0,
     ) -> None:
         super().__init__()
         if language_dim < 0:
             raise ValueError(f"language_dim must be >= 0, got {language_dim}")
+        if language_tokens < 0 or (language_tokens and (not language_dim or language_dim % language_tokens)):
+            raise ValueError(f"language_dim {language_dim} must be a multiple of language_tokens {language_tokens}")
         self.language_dim = language_dim
+        self.language_tokens = language_tokens
+        self.instruction_subspace = InstructionSubspace(language_dim) if language_dim and not language_tokens else None
         self.obs_dim = obs_dim
         self.action_dim = action_dim
         self.horizons = horizons
@@ -183,8 +192,19 @@ class ChunkPolicy(nn.Module, abc.ABC):
         self.check_obs(obs, images, instruction)
         parts = [self.obs_norm(obs), *self.image_features(images, obs.shape[0])]
         if instruction is not None:
-            parts.append(instruction[:, None].expand(-1, obs.shape[1], -1))
+            parts.append(self.instruction(instruction)[:, None].expand(-1, obs.shape[1], -1))
         return torch.cat(parts, -1) if len(parts) > 1 else parts[0]
+
+    def instruction(self, embedding: torch.Tensor) -> torch.Tensor:
+        """The instruction input ``[B, D_l]`` as the policy reads it: a pooled embedding projected onto the training
+        instructions' subspace (the identity before :meth:`fit_instructions`), token rows as they are."""
+        return embedding if self.instruction_subspace is None else self.instruction_subspace(embedding)
+
+    def fit_instructions(self, table: torch.Tensor) -> int:
+        """Read every instruction within the subspace of the training instructions' embeddings ``table [K, D_l]``
+        (a pooled embedding; :mod:`policies.nets.instruction_subspace`); returns its dimension (0: token rows, not
+        projected)."""
+        return 0 if self.instruction_subspace is None else self.instruction_subspace.fit(table)
 
     @abc.abstractmethod
     def compute_loss(

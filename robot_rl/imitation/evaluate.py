@@ -20,7 +20,7 @@ import torch
 
 from policies.nets import ActorCritic
 from policies.nets.chunk import ChunkPolicy
-from policies.nets.language import embed
+from policies.nets.language import features
 from policies.runtime.chunking import ChunkExecutor
 from policies.runtime.contract import ChunkSpec
 from policies.runtime.realtime import RealTime, Smoothness
@@ -223,7 +223,7 @@ def env_instructions(env: VecEnv, policy: ChunkPolicy) -> Callable[[], np.ndarra
     if not texts or ids is None:
         name = getattr(env, "task_name", type(env).__name__)
         raise ConfigError(f"task '{name}' gives no language instructions; this student reads one")
-    table = embed(texts)
+    table = features(texts, policy.language_tokens)
 
     def current() -> np.ndarray:
         world_ids = env.instruction_ids()

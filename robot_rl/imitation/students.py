@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Literal
 
 from policies.nets.chunk import ChunkPolicy, Horizons
 from policies.nets.language import DIM as LANGUAGE_DIM
+from policies.nets.language import MAX_TOKENS
 from policies.runtime.contract import ChunkSpec
 from sim.typed_config import ConfigError, from_dict
 
@@ -38,6 +39,10 @@ class StudentConfig:
         image_shift: Random-shift augmentation of training images, pixels (0: none).
         language: Condition on the episode's instruction (the dataset's task text, embedded by the frozen sentence
             encoder of :mod:`policies.nets.language`): a language-conditioned student.
+        language_subspace: Read the instruction's pooled embedding projected onto the affine span of the training
+            instructions' embeddings (:mod:`policies.nets.instruction_subspace`: a paraphrase never trained on is
+            read as the nearest mix of the trained texts instead of as an input unlike any seen); false: as it is.
+            Token rows (``language_tokens``) are not projected.
     """
 
     kind: str = ""
@@ -49,6 +54,7 @@ class StudentConfig:
     image_features: int = 64
     image_shift: int = 4
     language: bool = False
+    language_subspace: bool = True
 
     noise_input: ClassVar[str] = ""
     """The exported graph's noise input (``""``: a deterministic graph)."""
@@ -201,6 +207,9 @@ class VLAStudentConfig(StudentConfig):
         layers: Fusion blocks over the prefix (state, image and instruction tokens).
         expert_layers: Action-expert blocks.
         flow_steps: Euler steps per chunk (evaluation and export).
+        language_tokens: Attend over the instruction encoder's per-token outputs, at most this many tokens (Octo's
+            token-level conditioning; a longer instruction is refused by name); 0: one token of the pooled
+            sentence embedding.
     """
 
     kind: str = "vla"
@@ -210,11 +219,16 @@ class VLAStudentConfig(StudentConfig):
     layers: int = 3
     expert_layers: int = 3
     flow_steps: int = 10
+    language_tokens: int = 0
 
     noise_input: ClassVar[str] = "noise"
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if not 0 <= self.language_tokens <= MAX_TOKENS:
+            raise ValueError(f"policy.language_tokens must be in [0, {MAX_TOKENS}], got {self.language_tokens}")
+        if self.language_tokens and not self.language:
+            raise ValueError("policy.language_tokens needs policy.language: true")
         if min(self.d_model, self.heads, self.layers, self.expert_layers, self.flow_steps) < 1:
             raise ValueError("policy.d_model, heads, layers, expert_layers and flow_steps must be >= 1")
         if self.d_model % self.heads or self.d_model % 2:
@@ -227,7 +241,9 @@ class VLAStudentConfig(StudentConfig):
         o_lo, o_hi, a_lo, a_hi = ranges
         return VLAPolicy(
             obs_dim, action_dim, self.horizons, o_lo, o_hi, a_lo, a_hi, d_model=self.d_model, heads=self.heads,
-            layers=self.layers, expert_layers=self.expert_layers, flow=FlowSettings(self.flow_steps), **vision,
+            layers=self.layers, expert_layers=self.expert_layers, flow=FlowSettings(self.flow_steps),
+            language_tokens=self.language_tokens if vision["language_dim"] else 0,
+            **{**vision, "language_dim": vision["language_dim"] * max(self.language_tokens, 1)},
         )  # fmt: skip
 
 

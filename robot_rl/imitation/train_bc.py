@@ -36,7 +36,7 @@ import torch
 import yaml
 
 from policies.nets.chunk import ChunkPolicy
-from policies.nets.language import embed, encoder_identity
+from policies.nets.language import encoder_identity, features
 from policies.runtime.contract import Contract
 from policies.runtime.files import atomic_path, atomic_write_text
 from robot_rl.checkpoint import BC_FORMAT, CheckpointError, first_non_finite
@@ -77,6 +77,15 @@ class EMA:
             avg.lerp_(new.detach(), 1.0 - decay)
         for buf, new_buf in zip(self.model.buffers(), model.buffers(), strict=True):
             buf.copy_(new_buf)
+
+
+def noisy_instruction(instruction: torch.Tensor, std: float, tokens: int) -> torch.Tensor:
+    """``instruction [B, D_l]`` with Gaussian noise of ``std`` on each value, each embedding (or, with ``tokens``
+    > 0, each of its ``tokens`` rows) scaled back to unit length; padding rows stay zero."""
+    rows = instruction.reshape(instruction.shape[0], max(tokens, 1), -1)
+    kept = (rows.abs().sum(-1, keepdim=True) > 0).to(rows.dtype)
+    noisy = torch.nn.functional.normalize(rows + std * torch.randn_like(rows), dim=-1) * kept
+    return noisy.reshape(instruction.shape)
 
 
 def lr_factor(step: int, warmup: int, total: int) -> float:
@@ -239,8 +248,11 @@ def train_bc(cfg: BCConfig, resume: Path | None = None, quiet: bool = False, exp
     frames = {c: torch.from_numpy(a).to(device) for c, a in windows.images.items()}  # uint8 [F, H, W, 3]
     language = None
     if policy.language_dim:
-        table = torch.from_numpy(embed(windows.tasks)).to(device)  # [K, D_l], one row per distinct instruction
+        table = torch.from_numpy(features(windows.tasks, policy.language_tokens)).to(device)  # [K, D_l]: one per text
         frame_embedding = table[torch.from_numpy(windows.frame_task).to(device)]  # [F, D_l]
+        if cfg.policy.language_subspace:
+            for model in (policy, *([ema.model] if ema is not None else [])):
+                model.fit_instructions(table)
         language = {"encoder": encoder_identity(), "instructions": windows.tasks}
 
     def save() -> None:
@@ -298,8 +310,7 @@ def train_bc(cfg: BCConfig, resume: Path | None = None, quiet: bool = False, exp
             images = {c: f[index[0][rows]] for c, f in frames.items()}
             instruction = frame_embedding[index[0][rows, -1]] if language is not None else None
             if instruction is not None and t.instruction_noise > 0:
-                noisy = instruction + t.instruction_noise * torch.randn(instruction.shape, device=device)
-                instruction = torch.nn.functional.normalize(noisy, dim=-1)
+                instruction = noisy_instruction(instruction, t.instruction_noise, policy.language_tokens)
             loss, _ = policy.compute_loss(obs, action, images, instruction)
             if not torch.isfinite(loss):
                 raise CheckpointError(f"the training loss became non-finite at step {step}; last checkpoint kept")

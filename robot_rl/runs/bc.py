@@ -14,7 +14,7 @@ import torch
 import yaml
 
 from policies.nets.chunk import ChunkPolicy
-from policies.nets.language import LanguageError, check_identity, embed
+from policies.nets.language import LanguageError, check_identity, features
 from policies.runtime.contract import ChunkSpec, Contract, ContractError
 from policies.runtime.files import atomic_write_text
 from policies.runtime.realtime import RealTime
@@ -166,9 +166,10 @@ class BCRun:
             return {}
         language = self.checkpoint["language"]
         texts = [str(t) for t in language.get("instructions", [])]
-        table = {t: [float(x) for x in v] for t, v in zip(texts, embed(texts), strict=True)}
+        tokens = self.policy.language_tokens
+        table = {t: [float(x) for x in v] for t, v in zip(texts, features(texts, tokens), strict=True)}
         return {"input": "instruction", "dim": self.policy.language_dim, "encoder": language["encoder"],
-                "instructions": table}  # fmt: skip
+                **({"tokens": tokens} if tokens else {}), "instructions": table}  # fmt: skip
 
     def contract(self) -> Contract:
         """The demonstrations' contract with this student's chunk section (what export writes).

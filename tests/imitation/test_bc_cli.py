@@ -319,6 +319,20 @@ def test_collect_refuses_a_teacher_of_another_task(teacher: Path, tmp_path: Path
         ([], "no dataset given"),
         (["--dataset", "{data}", "--set", "tasks=[nothing like it]"], "has the task 'nothing like it'"),
         (["--dataset", "{data}", "--set", "tasks=[]"], "tasks must name at least one task text"),
+        (
+            [
+                "--dataset",
+                "{data}",
+                "--policy",
+                "vla",
+                "--set",
+                "policy.language=false",
+                "--set",
+                "policy.language_tokens=16",
+            ],
+            "policy.language_tokens needs policy.language: true",
+        ),
+        (["--dataset", "{data}", "--policy", "vla", "--set", "policy.language_tokens=65"], "in [0, 64], got 65"),
     ],
 )
 def test_train_bc_refuses_bad_input(dataset: Path, tmp_path: Path, args: list[str], message: str) -> None:

@@ -69,6 +69,10 @@ def test_a_vla_student_follows_the_instruction(tmp_path: Path) -> None:
     assert told >= 0.35, (told, result.evaluation.line())
     assert misled <= 0.5 * told, (told, misled)  # ignoring the instruction would reach the named cube 1 time in 3
 
+    # the student reads instructions within the span of its 9 training texts' embeddings (8 dimensions)
+    subspace = run.policy.instruction_subspace
+    assert subspace is not None and round(float(subspace.projection.trace())) == 8
+
     runtime = ChunkedOnnxPolicy(result.run_dir / "policy.onnx", num_envs=1)
     lang = runtime.chunk.language
     assert lang["encoder"]["sha256"] == run.checkpoint["language"]["encoder"]["sha256"]

@@ -37,3 +37,25 @@ def test_the_encoder_is_identified_by_its_weights_and_another_is_refused() -> No
 def test_malformed_instructions_are_refused_by_name(text: object, message: str) -> None:
     with pytest.raises(LanguageError, match=message):
         embed([text])  # type: ignore[list-item]
+
+
+def test_token_outputs_are_unit_rows_padded_with_zeros_and_a_long_instruction_is_refused() -> None:
+    texts = ["lift the red cube", "can you hold up the red box", ""]
+    t = language.embed_tokens(texts, 12)
+    assert t.shape == (3, 12 * language.DIM) and t.dtype == np.float32
+    rows = t.reshape(3, 12, language.DIM)
+    norms = np.linalg.norm(rows, axis=-1)
+    # [CLS] + words + [SEP]: 6, 9 and 2 rows of unit length, then zero rows
+    for i, n in enumerate((6, 9, 2)):
+        np.testing.assert_allclose(norms[i, :n], 1.0, atol=1e-5)
+        assert not norms[i, n:].any()
+    np.testing.assert_array_equal(language.features(texts[:1], 12), t[:1])
+    np.testing.assert_array_equal(language.features(texts[:1]), embed(texts[:1]))
+    # the colour word's row is nearer the same colour word in another phrasing than another colour in the same one
+    red, box, blue = rows[0, 3], rows[1, 6], language.embed_tokens(["lift the blue cube"], 12).reshape(12, -1)[3]
+    assert float(red @ box) > float(red @ blue)
+    with pytest.raises(LanguageError, match=r"instruction 'can you hold up the red box' is 9 tokens long; this "
+                       r"policy reads at most 8 \(policy.language_tokens\)"):  # fmt: skip
+        language.embed_tokens(texts, 8)
+    with pytest.raises(LanguageError, match=r"instruction tokens must be in \[1, 64\], got 0"):
+        language.embed_tokens(texts, 0)

@@ -25,7 +25,7 @@ DIM = 12
 """Instruction width of the test policies (the real encoder's is 384)."""
 
 
-def _policy(cameras: bool = True, language: int = DIM) -> VLAPolicy:
+def _policy(cameras: bool = True, language: int = DIM, tokens: int = 0) -> VLAPolicy:
     torch.manual_seed(0)
     obs_dim = make_contract().obs_dim
     lo, hi = -np.ones(obs_dim) * 2, np.ones(obs_dim) * 3
@@ -33,7 +33,7 @@ def _policy(cameras: bool = True, language: int = DIM) -> VLAPolicy:
     return VLAPolicy(
         obs_dim, NUM_ACTIONS, H, lo, hi, alo, ahi, d_model=32, heads=4, layers=1, expert_layers=2,
         flow=FlowSettings(steps=4), cameras={"wrist": SIZE} if cameras else None, image_features=16,
-        language_dim=language,
+        language_dim=language * max(tokens, 1), language_tokens=tokens,
     )  # fmt: skip
 
 
@@ -115,11 +115,30 @@ def test_the_instruction_changes_the_plan() -> None:
     assert (a - b).abs().max() > 1e-4
 
 
-def _language(texts: list[str]) -> dict[str, object]:
+def test_padding_tokens_of_the_instruction_are_masked_out() -> None:
+    """Token-level conditioning: an instruction of 2 tokens in 4 rows plans the same whatever the padding slots'
+    learned embeddings are (no attention reaches them), and its words still steer the plan."""
+    policy = _policy(cameras=False, tokens=4).eval()
+    obs, noise = torch.zeros(1, H.obs, policy.obs_dim), torch.randn(1, H.pred, NUM_ACTIONS)
+    words = torch.zeros(1, 4, DIM)
+    words[0, :2] = torch.randn(2, DIM)
+    with torch.no_grad():
+        a = policy.predict_action_chunk(obs, noise, instruction=words.flatten(1))
+        policy.prefix_slot[:, -2:] += 5.0 * torch.randn(2, 32)
+        b = policy.predict_action_chunk(obs, noise, instruction=words.flatten(1))
+        words[0, 1] = -words[0, 1]
+        c = policy.predict_action_chunk(obs, noise, instruction=words.flatten(1))
+    assert (a - b).abs().max() < 1e-6
+    assert (a - c).abs().max() > 1e-4
+    with pytest.raises(ValueError, match="language_dim 12 must be a multiple of language_tokens 5"):
+        VLAPolicy(3, 2, H, -np.ones(3), np.ones(3), -np.ones(2), np.ones(2), language_dim=12, language_tokens=5)
+
+
+def _language(texts: list[str], width: int = DIM) -> dict[str, object]:
     rng = np.random.default_rng(3)
-    table = {t: [float(x) for x in rng.standard_normal(DIM)] for t in texts}
+    table = {t: [float(x) for x in rng.standard_normal(width)] for t in texts}
     encoder = {"name": "test-encoder", "package": "none", "version": "0", "sha256": "0" * 64}
-    return {"input": "instruction", "dim": DIM, "encoder": encoder, "instructions": table}
+    return {"input": "instruction", "dim": width, "encoder": encoder, "instructions": table}
 
 
 def _export(policy: VLAPolicy, tmp_path: Path, language: dict[str, object]) -> Path:
@@ -133,9 +152,14 @@ def _export(policy: VLAPolicy, tmp_path: Path, language: dict[str, object]) -> P
     return write_onnx(chunk_to_onnx_model(policy, contract), contract, tmp_path)
 
 
-def test_the_exported_graph_matches_torch_and_the_runtime_feeds_known_instructions(tmp_path: Path) -> None:
-    policy = _policy().eval()
-    language = _language(["lift the red cube", "lift the blue cube"])
+@pytest.mark.parametrize("tokens", [0, 3])
+def test_the_exported_graph_matches_torch_and_the_runtime_feeds_known_instructions(tmp_path: Path, tokens: int) -> None:
+    policy = _policy(tokens=tokens).eval()
+    width = DIM * max(tokens, 1)
+    language = _language(["lift the red cube", "lift the blue cube"], width)
+    if tokens:  # the red instruction is two tokens long, its third row padding
+        language = {**language, "tokens": tokens}
+        language["instructions"]["lift the red cube"][2 * DIM :] = [0.0] * DIM  # type: ignore[index]
     path = _export(policy, tmp_path, language)
     runtime = ChunkedOnnxPolicy(path, num_envs=2)
     rng = np.random.default_rng(0)
@@ -157,6 +181,9 @@ def test_the_exported_graph_matches_torch_and_the_runtime_feeds_known_instructio
     assert np.abs(plan - ref).max() <= 1e-4
     assert runtime.instructions == ["lift the red cube", "lift the blue cube"]
     text = describe(runtime.contract)
+    if tokens:
+        assert "instruction: input 'instruction' float [B, 36], 3 token rows of 12 by test-encoder" in text
+        return
     assert "instruction: input 'instruction' float [B, 12], the embedding of the instruction by test-encoder" in text
     assert "2 instructions known (embedded in the contract):" in text and "'lift the blue cube'" in text
 
@@ -188,6 +215,9 @@ def test_contracts_with_a_malformed_language_section_are_refused(tmp_path: Path)
     short["instructions"] = {"ok": [0.0] * 3}
     with pytest.raises(ContractError, match=r"chunk.language.instructions\[0\]"):
         _export(policy, tmp_path, short)
+    uneven = {**_language(["ok"]), "tokens": 5}
+    with pytest.raises(ContractError, match=r"chunk.language.tokens \(5\) must be >= 1 and divide chunk.language.dim"):
+        _export(policy, tmp_path, uneven)
     wide = _language(["ok"])
     wide["dim"] = 8
     with pytest.raises(ContractError, match=r"chunk\.language is for 8 values, the policy reads 12"):

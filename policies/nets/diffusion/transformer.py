@@ -32,11 +32,13 @@ class AttentionBlock(nn.Module):
         self.norm2 = nn.LayerNorm(d_model)
         self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model))
 
-    def forward(self, h: torch.Tensor) -> torch.Tensor:
-        """One block."""
+    def forward(self, h: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        """One block; ``bias [B, 1, 1, T]`` is added to the attention logits of each key (a large negative value
+        masks a padding token out; ``None``: every token attends to every token)."""
         n, t, d = h.shape
         q, k, v = self.qkv(self.norm1(h)).reshape(n, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        att = torch.softmax(q @ k.transpose(-1, -2) * (d // self.heads) ** -0.5, dim=-1)
+        logits = q @ k.transpose(-1, -2) * (d // self.heads) ** -0.5
+        att = torch.softmax(logits if bias is None else logits + bias, dim=-1)
         h = h + self.proj((att @ v).transpose(1, 2).reshape(n, t, d))
         return h + self.mlp(self.norm2(h))
 

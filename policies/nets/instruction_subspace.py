@@ -1,0 +1,60 @@
+"""The instruction subspace: a language-conditioned student sees its instruction's embedding projected onto the
+affine span of its training instructions' embeddings.
+
+A student trained on K instruction texts has seen its instruction input vary only within the span of their K
+embeddings (384 values each, :mod:`policies.nets.language`): along every other direction its response is whatever
+its initial weights give. A paraphrase never trained on lies mostly outside that span (``panda-multitask``'s
+held-out paraphrases: 0.88-1.10 from their nearest training text, whose pairwise distances are 0.44-0.90), so the
+student meets an input unlike any it learned from. Projected, ``e' = m + (e - m) P`` with ``m`` the training
+embeddings' mean and ``P`` the projection onto their centred span, each held-out paraphrase lands 0.13-0.26 from
+the mean of its colour's training texts and 0.56-0.70 from the others' (docs/vla.md). What no training instruction
+expressed cannot be expressed: a text is read as the nearest mix of the trained ones.
+
+The mean and the projection are buffers: saved with the weights and inside the exported graph, so the robot feeds
+the raw embedding (the contract's table, or a new text's embedding) and the graph projects it. Unfitted, the map is
+the identity (a student that reads no subspace, and checkpoints written before it, keep their behaviour).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+RANK_TOLERANCE = 1e-4
+"""Singular values under this fraction of the largest are not part of the span (the K embeddings' numerical
+rank)."""
+
+
+class InstructionSubspace(nn.Module):
+    """``e -> m + (e - m) P`` for embeddings ``[B, D]`` (module docstring); the identity until :meth:`fit`."""
+
+    mean: torch.Tensor
+    projection: torch.Tensor
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.register_buffer("mean", torch.zeros(dim))
+        self.register_buffer("projection", torch.eye(dim))
+
+    @torch.no_grad()
+    def fit(self, table: torch.Tensor) -> int:
+        """Span the embeddings ``table [K, D]`` of the training instructions; returns the span's dimension (at most
+        ``K - 1``)."""
+        mean = table.mean(0)
+        _, s, vt = torch.linalg.svd(table - mean, full_matrices=False)
+        basis = vt[s > RANK_TOLERANCE * s.max().clamp(min=1e-12)]  # [k, D]
+        self.mean.copy_(mean)
+        self.projection.copy_(basis.T @ basis)
+        return int(basis.shape[0])
+
+    def forward(self, embedding: torch.Tensor) -> torch.Tensor:
+        """The projected embeddings ``[B, D]``."""
+        return self.mean + (embedding - self.mean) @ self.projection
+
+    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any, **kwargs: Any) -> None:
+        # a checkpoint from before the subspace holds neither: it loads as the identity
+        state_dict.setdefault(prefix + "mean", torch.zeros_like(self.mean))
+        state_dict.setdefault(prefix + "projection", torch.eye(len(self.mean), device=self.mean.device))
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)

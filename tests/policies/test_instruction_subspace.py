@@ -1,0 +1,61 @@
+"""The instruction subspace: training instructions pass unchanged, what no training instruction varied along is
+removed, checkpoints from before it load as the identity, and the exported graph projects a raw embedding."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from policies.nets.instruction_subspace import InstructionSubspace
+from policies.runtime.chunking import ChunkedOnnxPolicy
+from tests.policies.test_vla import DIM, NUM_ACTIONS, H, _export, _language, _policy
+
+
+def test_training_instructions_pass_and_other_directions_are_removed() -> None:
+    gen = torch.Generator().manual_seed(0)
+    table = torch.nn.functional.normalize(torch.randn(4, DIM, generator=gen), dim=-1)
+    subspace = InstructionSubspace(DIM)
+    off = torch.randn(3, DIM, generator=gen)
+    torch.testing.assert_close(subspace(off), off)  # unfitted: the identity
+    assert subspace.fit(table) == 3  # 4 points span 3 dimensions about their mean
+    torch.testing.assert_close(subspace(table), table, atol=1e-5, rtol=0)
+    # a step orthogonal to the span (from a training text) is removed
+    basis = torch.linalg.svd(table - table.mean(0), full_matrices=False)[2][:3]
+    orthogonal = off[0] - (off[0] @ basis.T) @ basis
+    torch.testing.assert_close(subspace(table[1:2] + orthogonal), table[1:2], atol=1e-5, rtol=0)
+    # idempotent, and a checkpoint written before the subspace existed loads as the identity
+    torch.testing.assert_close(subspace(subspace(off)), subspace(off), atol=1e-5, rtol=0)
+    fresh = InstructionSubspace(DIM)
+    fresh.load_state_dict(subspace.state_dict())
+    torch.testing.assert_close(fresh(off), subspace(off))
+    legacy = InstructionSubspace(DIM)
+    legacy.fit(table)
+    legacy.load_state_dict({})
+    torch.testing.assert_close(legacy(off), off)
+
+
+def test_the_exported_graph_projects_a_raw_embedding_as_torch_does(tmp_path: Path) -> None:
+    """The robot feeds the raw embedding of a text outside the table (``set_instruction_embedding``); the graph
+    projects it onto the training instructions' span, as the student does in torch."""
+    policy = _policy(cameras=False).eval()
+    language = _language(["lift the red cube", "lift the blue cube", "lift the green cube"])
+    table = language["instructions"]
+    assert isinstance(table, dict)
+    assert policy.fit_instructions(torch.tensor(list(table.values()), dtype=torch.float32)) == 2
+    runtime = ChunkedOnnxPolicy(_export(policy, tmp_path, language), num_envs=1)
+    new = np.random.default_rng(5).standard_normal(DIM).astype(np.float32)
+    runtime.set_instruction_embedding(new)
+    obs = np.random.default_rng(1).standard_normal((1, H.obs, policy.obs_dim)).astype(np.float32)
+    runtime._rng = np.random.default_rng(7)
+    plan = runtime.sample(obs, {})
+    noise = torch.from_numpy(np.random.default_rng(7).standard_normal((1, H.pred, NUM_ACTIONS), dtype=np.float32))
+    with torch.no_grad():
+        ref = policy.predict_action_chunk(torch.from_numpy(obs), noise, instruction=torch.from_numpy(new)[None])
+        raw = policy.instruction_subspace
+        assert raw is not None
+        policy.instruction_subspace = None  # the same weights reading the embedding unprojected plan otherwise
+        unprojected = policy.predict_action_chunk(torch.from_numpy(obs), noise, instruction=torch.from_numpy(new)[None])
+    assert np.abs(plan - ref.numpy()).max() <= 1e-4
+    assert np.abs(plan - unprojected.numpy()).max() > 1e-3
