@@ -61,7 +61,8 @@ COLOURS: dict[str, tuple[float, float, float]] = {
 TRAIN_PHRASINGS = ("lift the {c} cube", "pick up the {c} cube", "grasp the {c} cube and raise it")
 """Instruction templates used in training and in the default evaluation (``{c}``: the colour's name). Eight (these
 and five more without a word of the held-out list) trained a student that did worse on the held-out paraphrases
-(11.0 % against 20.0 %, docs/vla.md): a pooled sentence embedding does not isolate the colour word."""
+(11.0 % against 20.0 %, docs/vla.md, a student reading the raw embedding); what closed the gap was reading the
+instruction within the span of the training texts' embeddings (:mod:`policies.nets.instruction_subspace`)."""
 
 HELDOUT_PHRASINGS = ("raise the {c} block", "take the {c} one off the table", "can you hold up the {c} box")
 """Paraphrases never used in training (``env.instructions: heldout``), fixed before any policy was trained."""
