@@ -35,7 +35,9 @@ CI_VLA = [
 ]
 """A smaller VLA than configs/bc-vla.yaml (0.3 M parameters), re-planning every 4 steps, so that training and the
 evaluations fit in about 80 s on 2 cores. Measured (seed 0): the arm reached the named cube in 56 % of the episodes,
-1.7 % with an instruction naming another cube; it lifted it in 7 % (the full-size student: docs/vla.md)."""
+1.7 % with an instruction naming another cube; it lifted it in 7 % (the full-size student: docs/vla.md). On
+2026-11-30: 47 % told the drawn cube, 3 % told another, 53 % with the second held-out paraphrase list (60 episodes
+each)."""
 
 
 DDS_EPISODES = 8
@@ -66,8 +68,11 @@ def test_a_vla_student_follows_the_instruction(tmp_path: Path) -> None:
     told = _reached(result.evaluation)
     run.env_cfg = dataclasses.replace(run.env_cfg, instructions="wrong-colour")
     misled = _reached(run.evaluate(60, seeds=(0,), stem="eval_instructions-wrong-colour"))
+    run.env_cfg = dataclasses.replace(run.env_cfg, instructions="heldout2")
+    paraphrased = _reached(run.evaluate(60, seeds=(0,), stem="eval_instructions-heldout2"))
     assert told >= 0.35, (told, result.evaluation.line())
     assert misled <= 0.5 * told, (told, misled)  # ignoring the instruction would reach the named cube 1 time in 3
+    assert paraphrased >= 0.5 * told, (told, paraphrased)  # paraphrases never trained on steer the arm too
 
     # the student reads instructions within the span of its 9 training texts' embeddings (8 dimensions)
     subspace = run.policy.instruction_subspace
