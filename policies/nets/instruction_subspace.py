@@ -49,6 +49,11 @@ class InstructionSubspace(nn.Module):
         self.projection.copy_(basis.T @ basis)
         return int(basis.shape[0])
 
+    def dimensions(self) -> int | None:
+        """The span's dimension, ``None`` while the map is the identity (unfitted)."""
+        k = round(float(self.projection.trace()))
+        return None if k == len(self.mean) and not self.mean.any() else k
+
     def forward(self, embedding: torch.Tensor) -> torch.Tensor:
         """The projected embeddings ``[B, D]``."""
         return self.mean + (embedding - self.mean) @ self.projection

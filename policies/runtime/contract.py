@@ -149,7 +149,9 @@ class ChunkSpec:
             orientation in that body's frame, field of view), so the real camera can be mounted to match.
         language: For a language-conditioned policy (empty: none): ``input`` (the graph input, fed the instruction's
             embedding ``float [B, dim]``), ``dim``, ``tokens`` (where present: the input is that many rows of the
-            encoder's per-token outputs, flattened, zero rows after the text's last token), ``encoder`` (the frozen
+            encoder's per-token outputs, flattened, zero rows after the text's last token), ``subspace`` (where
+            present: the graph reads the embedding projected onto a span of that many dimensions, its training
+            instructions', :mod:`policies.nets.instruction_subspace`; a fact for humans), ``encoder`` (the frozen
             sentence encoder it was trained with: ``name``, ``package``, ``version``, ``sha256`` of its weights) and
             ``instructions``: instruction text -> its embedding (``dim`` numbers), so that a robot runs the known
             instructions without the encoder.
@@ -499,6 +501,8 @@ def _validate_language(lang: Any) -> None:
     dim = _count(lang.get("dim"), "chunk.language.dim", MAX_LANGUAGE_DIM)
     if dim < 1:
         raise ContractError("chunk.language.dim must be >= 1")
+    if "subspace" in lang and (not _is_int(lang["subspace"]) or not 0 <= lang["subspace"] <= dim):
+        raise ContractError(f"chunk.language.subspace must be an integer in [0, {dim}], got {lang['subspace']!r}")
     if "tokens" in lang:
         tokens = _count(lang["tokens"], "chunk.language.tokens", MAX_LANGUAGE_TOKENS)
         if tokens < 1 or dim % tokens:

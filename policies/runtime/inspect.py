@@ -77,6 +77,11 @@ def describe(c: Contract) -> str:
                 f"{printable(enc['name'])} (sha256 {printable(enc['sha256'][:12])}...)",
                 f"    {len(known)} instructions known (embedded in the contract): {shown}",
             ]
+            if "subspace" in lang:
+                lines.append(
+                    f"    read within the {lang['subspace']}-dimensional span of its training instructions' embeddings: "
+                    "another text is read as the nearest mix of them"
+                )
     lines += [
         "",
         f"action '{c.output_name}' [B, {a.size}], kind {a.kind} ({a.unit}): "

@@ -168,8 +168,11 @@ class BCRun:
         texts = [str(t) for t in language.get("instructions", [])]
         tokens = self.policy.language_tokens
         table = {t: [float(x) for x in v] for t, v in zip(texts, features(texts, tokens), strict=True)}
+        subspace = self.policy.instruction_subspace
+        span = subspace.dimensions() if subspace is not None else None
         return {"input": "instruction", "dim": self.policy.language_dim, "encoder": language["encoder"],
-                **({"tokens": tokens} if tokens else {}), "instructions": table}  # fmt: skip
+                **({"tokens": tokens} if tokens else {}), **({"subspace": span} if span is not None else {}),
+                "instructions": table}  # fmt: skip
 
     def contract(self) -> Contract:
         """The demonstrations' contract with this student's chunk section (what export writes).

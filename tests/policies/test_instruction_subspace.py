@@ -6,10 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
 from policies.nets.instruction_subspace import InstructionSubspace
 from policies.runtime.chunking import ChunkedOnnxPolicy
+from policies.runtime.contract import ContractError
+from policies.runtime.inspect import describe
 from tests.policies.test_vla import DIM, NUM_ACTIONS, H, _export, _language, _policy
 
 
@@ -19,7 +22,8 @@ def test_training_instructions_pass_and_other_directions_are_removed() -> None:
     subspace = InstructionSubspace(DIM)
     off = torch.randn(3, DIM, generator=gen)
     torch.testing.assert_close(subspace(off), off)  # unfitted: the identity
-    assert subspace.fit(table) == 3  # 4 points span 3 dimensions about their mean
+    assert subspace.dimensions() is None
+    assert subspace.fit(table) == 3 == subspace.dimensions()  # 4 points span 3 dimensions about their mean
     torch.testing.assert_close(subspace(table), table, atol=1e-5, rtol=0)
     # a step orthogonal to the span (from a training text) is removed
     basis = torch.linalg.svd(table - table.mean(0), full_matrices=False)[2][:3]
@@ -44,7 +48,10 @@ def test_the_exported_graph_projects_a_raw_embedding_as_torch_does(tmp_path: Pat
     table = language["instructions"]
     assert isinstance(table, dict)
     assert policy.fit_instructions(torch.tensor(list(table.values()), dtype=torch.float32)) == 2
-    runtime = ChunkedOnnxPolicy(_export(policy, tmp_path, language), num_envs=1)
+    with pytest.raises(ContractError, match=r"chunk.language.subspace must be an integer in \[0, 12\], got 13"):
+        _export(policy, tmp_path, {**language, "subspace": 13})
+    runtime = ChunkedOnnxPolicy(_export(policy, tmp_path, {**language, "subspace": 2}), num_envs=1)
+    assert "read within the 2-dimensional span of its training instructions' embeddings" in describe(runtime.contract)
     new = np.random.default_rng(5).standard_normal(DIM).astype(np.float32)
     runtime.set_instruction_embedding(new)
     obs = np.random.default_rng(1).standard_normal((1, H.obs, policy.obs_dim)).astype(np.float32)
