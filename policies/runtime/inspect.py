@@ -79,8 +79,8 @@ def describe(c: Contract) -> str:
             ]
             if "subspace" in lang:
                 lines.append(
-                    f"    read within the {lang['subspace']}-dimensional span of its training instructions' embeddings: "
-                    "another text is read as the nearest mix of them"
+                    f"    read within the {lang['subspace']}-dimensional span of its training instructions' "
+                    "embeddings: another text is read as the nearest mix of them"
                 )
     lines += [
         "",
