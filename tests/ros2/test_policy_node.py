@@ -647,10 +647,10 @@ def test_a_camera_student_gets_the_wrist_images_over_dds_and_a_silent_or_wrong_c
     assert "image_topics names camera 'front'; the model sees ['wrist']" in capfd.readouterr().err
 
 
-def _vla_student(tmp_path: Path) -> tuple[Path, list[str]]:
+def _vla_student(tmp_path: Path, encoder: bool = False) -> tuple[Path, list[str]]:
     """An untrained vision-language-action student of ``panda-multitask`` (8-wide instruction embeddings, random, for
-    the task's training instructions), exported, and those instructions: what the node must feed (its skill is
-    tested in tests/imitation/test_vla_learning.py)."""
+    the task's training instructions; ``encoder``: the real encoder's 384-wide embeddings and identity), exported,
+    and those instructions: what the node must feed (its skill is tested in tests/imitation/test_vla_learning.py)."""
     import dataclasses
 
     import sim
@@ -664,12 +664,17 @@ def _vla_student(tmp_path: Path) -> tuple[Path, list[str]]:
     d, a = contract.obs_dim, contract.action.size
     student = VLAPolicy(
         d, a, Horizons(1, 8, 4), -np.ones(d), np.ones(d), -0.1 * np.ones(a), 0.1 * np.ones(a), d_model=16, heads=2,
-        layers=1, expert_layers=1, flow=FlowSettings(2), language_dim=8,
+        layers=1, expert_layers=1, flow=FlowSettings(2), language_dim=384 if encoder else 8,
     ).eval()  # fmt: skip
     texts = list(env.instructions)  # type: ignore[attr-defined]
     rng = np.random.default_rng(0)
     table = {t: rng.normal(size=8).tolist() for t in texts}
     language = {"input": "instruction", "dim": 8, "encoder": {"name": "test", "sha256": "none"}, "instructions": table}
+    if encoder:
+        from policies.nets.language import embed, encoder_identity
+
+        table = {t: e.tolist() for t, e in zip(texts, embed(texts), strict=True)}
+        language = {"input": "instruction", "dim": 384, "encoder": encoder_identity(), "instructions": table}
     spec = ChunkSpec(1, 8, 4, "noise", student.sampler_settings(), None, {}, language, dict(student.guide_inputs))
     contract = dataclasses.replace(contract, output_name="action_chunk", chunk=spec)
     return write_onnx(chunk_to_onnx_model(student, contract), contract, tmp_path), texts
@@ -700,6 +705,28 @@ def test_a_language_policy_follows_the_instruction_topic_and_refuses_one_it_cann
     result = run_graph(data, sim=True, duration_s=1.0, namespace=ros)
     assert result.fault == "waiting for input" and result.commands == 0 and result.rejected >= 1
     assert "is not in the policy's table" in capfd.readouterr().err
+
+
+def test_embed_instructions_follows_paraphrases_outside_the_table_with_the_contracts_encoder(
+    ros: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """``embed_instructions: true``: the node embeds a text outside the contract's table with the encoder the policy
+    was trained with, and follows it (the held-out paraphrases the simulated robot says); a model trained with
+    another encoder is refused at configure, by the field that differs."""
+    model, _ = _vla_student(tmp_path, encoder=True)
+    data = read_params(PKG / "config" / "panda_multitask_sim.yaml")
+    data["policy_node"].update(model_path=str(model), watchdog_s=0.5, embed_instructions=True)
+    data["sim_robot_node"].update(env_overrides=["instructions=heldout"])
+    result = run_graph(data, sim=True, duration_s=2.0, namespace=ros)
+    assert result.fault == "" and result.rejected == 0 and result.commands >= 0.6 * 2.0 / 0.04, result
+    said = re.findall(r"instruction: '([^']*)'", capfd.readouterr().err)
+    assert said and said[0].split()[0] in ("raise", "take", "can"), said
+
+    other, _ = _vla_student(tmp_path / "other")  # its contract names the encoder 'test'
+    data["policy_node"].update(model_path=str(other))
+    with pytest.raises(DeployError, match="refused to configure"):
+        run_graph(data, sim=False, duration_s=0.1, namespace=ros)
+    assert "the model was trained with instruction encoder name 'test'" in capfd.readouterr().err
 
 
 def test_robot_rl_deploy_records_a_manipulator_run_that_replay_refuses_and_from_mcap_makes_a_dataset(

