@@ -44,6 +44,7 @@ import numpy as np
 from geometry_msgs.msg import PointStamped, PoseStamped, Twist, TwistStamped
 from nav_msgs.msg import Odometry
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from robot_rl_ros.instruction_encoder import instruction_embedder
 from robot_rl_ros.messages import (
     MessageError,
     as_float32,
@@ -233,24 +234,6 @@ class OdometryInputs(Inputs):
     def reset(self) -> None:
         """Forget the velocity setpoint of an earlier activation (the position target stays, as its parameter)."""
         self.velocity, self.velocity_ns = None, 0
-
-
-def instruction_embedder(language: dict[str, Any]) -> Callable[[str], np.ndarray]:
-    """What embeds an instruction text as the policy of ``language`` (a contract's ``chunk.language``) reads it,
-    with the encoder it was trained with; loaded and tried once here, so that the first operator text does not wait
-    for it.
-
-    Raises:
-        ValueError: The encoder is not installed, or another one is (names the field).
-    """
-    try:
-        from policies.nets import language as encoder  # torch and sentence-transformers: only where asked for
-    except ImportError as exc:
-        raise ValueError(f"parameter embed_instructions needs the instruction encoder's packages here: {exc}") from None
-    encoder.check_identity(language["encoder"], "the model")
-    tokens = int(language.get("tokens", 0))
-    encoder.features(list(language["instructions"])[:1], tokens)
-    return lambda text: encoder.features([text], tokens)[0]
 
 
 class ArmInputs(Inputs):
