@@ -119,7 +119,23 @@ def check_identity(trained: Any, where: str) -> None:
             )
 
 
+MAX_CACHED = 1024
+"""Most texts whose embeddings a process keeps (each cache); the oldest are dropped first, so that a stream of
+distinct texts (an operator topic read with ``embed_instructions``) cannot grow memory without bound."""
+
 _CACHE: dict[str, np.ndarray] = {}
+
+
+def _cached(cache: dict[str, np.ndarray], texts: Sequence[str], encode: Any) -> list[np.ndarray]:
+    """``texts``' entries of ``cache``, encoding the missing ones with ``encode(new texts) -> arrays`` (in order), then
+    keeping at most :data:`MAX_CACHED` entries, newest last."""
+    new = sorted({t for t in texts if t not in cache})
+    fresh = dict(zip(new, encode(new), strict=True)) if new else {}
+    out = [fresh[t] if t in fresh else cache[t] for t in texts]
+    cache.update(fresh)
+    for old in list(cache)[: max(len(cache) - MAX_CACHED, 0)]:
+        del cache[old]
+    return out
 
 
 def embed(texts: Sequence[str]) -> np.ndarray:
@@ -130,13 +146,13 @@ def embed(texts: Sequence[str]) -> np.ndarray:
     """
     for i, t in enumerate(texts):
         check_instruction(t, f"instruction {i}")
-    new = sorted({t for t in texts if t not in _CACHE})
-    if new:
-        vectors = np.asarray(_model().encode(new, normalize_embeddings=True, show_progress_bar=False), np.float32)
-        _CACHE.update(zip(new, vectors, strict=True))
     if not texts:
         return np.zeros((0, DIM), np.float32)
-    return np.stack([_CACHE[t] for t in texts])
+
+    def encode(new: list[str]) -> np.ndarray:
+        return np.asarray(_model().encode(new, normalize_embeddings=True, show_progress_bar=False), np.float32)
+
+    return np.stack(_cached(_CACHE, texts, encode))
 
 
 _TOKEN_CACHE: dict[str, np.ndarray] = {}
@@ -155,15 +171,14 @@ def embed_tokens(texts: Sequence[str], tokens: int) -> np.ndarray:
         raise LanguageError(f"instruction tokens must be in [1, {MAX_TOKENS}], got {tokens}")
     for i, t in enumerate(texts):
         check_instruction(t, f"instruction {i}")
-    new = sorted({t for t in texts if t not in _TOKEN_CACHE})
-    if new:
+
+    def encode(new: list[str]) -> list[np.ndarray]:
         outputs = _model().encode(new, output_value="token_embeddings", show_progress_bar=False)
-        for text, out in zip(new, outputs, strict=True):
-            vectors = np.asarray(out.detach().cpu().numpy() if hasattr(out, "detach") else out, np.float32)
-            _TOKEN_CACHE[text] = vectors / np.linalg.norm(vectors, axis=-1, keepdims=True).clip(1e-6)
+        rows = [np.asarray(o.detach().cpu().numpy() if hasattr(o, "detach") else o, np.float32) for o in outputs]
+        return [r / np.linalg.norm(r, axis=-1, keepdims=True).clip(1e-6) for r in rows]
+
     table = np.zeros((len(texts), tokens, DIM), np.float32)
-    for i, t in enumerate(texts):
-        vectors = _TOKEN_CACHE[t]
+    for i, (t, vectors) in enumerate(zip(texts, _cached(_TOKEN_CACHE, texts, encode), strict=True)):
         if len(vectors) > tokens:
             raise LanguageError(
                 f"instruction '{text_rules.printable(t[:80])}' is {len(vectors)} tokens long; this policy reads at "

@@ -242,7 +242,7 @@ class VLAStudentConfig(StudentConfig):
         return VLAPolicy(
             obs_dim, action_dim, self.horizons, o_lo, o_hi, a_lo, a_hi, d_model=self.d_model, heads=self.heads,
             layers=self.layers, expert_layers=self.expert_layers, flow=FlowSettings(self.flow_steps),
-            language_tokens=self.language_tokens if vision["language_dim"] else 0,
+            language_tokens=self.language_tokens,
             **{**vision, "language_dim": vision["language_dim"] * max(self.language_tokens, 1)},
         )  # fmt: skip
 

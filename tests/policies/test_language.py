@@ -59,3 +59,14 @@ def test_token_outputs_are_unit_rows_padded_with_zeros_and_a_long_instruction_is
         language.embed_tokens(texts, 8)
     with pytest.raises(LanguageError, match=r"instruction tokens must be in \[1, 64\], got 0"):
         language.embed_tokens(texts, 0)
+
+
+def test_the_embedding_caches_keep_at_most_max_cached_texts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stream of distinct texts (an operator topic the node embeds) cannot grow the caches without bound; the
+    newest stay, and a batch larger than the cap is still answered whole."""
+    monkeypatch.setattr(language, "MAX_CACHED", 3)
+    monkeypatch.setattr(language, "_CACHE", {})
+    texts = [f"lift cube {i}" for i in range(5)]
+    batch = embed(texts)
+    assert batch.shape == (5, language.DIM) and list(language._CACHE) == texts[2:]
+    np.testing.assert_array_equal(embed(texts[4:]), batch[4:])
