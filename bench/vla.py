@@ -3,7 +3,8 @@ with an instruction naming another cube and with none, and the exported graph's 
 
 For each ``train-bc`` run of a language task (``panda-multitask``) given, it evaluates ``--episodes`` episodes per
 seed over ``--seeds`` seeds for each instruction set (``env.instructions``: ``train``, ``heldout``, ``heldout2``,
-``wrong-colour``, ``empty``; the same starts and randomised parameters in every set), and prints one row per run:
+``wrong-colour``, ``wrong-skill`` (students of two skills), ``empty``; the same starts and randomised parameters in
+every set), and prints one row per run:
 pooled success per set, the share of episodes whose fingertips came within 5 cm of the named cube, and the median /
 99th-percentile latency of one chunk of the run's ``policy.onnx`` (onnxruntime, one intra-op thread, batch 1,
 ``--latency-calls`` calls). Language is used when ``wrong-colour`` falls far below ``train``; chance (ignoring the
@@ -28,7 +29,7 @@ from policies.runtime.chunking import ChunkedOnnxPolicy
 from robot_rl.imitation.evaluate import ChunkEvalResult
 from robot_rl.runs.bc import BCRun
 
-SETS = ("train", "heldout", "heldout2", "wrong-colour", "empty")
+SETS = ("train", "heldout", "heldout2", "wrong-colour", "wrong-skill", "empty")
 REACHED_M = 0.05
 """Fingertips within this distance of the named cube's centre: the arm went where the instruction said, m."""
 
@@ -73,15 +74,24 @@ def main() -> None:
     for path in args.runs:
         run = BCRun.load(path)
         trained_cfg = run.env_cfg
-        cells = []
+        cells, by_skill = [], []
         for s in SETS:
+            if s == "wrong-skill" and len(getattr(trained_cfg, "skills", ())) < 2:
+                cells.append("-")
+                continue
             run.env_cfg = dataclasses.replace(trained_cfg, instructions=s)
             result = run.evaluate(args.episodes, tuple(range(args.seeds)), stem=f"eval_instructions-{s}")
             cells.append(f"{result.success_rate:6.1%}/{reached(result):5.1%}")
+            skills = result.success_by("skill")
+            if len(skills) > 1:  # two skills: each one's success (env.skills order)
+                names = trained_cfg.skills  # type: ignore[attr-defined]
+                by_skill.append(f"{s} " + " / ".join(f"{names[k]} {won / n:.1%}" for k, (won, n) in skills.items()))
         run.env_cfg = trained_cfg
         median, p99 = chunk_latency_ms(run, args.latency_calls)
         name = f"{path.parent.name}/{path.name}"[-43:]
         print(f"{name:<44}" + "".join(f"{c:>14}" for c in cells) + f"{median:9.1f}/{p99:.1f}", flush=True)
+        if by_skill:
+            print("  by skill: " + "; ".join(by_skill), flush=True)
     print(f"({args.episodes} episodes x {args.seeds} seeds per set; reach: fingertips within {REACHED_M * 100:.0f} cm)")
 
 

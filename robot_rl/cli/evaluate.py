@@ -119,9 +119,8 @@ def add_parser(sub: Any) -> None:
         "--instructions",
         metavar="SET",
         help="train-bc runs that read an instruction: the task's instruction set to evaluate with instead of the "
-        "training phrasings (panda-multitask: heldout or heldout2 paraphrases, or the probes wrong-colour and empty); "
-        "writes "
-        "eval_instructions-SET.yaml/png and prints success per instruction",
+        "training phrasings (panda-multitask: heldout or heldout2 paraphrases, or the probes wrong-colour, "
+        "wrong-skill and empty); writes eval_instructions-SET.yaml/png and prints success per instruction",
     )
     ev.add_argument(
         "--visual",

@@ -72,6 +72,14 @@ def add_parser(sub: Any) -> None:
         help="record these onboard signals without their per-episode bias, as a calibrated sensor gives them "
         "(e.g. object_pos); the teacher still acts on its biased view, students are evaluated without the bias",
     )
+    col.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="env.KEY=VALUE",
+        help="scripted experts: set a key of the task's env config (repeatable), e.g. 'env.skills=[lift,push]' for "
+        "panda-multitask; a PPO teacher collects in the world it was trained in",
+    )
     col.add_argument("--quiet", action="store_true", help="no progress bar")
 
     bc = sub.add_parser("train-bc", help="train an action-chunk policy (diffusion or MLP) from demonstrations")
@@ -113,6 +121,11 @@ def run_collect(args: argparse.Namespace) -> int:
         raise ConfigError("--student (DAgger) needs a PPO teacher to label the student's states")
     if args.student is not None and args.images:
         raise ConfigError("--student (DAgger) drives with a state-only student; --images is not supported with it")
+    bad = [o for o in args.set if not o.startswith("env.")]
+    if bad:
+        raise ConfigError(f"--set {bad[0]!r}: collect sets only env.* keys (the task's world)")
+    if args.set and args.teacher != "scripted":
+        raise ConfigError("--set applies to scripted experts; a PPO teacher collects in the world it was trained in")
     teacher: Any = args.task
     if args.teacher == "scripted":
         from sim.registry import get_task, task_names
@@ -141,6 +154,7 @@ def run_collect(args: argparse.Namespace) -> int:
         student=student,
         include=args.include,
         unbiased=tuple(args.unbiased),
+        env_overrides=tuple(args.set),
     )
     print("\n".join(summary.lines()))
     return 0

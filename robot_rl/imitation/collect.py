@@ -157,6 +157,7 @@ def collect(
     student: BCRun | None = None,
     include: Path | None = None,
     unbiased: tuple[str, ...] = (),
+    env_overrides: tuple[str, ...] = (),
 ) -> CollectSummary:
     """Roll out ``teacher`` until ``episodes`` episodes are kept and write them to ``out``.
 
@@ -183,6 +184,8 @@ def collect(
             ``object_pos``: a calibrated camera), while the teacher acts on its biased view: the recorded observations
             are :data:`~sim.tasks.base.CALIBRATED_VIEW`, and the dataset's env config (where students are evaluated)
             sets those biases to zero.
+        env_overrides: ``env.KEY=VALUE`` settings of a scripted expert's world (the task's default config
+            otherwise); the dataset records the env config it was collected in.
 
     Raises:
         DatasetError: ``out`` exists, the teacher kept no episode in ``MAX_ATTEMPT_FACTOR * episodes`` tries
@@ -193,7 +196,7 @@ def collect(
 
     expert_cls = None
     if isinstance(teacher, str):
-        cfg = task_defaults(teacher, [f"device={device}"])
+        cfg = task_defaults(teacher, [f"device={device}", *env_overrides])
         expert_cls = sim.get_task(teacher).expert_cls()
         teacher_name = f"scripted expert ({expert_cls.__name__})"
     else:

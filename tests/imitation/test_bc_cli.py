@@ -292,6 +292,8 @@ def test_a_refused_include_closes_the_simulation_and_writes_nothing(
             "--unbiased: panda-reach: ['object_pos'] carry no per-episode bias to leave out (signals with one: "
             "joint_pos)",
         ),
+        (["--teacher", "{teacher}", "--episodes", "2", "--out", "{new}", "--set", "env.x=1"], "applies to scripted"),
+        (["--teacher", "scripted", "--episodes", "2", "--out", "{new}", "--set", "ppo.gamma=1"], "only env.* keys"),
     ],
 )
 def test_collect_refuses_bad_input_and_writes_nothing(

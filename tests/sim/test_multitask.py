@@ -3,20 +3,26 @@ each world's colours."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 
 import sim
 from robot_rl.config import task_defaults
-from sim.tasks.panda.experts import LiftExpert
+from sim.tasks.panda.experts import LiftExpert, MultitaskExpert
 from sim.tasks.panda.multitask import (
     COLOURS,
     HELDOUT2_PHRASINGS,
     HELDOUT_PHRASINGS,
+    PHRASINGS,
+    PUSH_TRAIN_PHRASINGS,
     TRAIN_PHRASINGS,
     PandaMultitask,
+    training_texts,
 )
+from sim.typed_config import ConfigError
 
 
 def _env(n: int, overrides: list[str] | None = None, seed: int = 0) -> PandaMultitask:
@@ -78,21 +84,27 @@ class _WrongCube(LiftExpert):
         return env.others_pos[:, 0]
 
 
-@pytest.mark.parametrize(("expert", "low", "high"), [(LiftExpert, 0.9, 1.0), (_WrongCube, 0.0, 0.0)])
-def test_lifting_the_named_cube_succeeds_and_lifting_another_does_not(expert: type, low: float, high: float) -> None:
-    env = _env(24)
-    env.reset(seed=1)
-    script = expert(env)
-    done = torch.zeros(24, dtype=torch.bool)
-    success = torch.zeros(24, dtype=torch.bool)
+def _first_episode_success(env: PandaMultitask, script: type) -> torch.Tensor:
+    """Whether each world's first episode under ``script`` (an expert class) succeeded ``[N]``."""
+    expert = script(env)
+    done = torch.zeros(env.num_envs, dtype=torch.bool)
+    success = torch.zeros(env.num_envs, dtype=torch.bool)
     for _ in range(env.max_episode_length):
-        _, _, term, trunc, info = env.step(script.act())
+        _, _, term, trunc, info = env.step(expert.act())
         finished = (term | trunc) & ~done
         if finished.any():
             assert info.success is not None
             success[finished] = info.success[finished]
             done |= finished
     assert bool(done.all())
+    return success
+
+
+@pytest.mark.parametrize(("expert", "low", "high"), [(LiftExpert, 0.9, 1.0), (_WrongCube, 0.0, 0.0)])
+def test_lifting_the_named_cube_succeeds_and_lifting_another_does_not(expert: type, low: float, high: float) -> None:
+    env = _env(24)
+    env.reset(seed=1)
+    success = _first_episode_success(env, expert)
     assert low <= float(success.float().mean()) <= high
     if expert is _WrongCube:  # the distractor did go up: the script works, the cube was the wrong one
         assert float(env.others_pos[:, 0, 2].max()) > 0.0
@@ -132,3 +144,77 @@ def test_the_expert_lifts_the_named_cube_on_mjwarp_with_buffers_for_three_cubes(
     _, _, _, trunc, info = env.step(script.act())
     assert bool(trunc.all()) and info.success is not None
     assert float(info.success.float().mean()) >= 7 / 8
+
+
+# ---------------------------------------------------------------------------------------- two skills: lift, push
+SKILLS = ["env.skills=[lift,push]"]
+
+
+def test_two_skills_give_six_tasks_each_named_by_skill_and_colour() -> None:
+    env = _env(64, SKILLS)
+    env.reset(seed=4)
+    assert env.instructions == training_texts(("lift", "push"))
+    assert len(env.instructions) == 2 * len(COLOURS) * len(PUSH_TRAIN_PHRASINGS)
+    ids, names = env.instruction_ids(), list(COLOURS)
+    for w in range(64):
+        text = env.instructions[int(ids[w])]
+        templates = PHRASINGS["push" if int(env.skill[w]) == 1 else "lift"]["train"]
+        assert text in [t.format(c=names[int(env.colour[w, 0])]) for t in templates]
+    assert 0 < int(env.skill.sum()) < 64  # both skills drawn
+    wrong = _env(64, [*SKILLS, "env.instructions=wrong-skill"])
+    wrong.reset(seed=4)
+    assert torch.equal(wrong.skill, env.skill)  # the same episodes, told the other skill
+    told = wrong.instruction_ids() // (len(COLOURS) * len(TRAIN_PHRASINGS))
+    assert torch.equal(told, 1 - env.skill)
+    for held in ("heldout", "heldout2"):
+        assert not set(training_texts(("push",))) & set(training_texts(("push",), held))
+    assert env.contract_extra()["skills"] == ["lift", "push"]
+
+
+def test_one_skill_is_the_lift_task_of_before() -> None:
+    lift, both = _env(8), _env(8, SKILLS)
+    assert lift.instructions == [t.format(c=c) for c in COLOURS for t in TRAIN_PHRASINGS]
+    lift.reset(seed=0)
+    assert int(lift.skill.abs().sum()) == 0 and "skills" in lift.contract_extra()
+    with pytest.raises(KeyError):
+        lift._model.geom("push_zone")  # the zone is drawn only where a push is asked for
+    assert both._model.geom("push_zone").id >= 0
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("env.skills=[lift,fly]", "env.skills must be distinct names from lift, push"),
+        ("env.skills=[]", "env.skills must be distinct names"),
+        ("env.instructions=wrong-skill", "wrong-skill needs two env.skills"),
+        ("env.cube_high=[0.66,0.15]", "must leave 5 cm before the push zone"),
+    ],
+)
+def test_bad_skill_settings_are_refused_by_name(override: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        task_defaults("panda-multitask", [override])
+
+
+def test_the_expert_pushes_the_named_cube_into_the_zone_and_a_lift_there_fails() -> None:
+    """The multitask expert lifts in lift episodes and pushes in push episodes; the lift script in a push episode
+    raises the named cube and does not succeed (carried is not pushed)."""
+    for script, lift_low, push_low, push_high in ((MultitaskExpert, 0.9, 0.85, 1.0), (LiftExpert, 0.9, 0.0, 0.0)):
+        env = _env(24, SKILLS)
+        env.reset(seed=1)
+        skill = env.skill.clone()
+        success = _first_episode_success(env, script)
+        assert 0 < int(skill.sum()) < 24
+        assert float(success[skill == 0].float().mean()) >= lift_low
+        assert push_low <= float(success[skill == 1].float().mean()) <= push_high
+
+
+def test_collect_sets_the_scripted_experts_world(tmp_path: Path) -> None:
+    from robot_rl.imitation.collect import collect
+    from robot_rl.imitation.dataset import load_dataset
+
+    collect("panda-multitask", 4, tmp_path / "d", num_envs=4, quiet=True, env_overrides=("env.skills=[lift,push]",))
+    data = load_dataset(tmp_path / "d")
+    assert data.robot_rl["env"]["skills"] == ["lift", "push"]
+    with pytest.raises(ConfigError, match=r"env\.nope"):
+        collect("panda-multitask", 4, tmp_path / "e", num_envs=4, quiet=True, env_overrides=("env.nope=1",))
+    assert not (tmp_path / "e").exists()

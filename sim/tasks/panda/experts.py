@@ -16,6 +16,8 @@ Waypoints (heights relative to the cube's centre; the lift expert keeps a phase 
 
 - ``panda-lift``: above the cube (+10 cm, fingers open, yaw aligned with a cube face) -> down to the cube's centre
   -> close the fingers for 0.3 s -> lift to 16 cm above the table.
+- ``panda-multitask``: the lift script on the named cube, or with ``env.skills: [lift, push]`` in a push episode the
+  push script towards a goal past the zone's near edge in the cube's lane, fingers held closed.
 - ``panda-push`` (no phase memory: the move follows from the finger tips' place relative to the cube): above a
   point 3 cm behind the cube on the line from the goal -> down to the cube's centre height -> push along the line,
   every step re-aiming at the cube and steering the finger tips back onto the line through the cube's centre (a push
@@ -231,3 +233,32 @@ class PushExpert(ScriptedExpert):
         self.phase[:] = torch.where(done, 3, torch.where(pushing, 2, torch.where(over_start, 1, 0)))
         r_des = GRIPPER_DOWN.to(env.device).expand(env.num_envs, 3, 3)
         return self.arm_action(target, r_des)
+
+
+class MultitaskExpert(ScriptedExpert):
+    """``panda-multitask``: :class:`LiftExpert` on the named cube, or :class:`PushExpert` (fingers closed) in the
+    worlds whose instruction asks for a push. Both scripts run in every world (each keeps its own phases); each
+    world takes the action of its skill."""
+
+    def __init__(self, env: VecEnv, cube: str = "exact") -> None:
+        super().__init__(env, cube)
+        self.lift = LiftExpert(env, cube)
+        self.push = PushExpert(env, cube)
+
+    def reset(self, mask: torch.Tensor | None = None) -> None:
+        """Restart both scripts in the worlds of ``mask`` (all if ``None``)."""
+        self.lift.reset(mask)
+        self.push.reset(mask)
+
+    def act(self) -> torch.Tensor:
+        from sim.tasks.panda.multitask import PandaMultitask
+
+        env = self.env
+        if not isinstance(env, PandaMultitask):
+            raise TypeError(f"the multitask expert drives panda-multitask, not {env.task_name}")
+        lift = self.lift.act()
+        if "push" not in env.cfg.skills:
+            return lift
+        push = self.push.act()
+        push = torch.cat((push, torch.full_like(push[:, :1], -1.0)), 1)  # fingers closed
+        return torch.where(env._pushing()[:, None], push, lift)

@@ -30,7 +30,7 @@ from sim.tasks.panda.base import CubeTask, CubeTaskConfig, build_panda
 from sim.vec_env import TaskConfigError
 
 
-def _default_rewards() -> dict[str, float]:
+def default_lift_rewards() -> dict[str, float]:
     # Staged as Isaac Lab's Franka lift (reach 1, "object is lifted" 15, height towards the goal 16): reach the
     # cube, hold it between both finger pads, get it off the table, raise it.
     return {
@@ -58,7 +58,7 @@ class PandaLiftConfig(CubeTaskConfig):
     lift_height: float = 0.1
     lifted_height: float = 0.02
     lift_target: float = 0.15
-    reward_scales: dict[str, float] = field(default_factory=_default_rewards)
+    reward_scales: dict[str, float] = field(default_factory=default_lift_rewards)
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -1,20 +1,27 @@
 """Task ``panda-multitask``: three cubes of different colours on the table; a language instruction says which one to
-lift. Only the instruction tells the worlds' goals apart, so a policy that ignores it lifts the right cube in about
-a third of the episodes.
+lift (and, with ``env.skills: [lift, push]``, whether to lift it or push it into the zone at the back of the table).
+Only the instruction tells the worlds' goals apart, so a policy that ignores it lifts the right cube in about a third
+of the episodes.
 
-Every episode draws which cube is the target, the three colours (red, green, blue: one per cube), the cubes' places
-(one per lane across the table, shuffled, so that open fingers around one cube clear its neighbours) and the
-instruction: one of :data:`TRAIN_PHRASINGS` for the target's colour (``env.instructions: train``), or one of the
-held-out :data:`HELDOUT_PHRASINGS` (``env.instructions: heldout``), written before any policy was trained on this
-task and never used in training, for measuring how a language-conditioned policy copes with paraphrases (and a
-second such list, :data:`HELDOUT2_PHRASINGS`, ``heldout2``). Two probes
-measure whether a policy uses the instruction at all: ``wrong-colour`` names another cube's colour (the target is
-still the cube the episode drew), ``empty`` gives the empty instruction.
+Every episode draws the skill (one of ``env.skills``, uniformly), which cube is the target, the three colours (red,
+green, blue: one per cube), the cubes' places (one per lane across the table, shuffled, so that open fingers around
+one cube clear its neighbours) and the instruction: one of the skill's training phrasings (:data:`TRAIN_PHRASINGS`,
+:data:`PUSH_TRAIN_PHRASINGS`) for the target's colour (``env.instructions: train``), or one of the held-out
+paraphrases (:data:`HELDOUT_PHRASINGS`, :data:`PUSH_HELDOUT_PHRASINGS`; ``env.instructions: heldout``), written
+before any policy was trained on them and never used in training, for measuring how a language-conditioned policy
+copes with paraphrases (and a second such list, ``heldout2``). Three probes measure whether a policy uses the
+instruction at all: ``wrong-colour`` names another cube's colour (the target is still the cube the episode drew),
+``wrong-skill`` asks for the other skill (two skills only), ``empty`` gives the empty instruction.
 
-Physics and success are ``panda-lift``'s for the target (its mass, size and friction are randomised; the
-distractors are nominal cubes). The world's instruction is the task's, not an observation:
-:attr:`PandaMultitask.instructions` lists the texts, :meth:`PandaMultitask.instruction_ids` says which one each world
-got (``robot-rl collect`` records it as the episode's task text; a language-conditioned student reads it).
+Physics are ``panda-lift``'s for the target (its mass, size and friction are randomised; the distractors are nominal
+cubes). Success for ``lift``: ``panda-lift``'s. Success for ``push``: at the time limit the target's centre is inside
+the zone (between :data:`PUSH_ZONE_X_M`'s edges, base x; a strip drawn on the table, :func:`push_zone`) with the cube
+resting on the table (below ``lifted_height``: carried there is not pushed) and still in its lane. The zone lies
+beyond every start place, 8-28 cm ahead of the cube along x, so the push never crosses a neighbour's lane.
+
+The world's instruction is the task's, not an observation: :attr:`PandaMultitask.instructions` lists the texts,
+:meth:`PandaMultitask.instruction_ids` says which one each world got (``robot-rl collect`` records it as the
+episode's task text; a language-conditioned student reads it).
 
 Onboard (``policy``) observation::
 
@@ -25,9 +32,10 @@ Onboard (``policy``) observation::
 Cameras (``robot-rl collect --images front``) draw each world's colours (:meth:`PandaMultitask.drawn_geom_rgba`).
 
 Privileged (``critic``): ``panda-lift``'s (exact target pose and velocity, pad forces, randomised parameters) plus
-the distractors' exact positions.
+the distractors' exact positions, and with two skills the episode's skill (one-hot, ``env.skills`` order).
 
-Success: the target cube lifted as in ``panda-lift``; lifting another cube is not a success. Criterion: >= 80 %.
+Success: the target cube lifted as in ``panda-lift`` (or pushed into the zone, above); moving another cube is not a
+success, nor is lifting the cube an instruction said to push. Criterion: >= 80 %.
 """
 
 from __future__ import annotations
@@ -43,12 +51,13 @@ import numpy as np
 import torch
 
 from policies.runtime.contract import ObservationTerm
+from sim import rewards
 from sim.measurements import Instruction, Measurement, Pose
 from sim.registry import TaskSpec
 from sim.robots import panda
 from sim.tasks.base import SensorNoise
 from sim.tasks.panda.base import CUBE_MASS, CubeTask, default_cube_noise
-from sim.tasks.panda.lift import PandaLift, PandaLiftConfig
+from sim.tasks.panda.lift import PandaLift, PandaLiftConfig, default_lift_rewards
 from sim.vec_env import TaskConfigError
 
 COLOURS: dict[str, tuple[float, float, float]] = {
@@ -70,7 +79,32 @@ HELDOUT2_PHRASINGS = ("hoist the {c} block", "bring the {c} box into the air", "
 """A second list of paraphrases never used in training (``env.instructions: heldout2``), written on 2026-11-30 after
 the instruction subspace (:mod:`policies.nets.instruction_subspace`) was chosen by its score on
 :data:`HELDOUT_PHRASINGS` and before any student with it was evaluated on these: a test the choice never saw."""
-INSTRUCTION_SETS = ("train", "heldout", "heldout2", "wrong-colour", "empty")
+PUSH_TRAIN_PHRASINGS = (
+    "push the {c} cube to the far side",
+    "slide the {c} cube away from the robot",
+    "shove the {c} cube to the back of the table",
+)
+"""Training phrasings of the ``push`` skill (``env.skills``)."""
+PUSH_HELDOUT_PHRASINGS = (
+    "nudge the {c} block toward the far edge",
+    "move the {c} one away from you without lifting it",
+    "can you slide the {c} box back",
+)
+"""Held-out paraphrases of the ``push`` skill, written on 2026-11-30 before any policy was trained on the skill."""
+PUSH_HELDOUT2_PHRASINGS = (
+    "send the {c} block to the back",
+    "push the {c} box as far as the line",
+    "i want the {c} one slid away",
+)
+"""A second list of held-out ``push`` paraphrases, written with :data:`PUSH_HELDOUT_PHRASINGS`."""
+SKILLS = ("lift", "push")
+"""What ``env.skills`` may hold, in the order of the instruction table."""
+PHRASINGS: dict[str, dict[str, tuple[str, ...]]] = {
+    "lift": {"train": TRAIN_PHRASINGS, "heldout": HELDOUT_PHRASINGS, "heldout2": HELDOUT2_PHRASINGS},
+    "push": {"train": PUSH_TRAIN_PHRASINGS, "heldout": PUSH_HELDOUT_PHRASINGS, "heldout2": PUSH_HELDOUT2_PHRASINGS},
+}
+"""Instruction templates by skill and list (``{c}``: the colour's name); every list has as many as the others."""
+INSTRUCTION_SETS = ("train", "heldout", "heldout2", "wrong-colour", "wrong-skill", "empty")
 """What ``env.instructions`` may choose (see the module docstring)."""
 
 LANES_Y = (-0.12, 0.0, 0.12)
@@ -78,6 +112,26 @@ LANES_Y = (-0.12, 0.0, 0.12)
 about 5 cm each side with the pads) clear a neighbour's near face (>= 6.5 cm away with the lanes' jitter)."""
 LANE_JITTER_M = 0.015
 """Largest shift of a cube from its lane's centre along y, m."""
+PUSH_ZONE_X_M = (0.68, 0.80)
+"""The push zone's near and far edges along base x, m: 8 cm beyond the farthest start (``cube_high`` x 0.6), inside
+the table (it ends at 0.95 m) and within the Panda's reach at table height (0.855 m from the shoulder)."""
+PUSH_LANE_M = 0.05
+"""A pushed cube still in its lane: its centre within this of where it started along y, m (half the gap to the
+neighbouring lane's cube)."""
+PUSH_GOAL_X_M = 0.5 * (PUSH_ZONE_X_M[0] + PUSH_ZONE_X_M[1])
+"""Where the scripted push takes the cube's centre along x, m: the zone's middle (it stops 2 cm short). Aimed 4 cm
+past the near edge instead, a student's pushes ended short of the zone in 67 % of its push episodes (median 4.7 cm
+short; docs/vla.md)."""
+
+
+def push_zone(spec: mujoco.MjSpec) -> None:
+    """Draw the push zone (:data:`PUSH_ZONE_X_M`) on the table: a white strip across the lanes, visual only."""
+    near, far = PUSH_ZONE_X_M
+    half_y = LANES_Y[-1] + 0.06
+    spec.worldbody.add_geom(
+        name="push_zone", type=mujoco.mjtGeom.mjGEOM_BOX, pos=[(near + far) / 2, 0.0, panda.TABLE_HEIGHT + 0.0005],
+        size=[(far - near) / 2, half_y, 0.0005], contype=0, conaffinity=0, rgba=[0.95, 0.95, 0.9, 1.0],
+    )  # fmt: skip
 
 
 def distractors(size: float) -> Callable[[mujoco.MjSpec], None]:
@@ -90,6 +144,13 @@ def distractors(size: float) -> Callable[[mujoco.MjSpec], None]:
             panda.add_cube(spec, f"distractor{i}", size, CUBE_MASS, (0.5, 0.3 + 0.1 * i), (0.5, 0.5, 0.5))
 
     return add
+
+
+def _default_rewards() -> dict[str, float]:
+    # panda-lift's staged terms (paid in lift episodes only), and for push episodes the cube's approach to the zone
+    # and a bonus while it is inside, weighted as lift's "lifted" and "lift". Demonstrations come from the scripted
+    # experts (no PPO teacher of this task has been trained); the reward is there for one.
+    return {**default_lift_rewards(), "push_progress": 15.0, "in_zone": 15.0}
 
 
 def default_multitask_noise() -> SensorNoise:
@@ -106,19 +167,33 @@ class PandaMultitaskConfig(PandaLiftConfig):
     """Configuration of ``panda-multitask`` (see the module docstring and :class:`PandaLiftConfig`).
 
     Attributes:
-        instructions: ``train`` (:data:`TRAIN_PHRASINGS`), ``heldout`` (:data:`HELDOUT_PHRASINGS`), ``heldout2``
-            (:data:`HELDOUT2_PHRASINGS`), or the probes
-            ``wrong-colour`` (a training phrasing naming another cube's colour) and ``empty``.
+        skills: What the instructions ask for: ``lift`` the named cube, ``push`` it into the zone (see the module
+            docstring); each episode draws one, uniformly.
+        instructions: ``train`` (:data:`PHRASINGS` ``[skill]["train"]``), ``heldout``, ``heldout2``, or the probes
+            ``wrong-colour`` (a training phrasing naming another cube's colour), ``wrong-skill`` (the other skill's
+            training phrasing, the right colour) and ``empty``.
     """
 
-    instructions: Literal["train", "heldout", "heldout2", "wrong-colour", "empty"] = "train"
+    skills: tuple[str, ...] = ("lift",)
+    instructions: Literal["train", "heldout", "heldout2", "wrong-colour", "wrong-skill", "empty"] = "train"
     noise: SensorNoise = field(default_factory=default_multitask_noise)
+    reward_scales: dict[str, float] = field(default_factory=_default_rewards)
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.instructions not in INSTRUCTION_SETS:
             raise TaskConfigError(
                 f"env.instructions must be one of {', '.join(INSTRUCTION_SETS)}, got {self.instructions!r}"
+            )
+        if not self.skills or len(set(self.skills)) != len(self.skills) or not set(self.skills) <= set(SKILLS):
+            raise TaskConfigError(
+                f"env.skills must be distinct names from {', '.join(SKILLS)}, got {list(self.skills)}"
+            )
+        if self.instructions == "wrong-skill" and len(self.skills) < 2:
+            raise TaskConfigError("env.instructions=wrong-skill needs two env.skills to ask for the other one")
+        if self.cube_high[0] + self.cube_size / 2 > PUSH_ZONE_X_M[0] - 0.05:
+            raise TaskConfigError(
+                f"env.cube_high x ({self.cube_high[0]}) must leave 5 cm before the push zone at {PUSH_ZONE_X_M[0]} m"
             )
         if not (self.cube_low[1] <= LANES_Y[0] - LANE_JITTER_M and self.cube_high[1] >= LANES_Y[-1] + LANE_JITTER_M):
             raise TaskConfigError(
@@ -127,23 +202,31 @@ class PandaMultitaskConfig(PandaLiftConfig):
             )
 
 
+def training_texts(skills: tuple[str, ...], phrasings: str = "train") -> list[str]:
+    """The instruction texts of ``skills`` from one list of :data:`PHRASINGS` (``train``, ``heldout`` or
+    ``heldout2``): skill-major, then colour (:data:`COLOURS`), then phrasing; the task's instruction ids index it."""
+    return [t.format(c=c) for s in skills for c in COLOURS for t in PHRASINGS[s][phrasings]]
+
+
 class PandaMultitask(PandaLift):
-    """Lift the cube the instruction names (see the module docstring)."""
+    """Lift (or push) the cube the instruction names (see the module docstring)."""
 
     task_name = "panda-multitask"
     success_bar = 0.8
     median_figures = (("final_height_m", "final_height"), ("closest_approach_m", "closest_approach"))
 
-    goal_state: tuple[str, ...] = ("_cube_seen", "_others_seen", "colour", "phrase", "closest")
+    goal_state: tuple[str, ...] = ("_cube_seen", "_others_seen", "colour", "phrase", "closest", "skill", "goal")
 
     def __init__(self, cfg: PandaMultitaskConfig, num_envs: int, device: torch.device, seed: int = 0) -> None:
-        scene = dataclasses.replace(cfg.scene(), objects=(distractors(cfg.cube_size),))
+        zone = (push_zone,) if "push" in cfg.skills else ()
+        scene = dataclasses.replace(cfg.scene(), objects=(distractors(cfg.cube_size), *zone))
         model = panda.build_model(cfg.control_mode, scene, cfg.stiffness, cfg.damping, cfg.physics_dt)  # type: ignore[arg-type]
         terms = [
             ObservationTerm("finger_position", 1, "finger_pos", unit="m"),
             ObservationTerm("object_positions", 3 * len(COLOURS), "objects_pos", unit="m"),
         ]
-        self._setup(cfg, scene, num_envs, device, seed, terms, 15 + 6, CubeTask.cube_param_specs(model))
+        asked = len(cfg.skills) if len(cfg.skills) > 1 else 0  # a privileged teacher must be told the skill
+        self._setup(cfg, scene, num_envs, device, seed, terms, 15 + 6 + asked, CubeTask.cube_param_specs(model))
         self._setup_cube(self._model)
         self.cfg: PandaMultitaskConfig = cfg
         m = self._model
@@ -158,6 +241,12 @@ class PandaMultitask(PandaLift):
         """Colour index (:data:`COLOURS` order) of the target and the two distractors ``[N, 3]``."""
         self.phrase = torch.zeros(n, dtype=torch.long, device=device)
         """Template index of each world's instruction ``[N]``."""
+        self.skill = torch.zeros(n, dtype=torch.long, device=device)
+        """Skill of each world's episode, an index into :data:`SKILLS` ``[N]``."""
+        self.goal = torch.zeros(n, 2, device=device)
+        """Where a push takes the target's centre (x, y), m ``[N, 2]``: the zone's middle in the cube's lane (the
+        scripted push expert's goal; success needs only the zone and the lane)."""
+        self._start_y = torch.zeros(n, device=device)
         self.closest = torch.full((n,), math.inf, device=device)
         """Closest the TCP came to the named cube's centre in this episode, m ``[N]`` (does the arm go where the
         instruction says, grasped or not)."""
@@ -166,16 +255,16 @@ class PandaMultitask(PandaLift):
     # ------------------------------------------------------------------------------------------ language
     @property
     def instructions(self) -> list[str]:
-        """Every instruction text the task gives (``env.instructions``), indexed by :meth:`instruction_ids`."""
+        """Every instruction text the task gives (``env.instructions``), indexed by :meth:`instruction_ids`:
+        skill-major (``env.skills`` order), then colour (:data:`COLOURS`), then phrasing."""
         if self.cfg.instructions == "empty":
             return [""]
-        return [t.format(c=c) for c in COLOURS for t in self._templates]
+        return training_texts(self.cfg.skills, self._list)
 
     @property
-    def _templates(self) -> tuple[str, ...]:
-        """The phrasings this episode's instructions are drawn from (the probes use the training ones)."""
-        held = {"heldout": HELDOUT_PHRASINGS, "heldout2": HELDOUT2_PHRASINGS}
-        return held.get(self.cfg.instructions, TRAIN_PHRASINGS)
+    def _list(self) -> str:
+        """Which phrasings this episode's instructions are drawn from (the probes use the training ones)."""
+        return self.cfg.instructions if self.cfg.instructions in ("heldout", "heldout2") else "train"
 
     def instruction_ids(self) -> torch.Tensor:
         """Index into :attr:`instructions` of each world's current instruction ``[N]`` (long)."""
@@ -184,7 +273,16 @@ class PandaMultitask(PandaLift):
             return torch.zeros_like(named)
         if self.cfg.instructions == "wrong-colour":
             named = self.colour[:, 1]
-        return named * len(self._templates) + self.phrase
+        skill = self.skill
+        if self.cfg.instructions == "wrong-skill":
+            skill = (skill + 1) % len(self.cfg.skills)
+        return (skill * len(COLOURS) + named) * len(TRAIN_PHRASINGS) + self.phrase
+
+    def _pushing(self) -> torch.Tensor:
+        """Worlds whose episode asks for a push ``[N]`` (bool)."""
+        if "push" not in self.cfg.skills:
+            return torch.zeros_like(self.skill, dtype=torch.bool)
+        return self.skill == self.cfg.skills.index("push")
 
     # ------------------------------------------------------------------------------------------ episodes
     def _reset_task(self, rows: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
@@ -205,7 +303,12 @@ class PandaMultitask(PandaLift):
         target = torch.randint(0, 3, (n,), generator=g, device=dev)
         swap = torch.randint(0, 2, (n,), generator=g, device=dev)
         self.colour[rows] = torch.stack((target, (target + 1 + swap) % 3, (target + 2 - swap) % 3), -1)
-        self.phrase[rows] = torch.randint(0, len(self._templates), (n,), generator=g, device=dev)
+        self.phrase[rows] = torch.randint(0, len(TRAIN_PHRASINGS), (n,), generator=g, device=dev)
+        if len(c.skills) > 1:  # one skill draws nothing, so lift-only episodes are those of before the skills
+            self.skill[rows] = torch.randint(0, len(c.skills), (n,), generator=g, device=dev)
+        self._start_y[rows] = xy[:, 0, 1]
+        goal_x = torch.full_like(xy[:, 0, 1], PUSH_GOAL_X_M)
+        self.goal[rows] = torch.stack((goal_x, xy[:, 0, 1]), -1)
         self.closest[rows] = math.inf
 
     def _read_task_state(self) -> None:
@@ -232,16 +335,51 @@ class PandaMultitask(PandaLift):
         }
 
     def _privileged(self) -> torch.Tensor:
-        return torch.cat((super()._privileged(), self.others_pos.flatten(1)), 1)
+        extra = [self.others_pos.flatten(1)]
+        if len(self.cfg.skills) > 1:  # which skill the episode asks for, one-hot (env.skills order)
+            extra.append(torch.nn.functional.one_hot(self.skill, len(self.cfg.skills)).float())
+        return torch.cat((super()._privileged(), *extra), 1)
+
+    # ------------------------------------------------------------------------------------------ push
+    def _zone_gap(self) -> torch.Tensor:
+        """How far the target's centre still is from the push zone's near edge along x, m ``[N]`` (0 inside)."""
+        return (PUSH_ZONE_X_M[0] - self.cube_pos[:, 0]).clamp_min(0.0)
+
+    def _in_zone(self) -> torch.Tensor:
+        """The target rests in the push zone, in its lane ``[N]`` (bool; the push skill's success, see the module
+        docstring)."""
+        inside = (self.cube_pos[:, 0] >= PUSH_ZONE_X_M[0]) & (self.cube_pos[:, 0] <= PUSH_ZONE_X_M[1])
+        in_lane = (self.cube_pos[:, 1] - self._start_y).abs() <= PUSH_LANE_M
+        return inside & in_lane & (self._height() < self.cfg.lifted_height)
+
+    def reward_names(self) -> list[str]:
+        """``panda-lift``'s terms and the push skill's (see :func:`_default_rewards`)."""
+        return [*super().reward_names(), "push_progress", "in_zone"]
+
+    def _reward_terms(self, action: torch.Tensor, terminated: torch.Tensor) -> dict[str, torch.Tensor]:
+        terms = super()._reward_terms(action, terminated)
+        push = self._pushing().float()
+        for name in ("grasp", "lifted", "lift"):
+            terms[name] = terms[name] * (1.0 - push)
+        terms["push_progress"] = push * rewards.tanh_kernel(self._zone_gap(), 0.2)
+        terms["in_zone"] = push * self._in_zone().float()
+        return terms
+
+    def _success(self) -> torch.Tensor:
+        return torch.where(self._pushing(), self._in_zone() & ~self._terminated(), super()._success())
 
     def _episode_metrics(self) -> dict[str, torch.Tensor]:
-        """``panda-lift``'s, plus which instruction the episode gave and which colour the target had (per-instruction
-        success tables read them)."""
+        """``panda-lift``'s, plus which instruction the episode gave, which colour the target had and which skill
+        was asked for (per-instruction success tables read them), and where a push left the target: short of the
+        zone (``zone_gap``, m) and off its lane (``lane_offset``, m)."""
         return {
             **super()._episode_metrics(),
             "closest_approach": self.closest,
             "instruction": self.instruction_ids().float(),
             "target_colour": self.colour[:, 0].float(),
+            "skill": self.skill.float(),
+            "zone_gap": self._zone_gap(),
+            "lane_offset": (self.cube_pos[:, 1] - self._start_y).abs(),
         }
 
     def drawn_geom_rgba(self) -> dict[int, torch.Tensor]:
@@ -265,7 +403,9 @@ class PandaMultitask(PandaLift):
             f"from a colour tracker, {self.object_delay} control period(s) old",
             "colours_rgb": {k: list(v) for k, v in COLOURS.items()},
             "objects": list(COLOURS),  # object_positions, in this order: the ROS 2 node's object_pose/<name> topics
-            "instructions": {"train": [t.format(c=c) for c in COLOURS for t in TRAIN_PHRASINGS]},
+            "instructions": {"train": training_texts(self.cfg.skills)},
+            "skills": list(self.cfg.skills),
+            **({"push_zone_x_m": list(PUSH_ZONE_X_M)} if "push" in self.cfg.skills else {}),
         }
 
 
@@ -274,9 +414,9 @@ SPEC = TaskSpec(
     config_cls=PandaMultitaskConfig,
     factory=PandaMultitask,
     backend="mujoco | mjwarp",
-    description="Franka Panda lifts the cube (red, green or blue) a language instruction names; two distractors",
+    description="Franka Panda lifts (or pushes) the cube (red, green or blue) a language instruction names",
     robot="panda",
-    success=">= 80% of 5 s episodes end with the named cube held >= 10 cm above the table",
-    expert="sim.tasks.panda.experts:LiftExpert",
+    success=">= 80% of 5 s episodes end with the named cube held >= 10 cm above the table (or pushed into the zone)",
+    expert="sim.tasks.panda.experts:MultitaskExpert",
 )
 """The task's registration (sim/tasks/__init__.py lists it)."""
