@@ -218,3 +218,17 @@ def test_collect_sets_the_scripted_experts_world(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"env\.nope"):
         collect("panda-multitask", 4, tmp_path / "e", num_envs=4, quiet=True, env_overrides=("env.nope=1",))
     assert not (tmp_path / "e").exists()
+
+
+def test_the_onboard_expert_reads_the_named_colours_estimate() -> None:
+    """``cube="onboard"``: the expert acts on the colour tracker's estimate of the named cube (what a student sees),
+    not on the simulator's exact position."""
+    env = _env(16, SKILLS)
+    obs = env.reset(seed=2)
+    expert = MultitaskExpert(env, cube="onboard")
+    env.step(expert.act())
+    seen = env.builder.latest("object_positions").view(16, 3, 3)
+    estimate = expert.lift.cube_position()
+    torch.testing.assert_close(estimate, seen[torch.arange(16), env.colour[:, 0]])
+    assert 0.003 < float((estimate - env.cube_pos).norm(dim=-1).mean()) < 0.05  # noise and bias, not the truth
+    assert obs["policy"].shape[0] == 16

@@ -822,6 +822,10 @@ class CubeTask(PandaTask):
     def _cube_signals(self) -> dict[str, torch.Tensor]:
         return {"object_pos": self._cube_seen[:, -1]}
 
+    def cube_estimate(self) -> torch.Tensor:
+        """The cube centre as the latest onboard observation gives it (delayed, noisy, biased), m ``[N, 3]``."""
+        return self.builder.latest("object_position")
+
     def _cube_privileged(self) -> torch.Tensor:
         """Exact cube position, orientation and velocity, and the finger pads' touch forces ``[N, 15]``."""
         return torch.cat((self.cube_pos, self.cube_quat, self.cube_vel, self._pad_forces()), 1)

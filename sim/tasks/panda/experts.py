@@ -132,7 +132,7 @@ class ScriptedExpert(abc.ABC):
         """Cube centre the expert acts on, m ``[N, 3]``: exact, or the onboard estimate (see ``cube``)."""
         if self.cube == "exact":
             return self.cube_env.cube_pos
-        return self.env.builder.latest("object_position")
+        return self.cube_env.cube_estimate()
 
     def tcp_error(self, p_des: torch.Tensor) -> torch.Tensor:
         """Distance of the TCP from ``p_des``, m ``[N]``."""

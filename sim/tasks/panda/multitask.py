@@ -334,6 +334,12 @@ class PandaMultitask(PandaLift):
             "objects_pos": self._by_colour(self._cube_seen[:, -1], self._others_seen[:, -1]),
         }
 
+    def cube_estimate(self) -> torch.Tensor:
+        """The named cube's centre as the latest onboard observation gives it (the colour tracker's estimate of the
+        target's colour), m ``[N, 3]``."""
+        seen = self.builder.latest("object_positions").view(self.num_envs, len(COLOURS), 3)
+        return seen[self._rows, self.colour[:, 0]]
+
     def _privileged(self) -> torch.Tensor:
         extra = [self.others_pos.flatten(1)]
         if len(self.cfg.skills) > 1:  # which skill the episode asks for, one-hot (env.skills order)
