@@ -200,11 +200,11 @@ class ChunkPolicy(nn.Module, abc.ABC):
         instructions' subspace (the identity before :meth:`fit_instructions`), token rows as they are."""
         return embedding if self.instruction_subspace is None else self.instruction_subspace(embedding)
 
-    def fit_instructions(self, table: torch.Tensor) -> int:
+    def fit_instructions(self, table: torch.Tensor, nearest: bool = False) -> int:
         """Read every instruction within the subspace of the training instructions' embeddings ``table [K, D_l]``
         (a pooled embedding; :mod:`policies.nets.instruction_subspace`); returns its dimension (0: token rows, not
         projected)."""
-        return 0 if self.instruction_subspace is None else self.instruction_subspace.fit(table)
+        return 0 if self.instruction_subspace is None else self.instruction_subspace.fit(table, nearest)
 
     @abc.abstractmethod
     def compute_loss(

@@ -151,7 +151,9 @@ class ChunkSpec:
             embedding ``float [B, dim]``), ``dim``, ``tokens`` (where present: the input is that many rows of the
             encoder's per-token outputs, flattened, zero rows after the text's last token), ``subspace`` (where
             present: the graph reads the embedding projected onto a span of that many dimensions, its training
-            instructions', :mod:`policies.nets.instruction_subspace`; a fact for humans), ``encoder`` (the frozen
+            instructions', :mod:`policies.nets.instruction_subspace`; a fact for humans), ``nearest`` (where
+            present: the graph reads every embedding as the nearest of that many training instructions' embeddings;
+            a fact for humans), ``encoder`` (the frozen
             sentence encoder it was trained with: ``name``, ``package``, ``version``, ``sha256`` of its weights) and
             ``instructions``: instruction text -> its embedding (``dim`` numbers), so that a robot runs the known
             instructions without the encoder.
@@ -503,6 +505,10 @@ def _validate_language(lang: Any) -> None:
         raise ContractError("chunk.language.dim must be >= 1")
     if "subspace" in lang and (not _is_int(lang["subspace"]) or not 0 <= lang["subspace"] <= dim):
         raise ContractError(f"chunk.language.subspace must be an integer in [0, {dim}], got {lang['subspace']!r}")
+    if "nearest" in lang and (not _is_int(lang["nearest"]) or not 1 <= lang["nearest"] <= MAX_INSTRUCTIONS):
+        raise ContractError(
+            f"chunk.language.nearest must be an integer in [1, {MAX_INSTRUCTIONS}], got {lang['nearest']!r}"
+        )
     if "tokens" in lang:
         tokens = _count(lang["tokens"], "chunk.language.tokens", MAX_LANGUAGE_TOKENS)
         if tokens < 1 or dim % tokens:

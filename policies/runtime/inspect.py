@@ -82,6 +82,8 @@ def describe(c: Contract) -> str:
                     f"    read within the {lang['subspace']}-dimensional span of its training instructions' "
                     "embeddings: another text is read as the nearest mix of them"
                 )
+            if "nearest" in lang:
+                lines.append(f"    read as the nearest of its {lang['nearest']} training instructions (retrieval)")
     lines += [
         "",
         f"action '{c.output_name}' [B, {a.size}], kind {a.kind} ({a.unit}): "

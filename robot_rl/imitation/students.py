@@ -43,6 +43,9 @@ class StudentConfig:
             instructions' embeddings (:mod:`policies.nets.instruction_subspace`: a paraphrase never trained on is
             read as the nearest mix of the trained texts instead of as an input unlike any seen); false: as it is.
             Token rows (``language_tokens``) are not projected.
+        language_nearest: With ``language_subspace``, read every instruction as the training instruction nearest to
+            it (retrieval: the student only reads texts it trained on; a paraphrase the encoder places nearest
+            another task's text does that task). Measured with two skills in docs/vla.md.
     """
 
     kind: str = ""
@@ -55,6 +58,7 @@ class StudentConfig:
     image_shift: int = 4
     language: bool = False
     language_subspace: bool = True
+    language_nearest: bool = False
 
     noise_input: ClassVar[str] = ""
     """The exported graph's noise input (``""``: a deterministic graph)."""
@@ -66,6 +70,8 @@ class StudentConfig:
             raise ValueError(f"policy.action_horizon {self.action_horizon} exceeds pred_horizon {self.pred_horizon}")
         if self.ensemble_decay is not None and not math.isfinite(self.ensemble_decay):
             raise ValueError(f"policy.ensemble_decay must be a finite number, got {self.ensemble_decay}")
+        if self.language_nearest and not (self.language and self.language_subspace):
+            raise ValueError("policy.language_nearest needs policy.language and policy.language_subspace")
         if len(set(self.cameras)) != len(self.cameras):
             raise ValueError(f"policy.cameras names a camera twice: {self.cameras}")
         if self.image_features < 1 or self.image_shift < 0:

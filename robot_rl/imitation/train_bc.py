@@ -252,7 +252,7 @@ def train_bc(cfg: BCConfig, resume: Path | None = None, quiet: bool = False, exp
         frame_embedding = table[torch.from_numpy(windows.frame_task).to(device)]  # [F, D_l]
         if cfg.policy.language_subspace:
             for model in (policy, *([ema.model] if ema is not None else [])):
-                model.fit_instructions(table)
+                model.fit_instructions(table, cfg.policy.language_nearest)
         language = {"encoder": encoder_identity(), "instructions": windows.tasks}
 
     def save() -> None:

@@ -170,9 +170,10 @@ class BCRun:
         table = {t: [float(x) for x in v] for t, v in zip(texts, features(texts, tokens), strict=True)}
         subspace = self.policy.instruction_subspace
         span = subspace.dimensions() if subspace is not None else None
+        nearest = subspace.nearest() if subspace is not None else 0
         return {"input": "instruction", "dim": self.policy.language_dim, "encoder": language["encoder"],
                 **({"tokens": tokens} if tokens else {}), **({"subspace": span} if span is not None else {}),
-                "instructions": table}  # fmt: skip
+                **({"nearest": nearest} if nearest else {}), "instructions": table}  # fmt: skip
 
     def contract(self) -> Contract:
         """The demonstrations' contract with this student's chunk section (what export writes).

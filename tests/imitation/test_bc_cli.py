@@ -335,6 +335,10 @@ def test_collect_refuses_a_teacher_of_another_task(teacher: Path, tmp_path: Path
             "policy.language_tokens needs policy.language: true",
         ),
         (["--dataset", "{data}", "--policy", "vla", "--set", "policy.language_tokens=65"], "in [0, 64], got 65"),
+        (
+            ["--dataset", "{data}", "--set", "policy.language_nearest=true"],
+            "policy.language_nearest needs policy.language and policy.language_subspace",
+        ),
     ],
 )
 def test_train_bc_refuses_bad_input(dataset: Path, tmp_path: Path, args: list[str], message: str) -> None:

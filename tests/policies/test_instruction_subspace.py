@@ -66,3 +66,47 @@ def test_the_exported_graph_projects_a_raw_embedding_as_torch_does(tmp_path: Pat
         unprojected = policy.predict_action_chunk(torch.from_numpy(obs), noise, instruction=torch.from_numpy(new)[None])
     assert np.abs(plan - ref.numpy()).max() <= 1e-4
     assert np.abs(plan - unprojected.numpy()).max() > 1e-3
+
+
+def test_nearest_reads_every_instruction_as_its_nearest_training_text() -> None:
+    gen = torch.Generator().manual_seed(1)
+    table = torch.nn.functional.normalize(torch.randn(5, DIM, generator=gen), dim=-1)
+    subspace = InstructionSubspace(DIM)
+    assert subspace.fit(table, nearest=True) == 4 and subspace.nearest() == 5
+    assert torch.equal(subspace(table), table)  # training texts pass exactly
+    near = table[[3, 0]] + 0.1 * torch.randn(2, DIM, generator=gen)
+    assert torch.equal(subspace(near), table[[3, 0]])
+    fresh = InstructionSubspace(DIM)  # a checkpoint's table is resized into a module built without one
+    fresh.load_state_dict(subspace.state_dict())
+    assert fresh.nearest() == 5 and torch.equal(fresh(near), table[[3, 0]])
+    projected = InstructionSubspace(DIM)
+    projected.fit(table)
+    state = {k: v for k, v in projected.state_dict().items() if k != "anchors"}  # written before nearest
+    before = InstructionSubspace(DIM)
+    before.load_state_dict(state)
+    assert before.nearest() == 0
+    torch.testing.assert_close(before(near), projected(near))
+
+
+def test_the_exported_graph_reads_the_nearest_training_text_as_torch_does(tmp_path: Path) -> None:
+    policy = _policy(cameras=False).eval()
+    language = _language(["lift the red cube", "lift the blue cube", "push the green cube"])
+    table = language["instructions"]
+    assert isinstance(table, dict)
+    rows = torch.tensor(list(table.values()), dtype=torch.float32)
+    policy.fit_instructions(rows, nearest=True)
+    with pytest.raises(ContractError, match=r"chunk.language.nearest must be an integer in \[1, 1024\], got 0"):
+        _export(policy, tmp_path, {**language, "subspace": 2, "nearest": 0})
+    runtime = ChunkedOnnxPolicy(_export(policy, tmp_path, {**language, "subspace": 2, "nearest": 3}), num_envs=1)
+    assert "read as the nearest of its 3 training instructions" in describe(runtime.contract)
+    obs = np.random.default_rng(1).standard_normal((1, H.obs, policy.obs_dim)).astype(np.float32)
+    plans = []
+    for embedding in (rows[1].numpy(), rows[1].numpy() + 0.05):  # a training text, and a text near it
+        runtime.set_instruction_embedding(embedding.astype(np.float32))
+        runtime._rng = np.random.default_rng(7)
+        plans.append(runtime.sample(obs, {}))
+    noise = torch.from_numpy(np.random.default_rng(7).standard_normal((1, H.pred, NUM_ACTIONS), dtype=np.float32))
+    with torch.no_grad():
+        ref = policy.predict_action_chunk(torch.from_numpy(obs), noise, instruction=rows[1:2])
+    assert np.abs(plans[0] - ref.numpy()).max() <= 1e-4
+    assert np.abs(plans[1] - plans[0]).max() <= 1e-5  # the nearby text is read as the training text
