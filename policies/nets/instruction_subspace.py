@@ -13,8 +13,9 @@ expressed cannot be expressed: a text is read as the nearest mix of the trained 
 With ``nearest`` (``policy.language_nearest``), the map goes one step further: every instruction is read as the
 training instruction nearest to it (Euclidean, in the encoder's space), so the student only ever reads a text it
 trained on. With two skills (18 training texts, a 17-dimensional span) the projection kept paraphrases 0.27-0.47
-from their nearest training text and they lost 21-29 points; read as their nearest text they lost 0-10 (docs/vla.md,
-"Two skills"). The cost: a paraphrase the encoder places nearest another task's text does that task.
+from their nearest training text and they lost 21-34 points; read as their nearest text, one held-out list lost
+nothing and the other 9.5-17.5 points (docs/vla.md, "Two skills"). The cost: a paraphrase the encoder places nearest
+another task's text does that task.
 
 The mean, the projection and the nearest-text table are buffers: saved with the weights and inside the exported
 graph, so the robot feeds the raw embedding (the contract's table, or a new text's embedding) and the graph maps it.
