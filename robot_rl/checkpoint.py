@@ -16,6 +16,7 @@ the state after a whole number of updates.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,15 @@ REQUIRED = {"config": dict, "model": dict, "optimizer": dict, "iteration": int, 
 
 class CheckpointError(ValueError):
     """A checkpoint file is missing, unreadable, non-finite or does not fit the model."""
+
+
+def state_dict_mismatch(exc: Exception) -> str:
+    """One line naming what did not fit when ``load_state_dict`` raised ``exc``: torch's per-key complaints (missing,
+    unexpected, size mismatch) joined, without its header line ("Error(s) in loading state_dict for ...")."""
+    lines = [ln.strip() for ln in str(exc).strip().splitlines()]
+    detail = [ln for ln in lines[1:] if ln] if lines and lines[0].startswith("Error(s) in loading") else lines
+    text = "; ".join(ln.rstrip(". ") for ln in detail) or type(exc).__name__
+    return re.sub(r"torch\.Size\((\[[^\]]*\])\)", r"\1", text)
 
 
 def first_non_finite(tensors: dict[str, Any]) -> str | None:
@@ -109,6 +119,5 @@ def load_checkpoint(
         if optimizer is not None:
             optimizer.load_state_dict(state["optimizer"])
     except (RuntimeError, ValueError, KeyError) as exc:
-        first = str(exc).strip().splitlines()[0]
-        raise CheckpointError(f"checkpoint '{path}' does not fit this model: {first}") from None
+        raise CheckpointError(f"checkpoint '{path}' does not fit this model: {state_dict_mismatch(exc)}") from None
     return state

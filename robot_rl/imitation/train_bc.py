@@ -39,7 +39,7 @@ from policies.nets.chunk import ChunkPolicy
 from policies.nets.language import encoder_identity, features
 from policies.runtime.contract import Contract
 from policies.runtime.files import atomic_path, atomic_write_text
-from robot_rl.checkpoint import BC_FORMAT, CheckpointError, first_non_finite
+from robot_rl.checkpoint import BC_FORMAT, CheckpointError, first_non_finite, state_dict_mismatch
 from robot_rl.imitation.config import BCConfig
 from robot_rl.imitation.dataset import Dataset, DatasetError, Episode, episode_statistics, load_dataset
 from robot_rl.imitation.evaluate import ChunkEvalResult, evaluate_chunk_policy
@@ -236,7 +236,7 @@ def train_bc(cfg: BCConfig, resume: Path | None = None, quiet: bool = False, exp
             opt.load_state_dict(state["optimizer"])
             sched.load_state_dict(state["scheduler"])
         except (RuntimeError, ValueError, KeyError) as exc:
-            raise CheckpointError(f"'{resume}' does not fit this config: {str(exc).splitlines()[0]}") from None
+            raise CheckpointError(f"'{resume}' does not fit this config: {state_dict_mismatch(exc)}") from None
         step, elapsed = int(state["step"]), float(state["elapsed_s"])
         torch.set_rng_state(state["rng"]["torch"])
         rng.bit_generator.state = state["rng"]["numpy"]

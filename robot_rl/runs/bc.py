@@ -18,7 +18,7 @@ from policies.nets.language import LanguageError, check_identity, features
 from policies.runtime.contract import ChunkSpec, Contract, ContractError
 from policies.runtime.files import atomic_write_text
 from policies.runtime.realtime import RealTime
-from robot_rl.checkpoint import BC_FORMAT, CheckpointError, first_non_finite, read_any_checkpoint
+from robot_rl.checkpoint import BC_FORMAT, CheckpointError, first_non_finite, read_any_checkpoint, state_dict_mismatch
 from robot_rl.imitation.config import BCConfig
 from robot_rl.imitation.evaluate import ChunkEvalResult, evaluate_chunk_policy
 from robot_rl.imitation.students import build_student, student_config
@@ -97,7 +97,7 @@ class BCRun:
             policy.load_state_dict(weights)
         except RuntimeError as exc:
             raise CheckpointError(
-                f"checkpoint in '{run_dir}' does not fit its config: {str(exc).splitlines()[0]}"
+                f"checkpoint in '{run_dir}' does not fit its config: {state_dict_mismatch(exc)}"
             ) from None
         if cfg.policy.language:
             language = state.get("language")
@@ -138,14 +138,18 @@ class BCRun:
         check_execution(ensemble_decay, timing.mode if timing is not None else None)
         if timing is not None:
             if timing.mode == "rtc" and not self.policy.guide_inputs:
-                raise ConfigError(f"--chunking rtc needs a sampler that inpaints; a {self.policy.kind} student does not")
+                raise ConfigError(
+                    f"--chunking rtc needs a sampler that inpaints; a {self.policy.kind} student does not"
+                )
             self.timing = timing
             if timing.mode != "async":
                 self.cfg.policy = dataclasses.replace(self.cfg.policy, ensemble_decay=None)
             asked = ensemble_decay if ensemble_decay is not None else self.cfg.policy.ensemble_decay
             ensembled = action_horizon is None and asked is not None
             if ensembled and timing.delay_steps >= self.cfg.policy.pred_horizon:
-                raise ConfigError(f"--inference-delay must be below the chunk ({self.cfg.policy.pred_horizon}) to ensemble")
+                raise ConfigError(
+                    f"--inference-delay must be below the chunk ({self.cfg.policy.pred_horizon}) to ensemble"
+                )
         if action_horizon is not None:
             horizon = self.cfg.policy.pred_horizon
             if not 1 <= action_horizon <= horizon:

@@ -13,6 +13,7 @@ from policies.nets.instruction_subspace import InstructionSubspace
 from policies.runtime.chunking import ChunkedOnnxPolicy
 from policies.runtime.contract import ContractError
 from policies.runtime.inspect import describe
+from robot_rl.checkpoint import state_dict_mismatch
 from tests.policies.test_vla import DIM, NUM_ACTIONS, H, _export, _language, _policy
 
 
@@ -86,6 +87,13 @@ def test_nearest_reads_every_instruction_as_its_nearest_training_text() -> None:
     before.load_state_dict(state)
     assert before.nearest() == 0
     torch.testing.assert_close(before(near), projected(near))
+    wide = {**subspace.state_dict(), "anchors": torch.zeros(5, DIM + 1)}  # a table of another encoder's width
+    with pytest.raises(RuntimeError) as err:
+        InstructionSubspace(DIM).load_state_dict(wide)
+    assert state_dict_mismatch(err.value) == (
+        f"size mismatch for anchors: copying a param with shape [5, {DIM + 1}] from checkpoint, "
+        f"the shape in current model is [0, {DIM}]"
+    )
 
 
 def test_the_exported_graph_reads_the_nearest_training_text_as_torch_does(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import torch
 
 import sim
 from robot_rl.config import task_defaults
-from sim.tasks.panda.experts import LiftExpert, MultitaskExpert
+from sim.tasks.panda.experts import LiftExpert, MultitaskExpert, TcpJacobians
 from sim.tasks.panda.multitask import (
     COLOURS,
     HELDOUT2_PHRASINGS,
@@ -206,6 +206,19 @@ def test_the_expert_pushes_the_named_cube_into_the_zone_and_a_lift_there_fails()
         assert 0 < int(skill.sum()) < 24
         assert float(success[skill == 0].float().mean()) >= lift_low
         assert push_low <= float(success[skill == 1].float().mean()) <= push_high
+
+
+def test_the_two_scripts_share_one_jacobian_evaluation_per_period() -> None:
+    env = _env(4, SKILLS)
+    env.reset(seed=1)
+    expert = MultitaskExpert(env)
+    assert expert.push.kinematics is expert.lift.kinematics
+    first = expert.lift.kinematics()
+    assert expert.push.kinematics() is first  # the same joints: not computed again
+    env.step(expert.act())
+    again = expert.lift.kinematics()
+    assert again is not first  # the arm moved: computed at the new joints, as a fresh evaluation gives them
+    assert torch.equal(again, TcpJacobians(env)())
 
 
 def test_collect_sets_the_scripted_experts_world(tmp_path: Path) -> None:

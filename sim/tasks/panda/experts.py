@@ -53,6 +53,41 @@ POSTURE_GAIN = 0.1
 """Fraction of the distance to the home posture corrected per control period in the Jacobian's null space."""
 
 
+class TcpJacobians:
+    """TCP Jacobians ``[N, 6, 7]`` (linear rows first) of a Panda task at every world's current arm joints, from
+    ``mj_jacSite`` on the task's own model (a Python loop over worlds). The last result is kept: asked again at the
+    same joints (two scripts in one control period, :class:`MultitaskExpert`) it is not computed again."""
+
+    def __init__(self, env: PandaTask) -> None:
+        self.env = env
+        self._model = env._model
+        self._data = mujoco.MjData(self._model)
+        self._jacp = np.zeros((3, self._model.nv))
+        self._jacr = np.zeros((3, self._model.nv))
+        self._qadr = env._arm_qpos.cpu().numpy()
+        self._dofs = env._dofs.cpu().numpy()
+        self._at: torch.Tensor | None = None
+        self._last = torch.zeros(0)
+
+    def __call__(self) -> torch.Tensor:
+        q_now = self.env._q.detach()
+        if self._at is not None and torch.equal(self._at, q_now):
+            return self._last
+        q = q_now.cpu().double().numpy()
+        out = np.zeros((q.shape[0], 6, 7))
+        m, d = self._model, self._data
+        for i in range(q.shape[0]):
+            d.qpos[self._qadr] = q[i]
+            mujoco.mj_kinematics(m, d)
+            mujoco.mj_comPos(m, d)
+            mujoco.mj_jacSite(m, d, self._jacp, self._jacr, self.env._tcp)
+            out[i, :3] = self._jacp[:, self._dofs]
+            out[i, 3:] = self._jacr[:, self._dofs]
+        self._at = q_now.clone()
+        self._last = torch.as_tensor(out, dtype=torch.float32, device=self.env.device)
+        return self._last
+
+
 class ScriptedExpert(abc.ABC):
     """Base of the Panda tasks' experts: Jacobians, the inverse-kinematics step and the phase bookkeeping.
 
@@ -71,12 +106,7 @@ class ScriptedExpert(abc.ABC):
             raise ValueError(f"unknown cube source '{cube}'; choose one of {', '.join(CUBE_SOURCES)}")
         self.env: PandaTask = env
         self.cube = cube
-        self._model = env._model
-        self._data = mujoco.MjData(self._model)
-        self._jacp = np.zeros((3, self._model.nv))
-        self._jacr = np.zeros((3, self._model.nv))
-        self._qadr = env._arm_qpos.cpu().numpy()
-        self._dofs = env._dofs.cpu().numpy()
+        self.kinematics = TcpJacobians(env)
         n = env.num_envs
         self.phase = torch.zeros(n, dtype=torch.long, device=env.device)
         self.timer = torch.zeros(n, dtype=torch.long, device=env.device)
@@ -88,20 +118,6 @@ class ScriptedExpert(abc.ABC):
         self.phase[rows] = 0
         self.timer[rows] = 0
 
-    def jacobians(self) -> torch.Tensor:
-        """TCP Jacobians ``[N, 6, 7]`` (linear rows first) at every world's current arm joints."""
-        q = self.env._q.detach().cpu().double().numpy()
-        out = np.zeros((q.shape[0], 6, 7))
-        m, d = self._model, self._data
-        for i in range(q.shape[0]):
-            d.qpos[self._qadr] = q[i]
-            mujoco.mj_kinematics(m, d)
-            mujoco.mj_comPos(m, d)
-            mujoco.mj_jacSite(m, d, self._jacp, self._jacr, self.env._tcp)
-            out[i, :3] = self._jacp[:, self._dofs]
-            out[i, 3:] = self._jacr[:, self._dofs]
-        return torch.as_tensor(out, dtype=torch.float32, device=self.env.device)
-
     def arm_action(self, p_des: torch.Tensor, r_des: torch.Tensor) -> torch.Tensor:
         """Normalised arm actions ``[N, 7]`` moving the TCP towards ``p_des [N, 3]`` (m) and ``r_des [N, 3, 3]``."""
         env = self.env
@@ -110,7 +126,7 @@ class ScriptedExpert(abc.ABC):
         e_rot = 0.5 * torch.linalg.cross(r, r_des, dim=1).sum(-1)  # sum over columns of r_k x r_des_k
         e_pos = e_pos * (MAX_STEP_M / e_pos.norm(dim=-1, keepdim=True).clamp_min(MAX_STEP_M))
         e_rot = e_rot * (MAX_STEP_RAD / e_rot.norm(dim=-1, keepdim=True).clamp_min(MAX_STEP_RAD))
-        j = self.jacobians()
+        j = self.kinematics()
         v = torch.cat((e_pos, e_rot), -1)
         jjt = j @ j.transpose(1, 2) + DAMPING**2 * torch.eye(6, device=j.device)
         j_pinv = j.transpose(1, 2) @ torch.linalg.inv(jjt)  # [N, 7, 6]
@@ -244,6 +260,7 @@ class MultitaskExpert(ScriptedExpert):
         super().__init__(env, cube)
         self.lift = LiftExpert(env, cube)
         self.push = PushExpert(env, cube)
+        self.push.kinematics = self.lift.kinematics  # one Jacobian evaluation per period serves both scripts
 
     def reset(self, mask: torch.Tensor | None = None) -> None:
         """Restart both scripts in the worlds of ``mask`` (all if ``None``)."""

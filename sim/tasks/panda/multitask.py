@@ -352,11 +352,15 @@ class PandaMultitask(PandaLift):
         """How far the target's centre still is from the push zone's near edge along x, m ``[N]`` (0 inside)."""
         return (PUSH_ZONE_X_M[0] - self.cube_pos[:, 0]).clamp_min(0.0)
 
+    def _lane_offset(self) -> torch.Tensor:
+        """How far the target's centre is across the table from where it started, m ``[N]``."""
+        return (self.cube_pos[:, 1] - self._start_y).abs()
+
     def _in_zone(self) -> torch.Tensor:
         """The target rests in the push zone, in its lane ``[N]`` (bool; the push skill's success, see the module
         docstring)."""
         inside = (self.cube_pos[:, 0] >= PUSH_ZONE_X_M[0]) & (self.cube_pos[:, 0] <= PUSH_ZONE_X_M[1])
-        in_lane = (self.cube_pos[:, 1] - self._start_y).abs() <= PUSH_LANE_M
+        in_lane = self._lane_offset() <= PUSH_LANE_M
         return inside & in_lane & (self._height() < self.cfg.lifted_height)
 
     def reward_names(self) -> list[str]:
@@ -386,7 +390,7 @@ class PandaMultitask(PandaLift):
             "target_colour": self.colour[:, 0].float(),
             "skill": self.skill.float(),
             "zone_gap": self._zone_gap(),
-            "lane_offset": (self.cube_pos[:, 1] - self._start_y).abs(),
+            "lane_offset": self._lane_offset(),
         }
 
     def drawn_geom_rgba(self) -> dict[int, torch.Tensor]:
