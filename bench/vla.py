@@ -10,9 +10,16 @@ pooled success per set, the share of episodes whose fingertips came within 5 cm 
 ``--latency-calls`` calls). Language is used when ``wrong-colour`` falls far below ``train``; chance (ignoring the
 instruction) would lift the named cube in a third of what ``train`` lifts, in both.
 
+With ``--single-task``, it evaluates nothing and prints, task by task, the multi-task run against single-task
+students (``train-bc --set 'tasks=[...]'``, one per task, on the same dataset) from their end-of-training
+evaluations (``eval.yaml``: the same episodes when the runs used the same evaluation seeds): each student's success
+on the episodes that gave one of its own instructions, beside the multi-task run's on the same instructions, and
+the mean over the tasks.
+
 Run::
 
     python bench/vla.py runs/panda-multitask/<stamp>-bc-vla-0 [more runs] --episodes 100 --seeds 2
+    python bench/vla.py runs/panda-multitask/<stamp>-bc-vla-0 --single-task runs/<task>/panda-multitask/<stamp>-*
 """
 
 from __future__ import annotations
@@ -22,8 +29,10 @@ import dataclasses
 import statistics
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import yaml
 
 from policies.runtime.chunking import ChunkedOnnxPolicy
 from robot_rl.imitation.evaluate import ChunkEvalResult
@@ -61,13 +70,47 @@ def chunk_latency_ms(run: BCRun, calls: int) -> tuple[float, float]:
     return statistics.median(times), float(np.percentile(times, 99))
 
 
+def _rate(rows: list[dict[str, Any]]) -> tuple[float, int]:
+    """Pooled success and episodes of ``per_instruction`` rows of an ``eval.yaml``."""
+    n = sum(int(r["episodes"]) for r in rows)
+    won = sum(float(r["success_rate"]) * int(r["episodes"]) for r in rows)
+    return (won / n if n else float("nan")), n
+
+
+def single_task_table(multi: Path, singles: list[Path]) -> None:
+    """Print each single-task student's success on its own instructions beside the multi-task run's (module
+    docstring), and both means over the tasks."""
+    rows = yaml.safe_load((multi / "eval.yaml").read_text())["per_instruction"]
+    print(f"{'task (its single-task student)':<44}{'single-task':>16}{'multi-task':>16}")
+    means: list[tuple[float, float]] = []
+    for path in singles:
+        own = yaml.safe_load((path / "eval.yaml").read_text()).get("tasks")
+        if not own:
+            raise SystemExit(f"{path}/eval.yaml holds no single-task summary (train-bc --set 'tasks=[...]')")
+        multi_rate, multi_n = _rate([r for r in rows if r["instruction"] in own["instructions"]])
+        single = float(own["success_rate"]) if own["episodes"] else float("nan")
+        means.append((single, multi_rate))
+        name = f"{own['instructions'][0]} (+{len(own['instructions']) - 1} phrasings)"[:43]
+        print(f"{name:<44}{single:>10.1%} ({own['episodes']:>3}){multi_rate:>10.1%} ({multi_n:>3})")
+    single_mean, multi_mean = (float(np.mean([m[i] for m in means])) for i in (0, 1))
+    print(f"{'mean over the tasks':<44}{single_mean:>16.1%}{multi_mean:>16.1%}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", type=Path, help="train-bc runs of a language task")
     parser.add_argument("--episodes", type=int, default=100, help="episodes per seed and set (default: 100)")
     parser.add_argument("--seeds", type=int, default=2, help="evaluation seeds (default: 2)")
     parser.add_argument("--latency-calls", type=int, default=200, help="timed chunks (default: 200)")
+    parser.add_argument(
+        "--single-task", nargs="+", type=Path, metavar="RUN", help="single-task students to set beside the one run"
+    )
     args = parser.parse_args()
+    if args.single_task:
+        if len(args.runs) != 1:
+            parser.error("--single-task compares one multi-task run with single-task students")
+        single_task_table(args.runs[0], args.single_task)
+        return
     header = f"{'run':<44}" + "".join(f"{s:>14}" for s in SETS) + f"{'chunk ms':>16}"
     print(header)
     print(" " * 44 + "".join(f"{'success/reach':>14}" for _ in SETS) + f"{'median/p99':>16}")
