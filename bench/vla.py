@@ -16,10 +16,15 @@ evaluations (``eval.yaml``: the same episodes when the runs used the same evalua
 on the episodes that gave one of its own instructions, beside the multi-task run's on the same instructions, and
 the mean over the tasks.
 
+With ``--distances TEXT...``, it evaluates nothing and prints how far each held-out paraphrase of the run's task
+and each given text lies from the nearest instruction of the run's exported table (Euclidean, in the encoder's
+space; cosine beside it): what the ROS 2 node's ``instruction_max_distance`` compares.
+
 Run::
 
     python bench/vla.py runs/panda-multitask/<stamp>-bc-vla-0 [more runs] --episodes 100 --seeds 2
     python bench/vla.py runs/panda-multitask/<stamp>-bc-vla-0 --single-task runs/<task>/panda-multitask/<stamp>-*
+    python bench/vla.py runs/panda-multitask/<stamp>-bc-vla-0 --distances "stop" "open the drawer" ""
 """
 
 from __future__ import annotations
@@ -96,6 +101,27 @@ def single_task_table(multi: Path, singles: list[Path]) -> None:
     print(f"{'mean over the tasks':<44}{single_mean:>16.1%}{multi_mean:>16.1%}")
 
 
+def distance_table(run_dir: Path, texts: list[str]) -> None:
+    """Print each held-out paraphrase's and each of ``texts``' distance to the nearest instruction of the run's
+    exported table (module docstring)."""
+    from policies.nets.language import embed
+
+    run = BCRun.load(run_dir)
+    path = run_dir / "policy.onnx"
+    if not path.exists():
+        run.export()
+    policy = ChunkedOnnxPolicy(path, num_envs=1)
+    trained = run.env_cfg
+    held: list[tuple[str, str]] = []
+    for listed in ("heldout", "heldout2"):
+        run.env_cfg = dataclasses.replace(trained, instructions=listed)
+        held += [(listed, t) for t in run.instruction_texts()]
+    rows = [*held, *(("given", t) for t in texts)]
+    for (kind, text), e in zip(rows, embed([t for _, t in rows]), strict=True):
+        nearest, d = policy.nearest_instruction(e)
+        print(f"{kind:<9}{d:6.2f}  cos {1 - d * d / 2:5.2f}  {text!r:<50} nearest: {nearest!r}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", type=Path, help="train-bc runs of a language task")
@@ -105,7 +131,12 @@ def main() -> None:
     parser.add_argument(
         "--single-task", nargs="+", type=Path, metavar="RUN", help="single-task students to set beside the one run"
     )
+    parser.add_argument("--distances", nargs="*", metavar="TEXT", help="distances to the run's instruction table")
     args = parser.parse_args()
+    if args.distances is not None:
+        for path in args.runs:
+            distance_table(path, args.distances)
+        return
     if args.single_task:
         if len(args.runs) != 1:
             parser.error("--single-task compares one multi-task run with single-task students")

@@ -444,6 +444,25 @@ class ChunkedOnnxPolicy(OnnxPolicy):
             raise ContractError(f"an instruction embedding must be {dim} finite values, got shape {list(e.shape)}")
         self._assign(robots, e, "(embedding)")
 
+    def nearest_instruction(self, embedding: np.ndarray) -> tuple[str, float]:
+        """The contract's instruction text nearest to ``embedding [D_l]`` and its Euclidean distance (in the
+        encoder's space, float64): how far an embedded text lies from everything the policy was trained on.
+
+        Raises:
+            ContractError: The policy reads no instruction, its table is empty, or the embedding has another width.
+        """
+        table = self.chunk.language.get("instructions") if self.chunk.language else None
+        if not table:
+            raise ContractError("this policy has no instruction table to compare an embedding with")
+        texts = list(table)
+        rows = np.asarray([table[t] for t in texts], np.float64).reshape(len(texts), -1)
+        e = np.asarray(embedding, np.float64).reshape(-1)
+        if e.shape[0] != rows.shape[1]:
+            raise ContractError(f"an instruction embedding must be {rows.shape[1]} values, got {e.shape[0]}")
+        distances = np.linalg.norm(rows - e, axis=1)
+        i = int(distances.argmin())
+        return texts[i], float(distances[i])
+
     def _assign(self, robots: np.ndarray | None, embedding: np.ndarray, text: str) -> None:
         mask = np.ones(self.num_envs, bool) if robots is None else np.asarray(robots, bool)
         instruction = self._instruction.copy()  # swapped whole: a threaded planner never reads half an update

@@ -201,6 +201,12 @@ def test_the_runtime_names_unknown_malformed_and_missing_instructions(tmp_path: 
         runtime.set_instruction("lift the red cube\x1b[2J")
     with pytest.raises(ContractError, match=r"an instruction embedding must be 12 finite values, got shape \[384\]"):
         runtime.set_instruction_embedding(np.zeros(384))
+    with pytest.raises(ContractError, match=r"an instruction embedding must be 12 values, got 384"):
+        runtime.nearest_instruction(np.zeros(384))
+    table = runtime.chunk.language["instructions"]
+    known = np.asarray(table["lift the red cube"], np.float64)
+    text, distance = runtime.nearest_instruction(known + 0.5 * np.eye(DIM)[0])
+    assert text == "lift the red cube" and distance == pytest.approx(0.5)
     runtime.set_instruction("lift the red cube")
     assert runtime(signals, images).shape == (2, NUM_ACTIONS)
 

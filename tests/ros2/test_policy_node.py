@@ -722,6 +722,21 @@ def test_embed_instructions_follows_paraphrases_outside_the_table_with_the_contr
     said = re.findall(r"instruction: '([^']*)'", capfd.readouterr().err)
     assert said and said[0].split()[0] in ("raise", "take", "can"), said
 
+    # no instruction at all ('' lies 1.28 from the nearest training text, paraphrases 0.74-1.10): refused, not read
+    # as the nearest task; the policy waits for one it can follow
+    data["sim_robot_node"].update(env_overrides=["instructions=empty"])
+    result = run_graph(data, sim=True, duration_s=1.0, namespace=ros)
+    assert result.fault == "waiting for input" and result.commands == 0 and result.rejected >= 1
+    assert "instruction '' lies 1.2" in capfd.readouterr().err
+    data["policy_node"].update(instruction_max_distance=2.0)  # admits any text: the empty one is followed
+    result = run_graph(data, sim=True, duration_s=1.0, namespace=ros)
+    assert result.fault == "" and result.rejected == 0 and result.commands > 0, result
+    data["policy_node"].update(instruction_max_distance=0.0)
+    with pytest.raises(DeployError, match="refused to configure"):
+        run_graph(data, sim=False, duration_s=0.1, namespace=ros)
+    assert "parameter instruction_max_distance is 0.0; expected a distance > 0" in capfd.readouterr().err
+    data["policy_node"].update(instruction_max_distance=1.15)
+
     other, _ = _vla_student(tmp_path / "other")  # its contract names the encoder 'test'
     data["policy_node"].update(model_path=str(other))
     with pytest.raises(DeployError, match="refused to configure"):

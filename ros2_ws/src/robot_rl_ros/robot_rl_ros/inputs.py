@@ -281,6 +281,10 @@ class ArmInputs(Inputs):
             instruction_embedder(c.chunk.language) if c.chunk and self.table and node.p("embed_instructions") else None
         )
         """Embeds a text outside the table (``embed_instructions``; ``None``: such a text is refused)."""
+        self.max_distance = float(node.p("instruction_max_distance"))
+        """An embedded text farther than this from every text of the table is refused (``embed_instructions``)."""
+        if self.embed is not None and not (math.isfinite(self.max_distance) and self.max_distance > 0):
+            raise ValueError(f"parameter instruction_max_distance is {self.max_distance}; expected a distance > 0")
         if self.language:
             topic = node.p("instruction_topic")
             self.subscribe(String, topic, "instruction", self._on_instruction, LATCHED)  # an operator input
@@ -325,11 +329,19 @@ class ArmInputs(Inputs):
     def _on_instruction(self, msg: String) -> None:
         """A new instruction: it takes effect at the policy's next plan. One the policy cannot follow (not instruction
         text, or not in its table: ``ChunkedOnnxPolicy.set_instruction``, unless ``embed_instructions`` embeds it) is
-        refused and the previous one stays."""
+        refused and the previous one stays, as is a text the encoder places farther than ``instruction_max_distance``
+        from every instruction of the table ("stop", "hello", "": the policy would read it as the nearest task)."""
         text = msg.data
         try:
             if self.embed is not None and text not in self.table:
-                self.policy.set_instruction_embedding(self.embed(text))  # type: ignore[attr-defined]
+                embedding = self.embed(text)
+                nearest, distance = self.policy.nearest_instruction(embedding)  # type: ignore[attr-defined]
+                if not distance <= self.max_distance:  # a text unlike every trained one is not read as one of them
+                    raise ValueError(
+                        f"instruction '{printable(text[:80])}' lies {distance:.2f} from every instruction the policy "
+                        f"was trained on (nearest: '{nearest}'; instruction_max_distance {self.max_distance:g})"
+                    )
+                self.policy.set_instruction_embedding(embedding)  # type: ignore[attr-defined]
             else:
                 self.policy.set_instruction(text)  # type: ignore[attr-defined]
         except (ContractError, ValueError) as exc:  # the encoder's refusals are ValueErrors (LanguageError)

