@@ -10,6 +10,12 @@ pooled success per set, the share of episodes whose fingertips came within 5 cm 
 ``--latency-calls`` calls). Language is used when ``wrong-colour`` falls far below ``train``; chance (ignoring the
 instruction) would lift the named cube in a third of what ``train`` lifts, in both.
 
+``--read`` evaluates the same weights reading the instruction another way than they were trained to (the
+training texts' embeddings reach the network unchanged in every mode, so training does not depend on it):
+``projected`` onto the training texts' span, ``nearest`` training text, or ``raw`` (the embedding as it is); the
+files are ``eval_<mode>-<set>.yaml``, and no chunk latency is timed (the exported graph reads as trained).
+``--sets`` evaluates only the sets named.
+
 With ``--single-task``, it evaluates nothing and prints, task by task, the multi-task run against single-task
 students (``train-bc --set 'tasks=[...]'``, one per task, on the same dataset) from their end-of-training
 evaluations (``eval.yaml``: the same episodes when the runs used the same evaluation seeds): each student's success
@@ -101,6 +107,27 @@ def single_task_table(multi: Path, singles: list[Path]) -> None:
     print(f"{'mean over the tasks':<44}{single_mean:>16.1%}{multi_mean:>16.1%}")
 
 
+READINGS = ("trained", "projected", "nearest", "raw")
+"""How ``--read`` makes the student read its instruction (module docstring)."""
+
+
+def read_instructions(run: BCRun, mode: str) -> None:
+    """Make ``run``'s student read its instruction as ``mode`` says (:data:`READINGS`)."""
+    import torch
+
+    from policies.nets.language import features
+
+    if mode == "trained":
+        return
+    if mode == "raw":
+        run.policy.instruction_subspace = None
+        return
+    texts = [str(t) for t in (run.checkpoint.get("language") or {}).get("instructions", [])]
+    if not texts or run.policy.instruction_subspace is None:
+        raise SystemExit(f"{run.run_dir}: a student without a pooled instruction subspace cannot be read as {mode}")
+    run.policy.fit_instructions(torch.from_numpy(features(texts)), nearest=mode == "nearest")
+
+
 def distance_table(run_dir: Path, texts: list[str]) -> None:
     """Print each held-out paraphrase's and each of ``texts``' distance to the nearest instruction of the run's
     exported table (module docstring)."""
@@ -132,6 +159,8 @@ def main() -> None:
         "--single-task", nargs="+", type=Path, metavar="RUN", help="single-task students to set beside the one run"
     )
     parser.add_argument("--distances", nargs="*", metavar="TEXT", help="distances to the run's instruction table")
+    parser.add_argument("--read", choices=READINGS, default="trained", help="how the instruction is read")
+    parser.add_argument("--sets", nargs="+", choices=SETS, default=list(SETS), help="instruction sets (default: all)")
     args = parser.parse_args()
     if args.distances is not None:
         for path in args.runs:
@@ -142,31 +171,39 @@ def main() -> None:
             parser.error("--single-task compares one multi-task run with single-task students")
         single_task_table(args.runs[0], args.single_task)
         return
-    header = f"{'run':<44}" + "".join(f"{s:>14}" for s in SETS) + f"{'chunk ms':>16}"
+    sets = [s for s in SETS if s in args.sets]
+    header = f"{'run':<44}" + "".join(f"{s:>14}" for s in sets) + f"{'chunk ms':>16}"
     print(header)
-    print(" " * 44 + "".join(f"{'success/reach':>14}" for _ in SETS) + f"{'median/p99':>16}")
+    print(" " * 44 + "".join(f"{'success/reach':>14}" for _ in sets) + f"{'median/p99':>16}")
+    stem = "eval_instructions" if args.read == "trained" else f"eval_{args.read}"
     for path in args.runs:
         run = BCRun.load(path)
+        read_instructions(run, args.read)
         trained_cfg = run.env_cfg
         cells, by_skill = [], []
-        for s in SETS:
+        for s in sets:
             if s == "wrong-skill" and len(getattr(trained_cfg, "skills", ())) < 2:
                 cells.append("-")
                 continue
             run.env_cfg = dataclasses.replace(trained_cfg, instructions=s)
-            result = run.evaluate(args.episodes, tuple(range(args.seeds)), stem=f"eval_instructions-{s}")
+            result = run.evaluate(args.episodes, tuple(range(args.seeds)), stem=f"{stem}-{s}")
             cells.append(f"{result.success_rate:6.1%}/{reached(result):5.1%}")
             skills = result.success_by("skill")
             if len(skills) > 1:  # two skills: each one's success (env.skills order)
                 names = trained_cfg.skills  # type: ignore[attr-defined]
                 by_skill.append(f"{s} " + " / ".join(f"{names[k]} {won / n:.1%}" for k, (won, n) in skills.items()))
         run.env_cfg = trained_cfg
-        median, p99 = chunk_latency_ms(run, args.latency_calls)
+        latency = "-"
+        if args.read == "trained":
+            latency = "{:.1f}/{:.1f}".format(*chunk_latency_ms(run, args.latency_calls))
         name = f"{path.parent.name}/{path.name}"[-43:]
-        print(f"{name:<44}" + "".join(f"{c:>14}" for c in cells) + f"{median:9.1f}/{p99:.1f}", flush=True)
+        print(f"{name:<44}" + "".join(f"{c:>14}" for c in cells) + f"{latency:>16}", flush=True)
         if by_skill:
             print("  by skill: " + "; ".join(by_skill), flush=True)
-    print(f"({args.episodes} episodes x {args.seeds} seeds per set; reach: fingertips within {REACHED_M * 100:.0f} cm)")
+    print(
+        f"({args.episodes} episodes x {args.seeds} seeds per set; reach: fingertips within {REACHED_M * 100:.0f} cm; "
+        f"instructions read: {args.read})"
+    )
 
 
 if __name__ == "__main__":
