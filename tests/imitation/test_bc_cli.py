@@ -336,8 +336,8 @@ def test_collect_refuses_a_teacher_of_another_task(teacher: Path, tmp_path: Path
         ),
         (["--dataset", "{data}", "--policy", "vla", "--set", "policy.language_tokens=65"], "in [0, 64], got 65"),
         (
-            ["--dataset", "{data}", "--set", "policy.language_nearest=true"],
-            "policy.language_nearest needs policy.language and policy.language_subspace",
+            ["--dataset", "{data}", "--policy", "vla", "--set", "policy.language_subspace=false"],
+            "policy.language_nearest needs policy.language_subspace (set policy.language_nearest=false to read the raw",
         ),
     ],
 )
