@@ -33,13 +33,17 @@ class CheckpointError(ValueError):
     """A checkpoint file is missing, unreadable, non-finite or does not fit the model."""
 
 
+MISMATCH_CHARS = 400
+"""Longest account of what did not fit that an error message quotes (a whole other network names every key)."""
+
+
 def state_dict_mismatch(exc: Exception) -> str:
     """One line naming what did not fit when ``load_state_dict`` raised ``exc``: torch's per-key complaints (missing,
     unexpected, size mismatch) joined, without its header line ("Error(s) in loading state_dict for ...")."""
     lines = [ln.strip() for ln in str(exc).strip().splitlines()]
     detail = [ln for ln in lines[1:] if ln] if lines and lines[0].startswith("Error(s) in loading") else lines
-    text = "; ".join(ln.rstrip(". ") for ln in detail) or type(exc).__name__
-    return re.sub(r"torch\.Size\((\[[^\]]*\])\)", r"\1", text)
+    text = re.sub(r"torch\.Size\((\[[^\]]*\])\)", r"\1", "; ".join(ln.rstrip(". ") for ln in detail))
+    return (text[:MISMATCH_CHARS] + " ...") if len(text) > MISMATCH_CHARS else text or type(exc).__name__
 
 
 def first_non_finite(tensors: dict[str, Any]) -> str | None:
