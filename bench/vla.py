@@ -91,11 +91,20 @@ def _rate(rows: list[dict[str, Any]]) -> tuple[float, int]:
 def single_task_table(multi: Path, singles: list[Path]) -> None:
     """Print each single-task student's success on its own instructions beside the multi-task run's (module
     docstring), and both means over the tasks."""
-    rows = yaml.safe_load((multi / "eval.yaml").read_text())["per_instruction"]
+    def evaluation(run: Path) -> dict[str, Any]:
+        path = run / "eval.yaml"
+        if not path.is_file():
+            raise SystemExit(f"{path} is missing: not a train-bc run folder with its end-of-training evaluation")
+        data = yaml.safe_load(path.read_text())
+        return data if isinstance(data, dict) else {}
+
+    rows = evaluation(multi).get("per_instruction")
+    if not rows:
+        raise SystemExit(f"{multi}/eval.yaml has no success per instruction (not a run of a language task)")
     print(f"{'task (its single-task student)':<44}{'single-task':>16}{'multi-task':>16}")
     means: list[tuple[float, float]] = []
     for path in singles:
-        own = yaml.safe_load((path / "eval.yaml").read_text()).get("tasks")
+        own = evaluation(path).get("tasks")
         if not own:
             raise SystemExit(f"{path}/eval.yaml holds no single-task summary (train-bc --set 'tasks=[...]')")
         multi_rate, multi_n = _rate([r for r in rows if r["instruction"] in own["instructions"]])

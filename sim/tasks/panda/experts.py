@@ -260,7 +260,7 @@ class MultitaskExpert(ScriptedExpert):
         super().__init__(env, cube)
         self.lift = LiftExpert(env, cube)
         self.push = PushExpert(env, cube)
-        self.push.kinematics = self.lift.kinematics  # one Jacobian evaluation per period serves both scripts
+        self.push.kinematics = self.kinematics = self.lift.kinematics  # one Jacobian evaluation per period serves all
 
     def reset(self, mask: torch.Tensor | None = None) -> None:
         """Restart both scripts in the worlds of ``mask`` (all if ``None``)."""
