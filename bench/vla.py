@@ -91,6 +91,7 @@ def _rate(rows: list[dict[str, Any]]) -> tuple[float, int]:
 def single_task_table(multi: Path, singles: list[Path]) -> None:
     """Print each single-task student's success on its own instructions beside the multi-task run's (module
     docstring), and both means over the tasks."""
+
     def evaluation(run: Path) -> dict[str, Any]:
         path = run / "eval.yaml"
         if not path.is_file():
