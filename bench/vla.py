@@ -22,6 +22,11 @@ evaluations (``eval.yaml``: the same episodes when the runs used the same evalua
 on the episodes that gave one of its own instructions, beside the multi-task run's on the same instructions, and
 the mean over the tasks.
 
+With ``--plot PNG``, it evaluates nothing and draws, from the files earlier evaluations of this script left in
+each run (read as ``--read`` says: ``eval_<reading>-<set>.yaml``, or ``eval_instructions-<set>.yaml`` where the
+student was trained reading that way, and for ``train``, whose texts every reading passes unchanged), success per
+instruction set with its 95 % interval, one bar per run, labelled ``--labels`` or by run folder.
+
 With ``--distances TEXT...``, it evaluates nothing and prints how far each held-out paraphrase of the run's task
 and each given text lies from the nearest instruction of the run's exported table (Euclidean, in the encoder's
 space; cosine beside it): what the ROS 2 node's ``instruction_max_distance`` compares.
@@ -31,6 +36,7 @@ Run::
     python bench/vla.py runs/panda-multitask/<stamp>-bc-vla-0 [more runs] --episodes 100 --seeds 2
     python bench/vla.py runs/panda-multitask/<stamp>-bc-vla-0 --single-task runs/<task>/panda-multitask/<stamp>-*
     python bench/vla.py runs/panda-multitask/<stamp>-bc-vla-0 --distances "stop" "open the drawer" ""
+    python bench/vla.py RUN_A RUN_B --plot docs/img/vla_sets.png --labels "state" "state + wrist camera"
 """
 
 from __future__ import annotations
@@ -138,6 +144,81 @@ def read_instructions(run: BCRun, mode: str) -> None:
     run.policy.fit_instructions(torch.from_numpy(features(texts)), nearest=mode == "nearest")
 
 
+def trained_reading(run: Path) -> str:
+    """How the student of ``run`` was trained to read its instruction (:data:`READINGS` but ``trained``), from its
+    ``config.yaml``."""
+    data = yaml.safe_load((run / "config.yaml").read_text()) if (run / "config.yaml").is_file() else None
+    policy = data.get("policy") if isinstance(data, dict) else None
+    if not isinstance(policy, dict):
+        raise SystemExit(f"{run}/config.yaml is missing or has no policy section: not a train-bc run folder")
+    return "nearest" if policy.get("language_nearest") else "projected" if policy.get("language_subspace") else "raw"
+
+
+def set_file(run: Path, reading: str, name: str) -> Path | None:
+    """The evaluation file of instruction set ``name`` in ``run`` read as ``reading``, or ``None`` (``--plot``): the
+    trained reading's file stands for ``reading`` when the student was trained reading that way, and for ``train``
+    (its texts pass every reading unchanged)."""
+    trained = run / f"eval_instructions-{name}.yaml"
+    if reading == "trained":
+        return trained if trained.is_file() else None
+    path = run / f"eval_{reading}-{name}.yaml"
+    if not path.is_file() and (name == "train" or trained_reading(run) == reading):
+        path = trained
+    return path if path.is_file() else None
+
+
+def plot_sets(runs: list[Path], labels: list[str], sets: list[str], reading: str, path: Path) -> None:
+    """Grouped bars of success per instruction set, one bar per run, 95 % intervals (``--plot``)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from robot_rl.logger import save_png
+
+    cells: dict[tuple[int, str], tuple[float, float, float, int]] = {}
+    for i, run in enumerate(runs):
+        for name in sets:
+            found = set_file(run, reading, name)
+            if found is None:
+                continue
+            data = yaml.safe_load(found.read_text())
+            try:
+                lo, hi = (float(v) for v in data["success_ci95"])
+                cells[i, name] = (float(data["success_rate"]), lo, hi, int(data["episodes"]))
+            except (KeyError, TypeError, ValueError) as exc:
+                raise SystemExit(
+                    f"{found}: not an evaluation file (success_rate, success_ci95, episodes): {exc!r}"
+                ) from None
+    if not cells:
+        raise SystemExit(
+            f"no evaluation read {reading} in the runs given: evaluate first (python bench/vla.py RUN ...)"
+        )
+    shown = [s for s in sets if any((i, s) in cells for i in range(len(runs)))]
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    width = 0.8 / len(runs)
+    for i, label in enumerate(labels):
+        xs = [k + (i - (len(runs) - 1) / 2) * width for k, s in enumerate(shown) if (i, s) in cells]
+        got = [cells[i, s] for s in shown if (i, s) in cells]
+        rate = np.array([100 * c[0] for c in got])
+        err = np.array([[100 * (c[0] - c[1]), 100 * (c[2] - c[0])] for c in got]).T
+        bars = ax.bar(xs, rate, width, yerr=err, capsize=2, label=label)
+        ax.bar_label(bars, fmt="%.0f", fontsize=7, padding=2)
+    ax.set_xticks(range(len(shown)), shown)
+    ax.set_ylabel("success [%] (bars: 95 % interval)")
+    ax.set_ylim(0, 100)
+    ax.grid(alpha=0.3, axis="y")
+    episodes = sorted({c[3] for c in cells.values()})
+    ax.set_title(
+        f"success per instruction set ({'/'.join(map(str, episodes))} episodes per bar; read {reading})", fontsize=9
+    )
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    save_png(fig, path)
+    plt.close(fig)
+    print(f"wrote {path}")
+
+
 def distance_table(run_dir: Path, texts: list[str]) -> None:
     """Print each held-out paraphrase's and each of ``texts``' distance to the nearest instruction of the run's
     exported table (module docstring)."""
@@ -171,7 +252,17 @@ def main() -> None:
     parser.add_argument("--distances", nargs="*", metavar="TEXT", help="distances to the run's instruction table")
     parser.add_argument("--read", choices=READINGS, default="trained", help="how the instruction is read")
     parser.add_argument("--sets", nargs="+", choices=SETS, default=list(SETS), help="instruction sets (default: all)")
+    parser.add_argument("--plot", type=Path, metavar="PNG", help="draw the runs' earlier evaluations, evaluate nothing")
+    parser.add_argument("--labels", nargs="+", help="--plot: one legend label per run (default: the run folder)")
     args = parser.parse_args()
+    stem = "eval_instructions" if args.read == "trained" else f"eval_{args.read}"
+    sets = [s for s in SETS if s in args.sets]
+    if args.plot is not None:
+        labels = args.labels or [p.name for p in args.runs]
+        if len(labels) != len(args.runs):
+            parser.error(f"--labels gives {len(labels)} labels for {len(args.runs)} runs")
+        plot_sets(args.runs, labels, sets, args.read, args.plot)
+        return
     if args.distances is not None:
         for path in args.runs:
             distance_table(path, args.distances)
@@ -181,11 +272,9 @@ def main() -> None:
             parser.error("--single-task compares one multi-task run with single-task students")
         single_task_table(args.runs[0], args.single_task)
         return
-    sets = [s for s in SETS if s in args.sets]
     header = f"{'run':<44}" + "".join(f"{s:>14}" for s in sets) + f"{'chunk ms':>16}"
     print(header)
     print(" " * 44 + "".join(f"{'success/reach':>14}" for _ in sets) + f"{'median/p99':>16}")
-    stem = "eval_instructions" if args.read == "trained" else f"eval_{args.read}"
     for path in args.runs:
         run = BCRun.load(path)
         read_instructions(run, args.read)
