@@ -104,6 +104,8 @@ class ChunkPolicy(nn.Module, abc.ABC):
         language_tokens: Rows of per-token outputs in the instruction input (0: one pooled embedding, which the
             policy reads projected onto its training instructions' subspace,
             :mod:`policies.nets.instruction_subspace`).
+        image_film: Condition each camera's image encoder on the instruction as the policy reads it (FiLM,
+            :class:`~policies.nets.vision.ImageEncoder`); needs cameras and a pooled instruction.
     """
 
     kind: str = ""
@@ -126,8 +128,11 @@ class ChunkPolicy(nn.Module, abc.ABC):
         image_shift: int = 4,
         language_dim: int = 0,
         language_tokens: int = 0,
+        image_film: bool = False,
     ) -> None:
         super().__init__()
+        if image_film and (not cameras or not language_dim or language_tokens):
+            raise ValueError("image_film needs cameras and a pooled instruction embedding (language_tokens 0)")
         if language_dim < 0:
             raise ValueError(f"language_dim must be >= 0, got {language_dim}")
         if language_tokens < 0 or (language_tokens and (not language_dim or language_dim % language_tokens)):
@@ -144,9 +149,14 @@ class ChunkPolicy(nn.Module, abc.ABC):
         for c in self.cameras:
             if not c.isidentifier():
                 raise ValueError(f"camera name '{c}' must be letters, digits and underscores")
+        film = language_dim if image_film else 0
         self.encoders = nn.ModuleDict(
-            {c: ImageEncoder(h, w, image_features, shift=image_shift) for c, (h, w) in self.cameras.items()}
+            {
+                c: ImageEncoder(h, w, image_features, shift=image_shift, condition_dim=film)
+                for c, (h, w) in self.cameras.items()
+            }
         )
+        self.image_film = image_film
         self.cond_dim = obs_dim + len(self.cameras) * image_features + language_dim
 
     def check_obs(
@@ -176,13 +186,20 @@ class ChunkPolicy(nn.Module, abc.ABC):
             got = "none" if instruction is None else f"{instruction.dtype} {list(instruction.shape)}"
             raise ValueError(f"the instruction embedding must be float {list(want_l)}, got {got}")
 
-    def image_features(self, images: Images | None, batch: int) -> list[torch.Tensor]:
-        """Each camera's features ``[B, To, image_features]`` (cameras in the policy's order)."""
+    def image_features(
+        self, images: Images | None, batch: int, instruction: torch.Tensor | None = None
+    ) -> list[torch.Tensor]:
+        """Each camera's features ``[B, To, image_features]`` (cameras in the policy's order); with ``image_film``
+        each encoder is conditioned on the ``instruction [B, D_l]`` as the policy reads it."""
         if not self.cameras:
             return []
         assert images is not None
         t = self.horizons.obs
-        return [self.encoders[c](images[c].flatten(0, 1)).view(batch, t, -1) for c in self.cameras]
+        film = None
+        if self.image_film:
+            assert instruction is not None
+            film = self.instruction(instruction).repeat_interleave(t, 0)  # [B * To, D_l], as the images flatten
+        return [self.encoders[c](images[c].flatten(0, 1), film).view(batch, t, -1) for c in self.cameras]
 
     def condition(
         self, obs: torch.Tensor, images: Images | None = None, instruction: torch.Tensor | None = None
@@ -190,7 +207,7 @@ class ChunkPolicy(nn.Module, abc.ABC):
         """What the heads see, ``[B, To, D_c]``: the normalised observations, each camera's image features and the
         instruction embedding."""
         self.check_obs(obs, images, instruction)
-        parts = [self.obs_norm(obs), *self.image_features(images, obs.shape[0])]
+        parts = [self.obs_norm(obs), *self.image_features(images, obs.shape[0], instruction)]
         if instruction is not None:
             parts.append(self.instruction(instruction)[:, None].expand(-1, obs.shape[1], -1))
         return torch.cat(parts, -1) if len(parts) > 1 else parts[0]

@@ -155,10 +155,10 @@ class VLAPolicy(ChunkPolicy):
         layers: Prefix (fusion) blocks.
         expert_layers: Action-expert blocks.
         flow: The flow-matching sampler.
-        vision: ``cameras``, ``image_features``, ``image_shift``, ``language_dim``, ``language_tokens`` (see
-            :class:`~policies.nets.chunk.ChunkPolicy`; ``language_dim`` 0 makes a vision-action policy;
-            ``language_tokens`` L > 0: the prefix attends over L instruction tokens, the input being ``[B, L * W]``
-            with ``W = language_dim / L`` per token and zero rows as padding).
+        vision: ``cameras``, ``image_features``, ``image_shift``, ``language_dim``, ``language_tokens``,
+            ``image_film`` (see :class:`~policies.nets.chunk.ChunkPolicy`; ``language_dim`` 0 makes a vision-action
+            policy; ``language_tokens`` L > 0: the prefix attends over L instruction tokens, the input being
+            ``[B, L * W]`` with ``W = language_dim / L`` per token and zero rows as padding).
 
     Shapes: ``obs [B, To, D_o]``, images ``uint8 [B, To, H, W, 3]`` per camera, ``instruction [B, D_l]`` ->
     ``[B, Tp, D_a]`` in ``[-1, 1]``.
@@ -207,7 +207,7 @@ class VLAPolicy(ChunkPolicy):
         self.check_obs(obs, images, instruction)
         b = obs.shape[0]
         tokens = [self.state_in(self.obs_norm(obs))]
-        tokens += [self.image_in(f) for f in self.image_features(images, b)]
+        tokens += [self.image_in(f) for f in self.image_features(images, b, instruction)]
         bias = None
         if instruction is not None and self.language_tokens:
             words = instruction.reshape(b, self.language_tokens, -1)  # [B, L, W]

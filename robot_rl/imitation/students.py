@@ -47,6 +47,9 @@ class StudentConfig:
             it (retrieval: the student only reads texts it trained on; a paraphrase the encoder places nearest
             another task's text does that task). ``configs/bc-vla.yaml`` sets it: on both suites and every held-out
             list measured it did as well as the projection or better (docs/vla.md). Without language: no effect.
+        image_film: Condition each camera's image encoder on the instruction (FiLM, as RT-1), so that what the
+            encoder picks out of the image can depend on what the instruction names; needs ``language``, a camera
+            and the pooled instruction. Off by default (docs/vla.md, "Measured").
     """
 
     kind: str = ""
@@ -60,6 +63,7 @@ class StudentConfig:
     language: bool = False
     language_subspace: bool = True
     language_nearest: bool = False
+    image_film: bool = False
 
     noise_input: ClassVar[str] = ""
     """The exported graph's noise input (``""``: a deterministic graph)."""
@@ -76,6 +80,9 @@ class StudentConfig:
                 "policy.language_nearest needs policy.language_subspace (set policy.language_nearest=false to read "
                 "the raw embedding)"
             )
+        if self.image_film and not (self.language and self.cameras):
+            raise ValueError("policy.image_film conditions the image encoders on the instruction: it needs "
+                             "policy.language and policy.cameras")  # fmt: skip
         if len(set(self.cameras)) != len(self.cameras):
             raise ValueError(f"policy.cameras names a camera twice: {self.cameras}")
         if self.image_features < 1 or self.image_shift < 0:
@@ -239,6 +246,8 @@ class VLAStudentConfig(StudentConfig):
             raise ValueError(f"policy.language_tokens must be in [0, {MAX_TOKENS}], got {self.language_tokens}")
         if self.language_tokens and not self.language:
             raise ValueError("policy.language_tokens needs policy.language: true")
+        if self.language_tokens and self.image_film:
+            raise ValueError("policy.image_film reads the pooled instruction: set policy.language_tokens=0")
         if min(self.d_model, self.heads, self.layers, self.expert_layers, self.flow_steps) < 1:
             raise ValueError("policy.d_model, heads, layers, expert_layers and flow_steps must be >= 1")
         if self.d_model % self.heads or self.d_model % 2:
@@ -310,6 +319,7 @@ def build_student(
         "image_features": p.image_features,
         "image_shift": p.image_shift,
         "language_dim": LANGUAGE_DIM if p.language else 0,
+        "image_film": p.image_film,
     }
     s, a = stats["observation.state"], stats["action"]
     return p.build(obs_dim, action_dim, (s["min"], s["max"], a["min"], a["max"]), vision)

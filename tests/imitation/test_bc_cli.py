@@ -339,6 +339,26 @@ def test_collect_refuses_a_teacher_of_another_task(teacher: Path, tmp_path: Path
             ["--dataset", "{data}", "--policy", "vla", "--set", "policy.language_subspace=false"],
             "policy.language_nearest needs policy.language_subspace (set policy.language_nearest=false to read the raw",
         ),
+        (
+            ["--dataset", "{data}", "--policy", "vla", "--set", "policy.image_film=true"],
+            "policy.image_film conditions the image encoders on the instruction: it needs policy.language and "
+            "policy.cameras",
+        ),
+        (
+            [
+                "--dataset",
+                "{data}",
+                "--policy",
+                "vla",
+                "--set",
+                "policy.cameras=[wrist]",
+                "--set",
+                "policy.image_film=true",
+                "--set",
+                "policy.language_tokens=8",
+            ],
+            "policy.image_film reads the pooled instruction: set policy.language_tokens=0",
+        ),
     ],
 )
 def test_train_bc_refuses_bad_input(dataset: Path, tmp_path: Path, args: list[str], message: str) -> None:

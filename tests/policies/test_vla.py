@@ -25,16 +25,20 @@ DIM = 12
 """Instruction width of the test policies (the real encoder's is 384)."""
 
 
-def _policy(cameras: bool = True, language: int = DIM, tokens: int = 0) -> VLAPolicy:
+def _policy(cameras: bool = True, language: int = DIM, tokens: int = 0, film: bool = False) -> VLAPolicy:
     torch.manual_seed(0)
     obs_dim = make_contract().obs_dim
     lo, hi = -np.ones(obs_dim) * 2, np.ones(obs_dim) * 3
     alo, ahi = -np.ones(NUM_ACTIONS) * 0.8, np.ones(NUM_ACTIONS) * 0.9
-    return VLAPolicy(
+    policy = VLAPolicy(
         obs_dim, NUM_ACTIONS, H, lo, hi, alo, ahi, d_model=32, heads=4, layers=1, expert_layers=2,
         flow=FlowSettings(steps=4), cameras={"wrist": SIZE} if cameras else None, image_features=16,
-        language_dim=language * max(tokens, 1), language_tokens=tokens,
+        language_dim=language * max(tokens, 1), language_tokens=tokens, image_film=film,
     )  # fmt: skip
+    for encoder in policy.encoders.values():  # FiLM starts as the identity: give it weights, as training would
+        if encoder.film is not None:
+            torch.nn.init.normal_(encoder.film.weight, std=0.5)
+    return policy
 
 
 def _gaussian_velocity(mu: float, sigma: float):  # type: ignore[no-untyped-def]
@@ -152,9 +156,11 @@ def _export(policy: VLAPolicy, tmp_path: Path, language: dict[str, object]) -> P
     return write_onnx(chunk_to_onnx_model(policy, contract), contract, tmp_path)
 
 
-@pytest.mark.parametrize("tokens", [0, 3])
-def test_the_exported_graph_matches_torch_and_the_runtime_feeds_known_instructions(tmp_path: Path, tokens: int) -> None:
-    policy = _policy(tokens=tokens).eval()
+@pytest.mark.parametrize(("tokens", "film"), [(0, False), (3, False), (0, True)])
+def test_the_exported_graph_matches_torch_and_the_runtime_feeds_known_instructions(
+    tmp_path: Path, tokens: int, film: bool
+) -> None:
+    policy = _policy(tokens=tokens, film=film).eval()
     width = DIM * max(tokens, 1)
     language = _language(["lift the red cube", "lift the blue cube"], width)
     if tokens:  # the red instruction is two tokens long, its third row padding
@@ -256,3 +262,30 @@ def test_any_student_kind_can_read_the_instruction(tmp_path: Path) -> None:
             torch.from_numpy(obs), instruction=torch.tensor([table["lift the red cube"]], dtype=torch.float32)
         ).numpy()
     assert np.abs(runtime.sample(obs) - ref).max() <= 1e-5
+
+
+def test_film_conditions_what_the_image_encoder_sees_on_the_instruction() -> None:
+    from policies.nets.vision import ImageEncoder
+
+    torch.manual_seed(0)
+    plain, film = ImageEncoder(*SIZE, features=8).eval(), ImageEncoder(*SIZE, features=8, condition_dim=DIM).eval()
+    film.load_state_dict(plain.state_dict(), strict=False)  # the same convolutions; FiLM's own weights are zero
+    images = torch.randint(0, 256, (3, *SIZE, 3), dtype=torch.uint8)
+    a, b = torch.randn(3, DIM), torch.randn(3, DIM)
+    assert torch.equal(film(images, a), plain(images))  # the identity at initialisation
+    torch.nn.init.normal_(film.film.weight, std=0.5)  # type: ignore[union-attr]
+    assert not torch.allclose(film(images, a), film(images, b))
+    with pytest.raises(ValueError, match="needs its condition, and only it takes one"):
+        film(images)
+    with pytest.raises(ValueError, match="needs its condition, and only it takes one"):
+        plain(images, a)
+    policy = _policy(film=True).eval()  # in the policy: another instruction, other image features
+    obs = torch.randn(2, H.obs, policy.obs_dim)
+    shots = {"wrist": torch.randint(0, 256, (2, H.obs, *SIZE, 3), dtype=torch.uint8)}
+    feats = [policy.image_features(shots, 2, torch.randn(2, DIM))[0] for _ in range(2)]
+    assert feats[0].shape == (2, H.obs, 16) and not torch.allclose(*feats)
+    noise = torch.randn(2, H.pred, NUM_ACTIONS)
+    assert torch.isfinite(policy.predict_action_chunk(obs, noise, images=shots, instruction=torch.randn(2, DIM))).all()
+    for bad in ({"cameras": False}, {"language": 0}, {"tokens": 3}):
+        with pytest.raises(ValueError, match="image_film needs cameras and a pooled instruction embedding"):
+            _policy(film=True, **bad)  # type: ignore[arg-type]
