@@ -147,7 +147,10 @@ def read_instructions(run: BCRun, mode: str) -> None:
 def trained_reading(run: Path) -> str:
     """How the student of ``run`` was trained to read its instruction (:data:`READINGS` but ``trained``), from its
     ``config.yaml``."""
-    data = yaml.safe_load((run / "config.yaml").read_text()) if (run / "config.yaml").is_file() else None
+    try:
+        data = yaml.safe_load((run / "config.yaml").read_text()) if (run / "config.yaml").is_file() else None
+    except yaml.YAMLError as exc:
+        raise SystemExit(f"{run}/config.yaml is not valid YAML: {str(exc).splitlines()[0]}") from None
     policy = data.get("policy") if isinstance(data, dict) else None
     if not isinstance(policy, dict):
         raise SystemExit(f"{run}/config.yaml is missing or has no policy section: not a train-bc run folder")
@@ -182,11 +185,11 @@ def plot_sets(runs: list[Path], labels: list[str], sets: list[str], reading: str
             found = set_file(run, reading, name)
             if found is None:
                 continue
-            data = yaml.safe_load(found.read_text())
             try:
+                data = yaml.safe_load(found.read_text())
                 lo, hi = (float(v) for v in data["success_ci95"])
                 cells[i, name] = (float(data["success_rate"]), lo, hi, int(data["episodes"]))
-            except (KeyError, TypeError, ValueError) as exc:
+            except (KeyError, TypeError, ValueError, yaml.YAMLError) as exc:
                 raise SystemExit(
                     f"{found}: not an evaluation file (success_rate, success_ci95, episodes): {exc!r}"
                 ) from None
@@ -258,6 +261,8 @@ def main() -> None:
     stem = "eval_instructions" if args.read == "trained" else f"eval_{args.read}"
     sets = [s for s in SETS if s in args.sets]
     if args.plot is not None:
+        if args.plot.suffix.lower() != ".png" or args.plot.is_dir():
+            parser.error(f"--plot must name a .png file, got '{args.plot}'")
         labels = args.labels or [p.name for p in args.runs]
         if len(labels) != len(args.runs):
             parser.error(f"--labels gives {len(labels)} labels for {len(args.runs)} runs")

@@ -186,19 +186,18 @@ class ChunkPolicy(nn.Module, abc.ABC):
             got = "none" if instruction is None else f"{instruction.dtype} {list(instruction.shape)}"
             raise ValueError(f"the instruction embedding must be float {list(want_l)}, got {got}")
 
-    def image_features(
-        self, images: Images | None, batch: int, instruction: torch.Tensor | None = None
-    ) -> list[torch.Tensor]:
+    def image_features(self, images: Images | None, batch: int, read: torch.Tensor | None = None) -> list[torch.Tensor]:
         """Each camera's features ``[B, To, image_features]`` (cameras in the policy's order); with ``image_film``
-        each encoder is conditioned on the ``instruction [B, D_l]`` as the policy reads it."""
+        each encoder is conditioned on ``read [B, D_l]``, the instruction as the policy reads it
+        (:meth:`instruction`'s output, computed once by the caller)."""
         if not self.cameras:
             return []
         assert images is not None
         t = self.horizons.obs
         film = None
         if self.image_film:
-            assert instruction is not None
-            film = self.instruction(instruction).repeat_interleave(t, 0)  # [B * To, D_l], as the images flatten
+            assert read is not None
+            film = read.repeat_interleave(t, 0)  # [B * To, D_l], as the images flatten
         return [self.encoders[c](images[c].flatten(0, 1), film).view(batch, t, -1) for c in self.cameras]
 
     def condition(
@@ -207,9 +206,10 @@ class ChunkPolicy(nn.Module, abc.ABC):
         """What the heads see, ``[B, To, D_c]``: the normalised observations, each camera's image features and the
         instruction embedding."""
         self.check_obs(obs, images, instruction)
-        parts = [self.obs_norm(obs), *self.image_features(images, obs.shape[0], instruction)]
-        if instruction is not None:
-            parts.append(self.instruction(instruction)[:, None].expand(-1, obs.shape[1], -1))
+        read = None if instruction is None else self.instruction(instruction)
+        parts = [self.obs_norm(obs), *self.image_features(images, obs.shape[0], read)]
+        if read is not None:
+            parts.append(read[:, None].expand(-1, obs.shape[1], -1))
         return torch.cat(parts, -1) if len(parts) > 1 else parts[0]
 
     def instruction(self, embedding: torch.Tensor) -> torch.Tensor:

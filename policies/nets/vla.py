@@ -207,7 +207,8 @@ class VLAPolicy(ChunkPolicy):
         self.check_obs(obs, images, instruction)
         b = obs.shape[0]
         tokens = [self.state_in(self.obs_norm(obs))]
-        tokens += [self.image_in(f) for f in self.image_features(images, b, instruction)]
+        read = None if instruction is None or self.language_tokens else self.instruction(instruction)
+        tokens += [self.image_in(f) for f in self.image_features(images, b, read)]
         bias = None
         if instruction is not None and self.language_tokens:
             words = instruction.reshape(b, self.language_tokens, -1)  # [B, L, W]
@@ -215,8 +216,8 @@ class VLAPolicy(ChunkPolicy):
             padding = (words.abs().sum(-1) == 0).to(obs.dtype)  # [B, L], 1 where a row is padding
             bias = torch.cat((padding.new_zeros(b, self.prefix_slot.shape[1] - self.language_tokens), padding), 1)
             bias = (bias * -1e9)[:, None, None]
-        elif instruction is not None:
-            tokens.append(self.language_in(self.instruction(instruction))[:, None])
+        elif read is not None:
+            tokens.append(self.language_in(read)[:, None])
         h = torch.cat(tokens, 1) + self.prefix_slot
         for block in self.fusion:
             h = block(h, bias)

@@ -282,7 +282,7 @@ def test_film_conditions_what_the_image_encoder_sees_on_the_instruction() -> Non
     policy = _policy(film=True).eval()  # in the policy: another instruction, other image features
     obs = torch.randn(2, H.obs, policy.obs_dim)
     shots = {"wrist": torch.randint(0, 256, (2, H.obs, *SIZE, 3), dtype=torch.uint8)}
-    feats = [policy.image_features(shots, 2, torch.randn(2, DIM))[0] for _ in range(2)]
+    feats = [policy.image_features(shots, 2, policy.instruction(torch.randn(2, DIM)))[0] for _ in range(2)]
     assert feats[0].shape == (2, H.obs, 16) and not torch.allclose(*feats)
     noise = torch.randn(2, H.pred, NUM_ACTIONS)
     assert torch.isfinite(policy.predict_action_chunk(obs, noise, images=shots, instruction=torch.randn(2, DIM))).all()
