@@ -76,6 +76,8 @@ class TrainingLogger:
             post["success"] = f"{row['episode/success']:.0%}"
         if "eval/criterion_met" in row:
             post["eval"] = "met" if row["eval/criterion_met"] else "not met"
+            if "eval/success_rate" in row:  # the figure the selection keeps the best checkpoint by
+                post["eval"] = f"{row['eval/success_rate']:.1%} ({post['eval']})"
             if row.get("eval/quality_met"):
                 post["eval"] += ", quality met"
                 if "confirm/quality_met" in row:  # runner.quality_confirm_episodes
@@ -83,6 +85,8 @@ class TrainingLogger:
                     post["eval"] += f", {'confirmed' if row['confirm/quality_met'] else 'not confirmed'} {confirm}"
         elif "eval/skipped" in row:
             post["eval"] = "skipped (runner.eval_gate)"
+        elif "eval/success_rate" in row:  # behaviour cloning: success in closed loop, no criterion
+            post["eval"] = f"{row['eval/success_rate']:.1%}"
         self.bar.set_postfix(post, refresh=False)
         now = time.monotonic()
         if self._plain and ("eval" in post or now - self._last_line >= PLAIN_INTERVAL_S):

@@ -16,6 +16,7 @@ from robot_rl.algorithms.ppo import PPO
 from robot_rl.checkpoint import CheckpointError, load_checkpoint, read_checkpoint
 from robot_rl.config import TrainConfig
 from robot_rl.evaluate import CONFIRM_SEED_OFFSET, EVAL_SEED_OFFSET, SELECTION_SEED_OFFSET, EvalResult, pick
+from robot_rl.logger import TrainingLogger
 from robot_rl.runner import OnPolicyRunner, TrainResult, build_model
 from robot_rl.runs.ppo import PPORun
 
@@ -114,6 +115,19 @@ def test_eval_gate_skips_evaluations_while_training_episodes_fail(make_cfg: Make
     assert [bool(r.get("eval/success_rate")) for r in rows] == [False, True, False, True]
     assert not any(r.get("eval/skipped") for r in rows)
     assert open_result.last_eval is not None
+
+
+def test_a_log_file_shows_each_evaluations_success(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # stderr is not a terminal under pytest: one plain line per evaluation, with the figure the selection keeps
+    log = TrainingLogger(tmp_path, None, tensorboard=False)
+    log.log({"eval/criterion_met": 0.0, "eval/success_rate": 0.21875}, 1)
+    log.log({"eval/skipped": 1.0}, 2)
+    log.log({"train/loss": 0.5, "eval/success_rate": 0.5}, 3)  # behaviour cloning: no criterion
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(" | ")[-1] for line in lines] == [
+        "eval 21.9% (not met)", "eval skipped (runner.eval_gate)", "eval 50.0%"
+    ]  # fmt: skip
+    log.close()
 
 
 def test_the_quality_bar_counts_only_when_a_second_evaluation_confirms_it(
