@@ -481,6 +481,24 @@ def test_the_palm_sensor_feels_the_housing_pressed_onto_the_cube_and_the_push_pr
     env.close()
 
 
+def test_lift_prices_the_housing_on_the_same_sensor_and_its_training_config_sets_the_price(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``palm_contact`` in panda-lift is the push's term (the housing's touch sensor over ``TOUCH_FORCE_N``; the
+    sensor itself is tested above); off in the task's defaults (the scripted expert's datasets), priced in the
+    teacher's training file."""
+    from robot_rl.config import load_config
+
+    env = sim.make("panda-lift", 2, cfg=PandaLiftConfig(randomization=[], noise=sim.tasks.base.SensorNoise()))
+    env.reset(seed=0)
+    monkeypatch.setattr(env, "palm_force", lambda: torch.tensor([5.0, 0.5]))
+    terms = env._reward_terms(torch.zeros(2, 8), torch.zeros(2, dtype=torch.bool))  # type: ignore[attr-defined]
+    assert terms["palm_contact"].tolist() == [1.0, 0.0]
+    assert PandaLiftConfig().reward_scales["palm_contact"] == 0.0
+    assert load_config("panda-lift", None, []).env.reward_scales["palm_contact"] < 0.0  # type: ignore[attr-defined]
+    env.close()
+
+
 @pytest.mark.parametrize(("height", "offset"), [(1.0, 0.02), (0.4, 0.01)])
 def test_the_pushing_point_lies_behind_the_cube_at_the_configured_height(height: float, offset: float) -> None:
     """``reach_object`` pays in full with the TCP behind the cube (on the far side from the goal, ``pushing_offset``

@@ -875,6 +875,11 @@ class CubeTask(PandaTask):
         step, N ``[N]``: the cube's top edge or the table pressing on it."""
         return self.physics.sensordata[:, self._palm_touch.start].to(self.device, torch.float32)
 
+    def housing_contact(self) -> torch.Tensor:
+        """The hand's housing presses on something (the cube, the table) with more than :attr:`TOUCH_FORCE_N`,
+        ``[N]`` bool: what the ``palm_contact`` reward term prices."""
+        return self.palm_force() > self.TOUCH_FORCE_N
+
     def _grasped(self) -> torch.Tensor:
         """Both finger pads press on something with at least :attr:`TOUCH_FORCE_N` while the cube's centre lies
         between the finger tips (TCP within a half edge + 1 cm of it): the cube is held, ``[N]`` bool. A pad on the

@@ -189,7 +189,7 @@ class PandaPush(CubeTask):
         push_point = torch.cat((self.cube_pos[:, :2] + reach * away, height[:, None]), 1)
         dist = self._goal_distance()
         to_push_point = (self._tcp_pos - push_point).norm(dim=-1)
-        housing = self.palm_force() > self.TOUCH_FORCE_N  # [N] the housing presses on something
+        housing = self.housing_contact()  # [N]
         pushing = to_push_point < self.cfg.pushing_within
         if self.cfg.push_housing_clear:
             pushing &= ~housing
