@@ -87,9 +87,9 @@ COMMAND_DELAY_S = 0.012
 reach policy measured 0.45-0.81 ms median and at most 10.8 ms from a joint state's stamp to its command at 1 kHz
 (``bench/ros2_latency.py``, docs/benchmarks.md "ROS 2 policy node: timing"), plus up to 1 ms until Franka's 1 kHz
 controller takes it; under a third of the Panda tasks' 40 ms control period. PyBullet's robot (``robot-rl eval --sim
-pybullet``) draws its delay up to this; training draws one with ``env.command_delay`` (off by default: the shipped
-teachers train with whole periods of latency, ``action_latency``, which transferred best; docs/benchmarks.md, "Lift:
-the command's delay")."""
+pybullet``) draws its delay up to this; training draws one with ``env.command_delay`` (off in the tasks' defaults;
+the lift teacher's config draws it in every episode and a whole period, ``action_latency``, in a fifth of them:
+docs/benchmarks.md, "Lift: the measured delay and a price on the housing")."""
 
 OBJECT_PRIORITY = 1
 """MuJoCo contact priority of a scene object whose friction is randomised (a cube, a peg): above the table's and a
