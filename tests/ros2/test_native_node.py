@@ -142,8 +142,11 @@ def test_the_native_node_commands_what_the_runtime_computes_and_rejects_bad_odom
     peer = ros()
     target = [0.1, -0.2, 0.05]  # a hover point other than the contract's: --target
     # a 60 s watchdog: a loaded CI worker has stalled this lock-step loop for more than 3 s, and a tripped watchdog
-    # sends the motor stop every period; the watchdog has its own test (the hostile odometry one)
-    proc = start(native, peer, tmp_path, "--watchdog", "60", "--target", ",".join(map(str, target)))
+    # sends the motor stop every period; a 5 s --max-age: a stalled node process reads a message older than the
+    # default 0.25 s, rightly refuses it and leaves the lock-step waiting (once in CI, at odometry 36 of 40). The
+    # watchdog and stale stamps have their own test (the hostile odometry one).
+    args = ["--watchdog", "60", "--max-age", "5", "--target", ",".join(map(str, target))]
+    proc = start(native, peer, tmp_path, *args)
     try:
         copies = connect(peer, odometry(0))
         sent = [odometry(0)] * copies
