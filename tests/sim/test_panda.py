@@ -424,10 +424,13 @@ def test_cube_tilt_reads_the_angle_from_the_nearest_face_and_its_square_is_the_p
     env.close()
 
 
-def test_hand_tilt_is_the_angle_of_the_approach_axis_from_straight_down_and_its_square_is_the_push_penalty() -> None:
+@pytest.mark.parametrize("task,config", [("panda-push", PandaPushConfig), ("panda-lift", PandaLiftConfig)])
+def test_hand_tilt_is_the_angle_of_the_approach_axis_from_straight_down_and_its_square_is_the_penalty(
+    task: str, config: type[PandaPushConfig] | type[PandaLiftConfig]
+) -> None:
     """Pointing down (the experts' orientation): 0; leaning 25 deg about the world's x or 60 deg about y: that
-    angle; pointing up: pi."""
-    env = sim.make("panda-push", 4, cfg=PandaPushConfig(randomization=[], noise=sim.tasks.base.SensorNoise()))
+    angle; pointing up: pi. Push and lift price it with the same term (off in the task's defaults)."""
+    env = sim.make(task, 4, cfg=config(randomization=[], noise=sim.tasks.base.SensorNoise()))
     env.reset(seed=0)
     down = GRIPPER_DOWN
 
@@ -442,8 +445,9 @@ def test_hand_tilt_is_the_angle_of_the_approach_axis_from_straight_down_and_its_
         env._tcp_rot[:] = torch.stack((down, about(0, 25) @ down, about(1, 60) @ down, about(0, 180) @ down))  # type: ignore[attr-defined]
     expected = torch.tensor([0.0, math.radians(25), math.radians(60), math.pi])
     torch.testing.assert_close(env.hand_tilt(), expected, atol=1e-3, rtol=0)  # type: ignore[attr-defined]
-    terms = env._reward_terms(torch.zeros(4, 7), torch.zeros(4, dtype=torch.bool))  # type: ignore[attr-defined]
+    terms = env._reward_terms(torch.zeros(4, env.num_actions), torch.zeros(4, dtype=torch.bool))  # type: ignore[attr-defined]
     torch.testing.assert_close(terms["hand_tilt"], expected.square(), atol=1e-2, rtol=0)
+    assert config().reward_scales["hand_tilt"] == 0.0
     env.close()
 
 

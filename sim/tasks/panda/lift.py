@@ -32,8 +32,9 @@ from sim.vec_env import TaskConfigError
 
 def default_lift_rewards() -> dict[str, float]:
     # Staged as Isaac Lab's Franka lift (reach 1, "object is lifted" 15, height towards the goal 16): reach the
-    # cube, hold it between both finger pads, get it off the table, raise it. Off by default: `palm_contact` (1 while
-    # the hand's housing presses on the cube or the table, as panda-push prices it; measured in docs/benchmarks.md).
+    # cube, hold it between both finger pads, get it off the table, raise it. Off by default, each as panda-push
+    # prices it and measured in docs/benchmarks.md: `palm_contact` (1 while the hand's housing presses on the cube or
+    # the table), `hand_tilt` (squared lean of the hand from pointing down, rad^2).
     return {
         "reach_object": 1.0,
         "grasp": 2.0,
@@ -43,6 +44,7 @@ def default_lift_rewards() -> dict[str, float]:
         "action_rate": -0.02,
         "joint_velocity": -0.001,
         "palm_contact": 0.0,
+        "hand_tilt": 0.0,
     }
 
 
@@ -125,6 +127,7 @@ class PandaLift(CubeTask):
             "action_rate",
             "joint_velocity",
             "palm_contact",
+            "hand_tilt",
         ]
 
     def _reward_terms(self, action: torch.Tensor, terminated: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -140,6 +143,7 @@ class PandaLift(CubeTask):
             "action_rate": rewards.squared_norm(action - self.last_action),
             "joint_velocity": rewards.squared_norm(self._dq),
             "palm_contact": self.housing_contact().float(),
+            "hand_tilt": self.hand_tilt().square(),
         }
 
     def _success(self) -> torch.Tensor:
