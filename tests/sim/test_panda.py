@@ -451,6 +451,24 @@ def test_hand_tilt_is_the_angle_of_the_approach_axis_from_straight_down_and_its_
     env.close()
 
 
+def test_lift_prices_the_lean_on_the_table_only_while_the_cube_is_under_the_lifted_height() -> None:
+    """The same 25 deg lean in two worlds: with the cube resting on the table it is priced (as ``hand_tilt``); with
+    the cube 5 cm up (above ``lifted_height``, 2 cm) it is not. Off in the task's defaults."""
+    env = sim.make("panda-lift", 2, cfg=PandaLiftConfig(randomization=[], noise=sim.tasks.base.SensorNoise()))
+    env.reset(seed=0)
+    c, s = math.cos(math.radians(25)), math.sin(math.radians(25))
+    lean = torch.tensor([[1.0, 0.0, 0.0], [0.0, c, -s], [0.0, s, c]]) @ GRIPPER_DOWN
+    with torch.inference_mode():
+        env._tcp_rot[:] = lean  # type: ignore[attr-defined]
+        env.cube_pos[1, 2] += 0.05  # type: ignore[attr-defined]
+    terms = env._reward_terms(torch.zeros(2, env.num_actions), torch.zeros(2, dtype=torch.bool))  # type: ignore[attr-defined]
+    expected = math.radians(25) ** 2
+    torch.testing.assert_close(terms["hand_tilt"], torch.full((2,), expected), atol=1e-2, rtol=0)
+    torch.testing.assert_close(terms["hand_tilt_on_table"], torch.tensor([expected, 0.0]), atol=1e-2, rtol=0)
+    assert PandaLiftConfig().reward_scales["hand_tilt_on_table"] == 0.0
+    env.close()
+
+
 def test_the_palm_sensor_feels_the_housing_pressed_onto_the_cube_and_the_push_prices_it() -> None:
     """The hand leaning 40 deg sideways (along the fingers' closing axis, as the push teachers lean it) and driven
     by the scripted experts' resolved-rate step so that the low end of its housing presses 1 cm into the middle of

@@ -34,7 +34,8 @@ def default_lift_rewards() -> dict[str, float]:
     # Staged as Isaac Lab's Franka lift (reach 1, "object is lifted" 15, height towards the goal 16): reach the
     # cube, hold it between both finger pads, get it off the table, raise it. Off by default, each as panda-push
     # prices it and measured in docs/benchmarks.md: `palm_contact` (1 while the hand's housing presses on the cube or
-    # the table), `hand_tilt` (squared lean of the hand from pointing down, rad^2).
+    # the table), `hand_tilt` (squared lean of the hand from pointing down, rad^2), and `hand_tilt_on_table` (the same
+    # lean only while the cube is below `lifted_height`: the grasp on the table, not the carry).
     return {
         "reach_object": 1.0,
         "grasp": 2.0,
@@ -45,6 +46,7 @@ def default_lift_rewards() -> dict[str, float]:
         "joint_velocity": -0.001,
         "palm_contact": 0.0,
         "hand_tilt": 0.0,
+        "hand_tilt_on_table": 0.0,
     }
 
 
@@ -128,22 +130,26 @@ class PandaLift(CubeTask):
             "joint_velocity",
             "palm_contact",
             "hand_tilt",
+            "hand_tilt_on_table",
         ]
 
     def _reward_terms(self, action: torch.Tensor, terminated: torch.Tensor) -> dict[str, torch.Tensor]:
         reach = (self._tcp_pos - self.cube_pos).norm(dim=-1)
         # Height counts only while the cube is held: a cube flicked into the air is not lifted.
         held = self._grasped().float()
+        height = self._height()
+        tilt = self.hand_tilt().square()
         return {
             "reach_object": rewards.tanh_kernel(reach, 0.2),
             "grasp": held,
-            "lifted": held * (self._height() > self.cfg.lifted_height).float(),
-            "lift": held * (self._height() / self.cfg.lift_target).clamp(0.0, 1.0),
+            "lifted": held * (height > self.cfg.lifted_height).float(),
+            "lift": held * (height / self.cfg.lift_target).clamp(0.0, 1.0),
             "object_lost": rewards.event(self._cube_lost(), self.dt),
             "action_rate": rewards.squared_norm(action - self.last_action),
             "joint_velocity": rewards.squared_norm(self._dq),
             "palm_contact": self.housing_contact().float(),
-            "hand_tilt": self.hand_tilt().square(),
+            "hand_tilt": tilt,
+            "hand_tilt_on_table": tilt * (height <= self.cfg.lifted_height).float(),
         }
 
     def _success(self) -> torch.Tensor:
