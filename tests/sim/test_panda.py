@@ -424,6 +424,15 @@ def test_cube_tilt_reads_the_angle_from_the_nearest_face_and_its_square_is_the_p
     env.close()
 
 
+def rotation_about(axis: int, deg: float) -> torch.Tensor:
+    """Rotation by ``deg`` degrees about the world's axis ``axis`` (0 x, 1 y, 2 z), ``[3, 3]``."""
+    c, s = math.cos(math.radians(deg)), math.sin(math.radians(deg))
+    i, j = [k for k in range(3) if k != axis]
+    r = torch.eye(3)
+    r[i, i], r[i, j], r[j, i], r[j, j] = c, -s, s, c
+    return r
+
+
 @pytest.mark.parametrize("task,config", [("panda-push", PandaPushConfig), ("panda-lift", PandaLiftConfig)])
 def test_hand_tilt_is_the_angle_of_the_approach_axis_from_straight_down_and_its_square_is_the_penalty(
     task: str, config: type[PandaPushConfig] | type[PandaLiftConfig]
@@ -434,15 +443,9 @@ def test_hand_tilt_is_the_angle_of_the_approach_axis_from_straight_down_and_its_
     env.reset(seed=0)
     down = GRIPPER_DOWN
 
-    def about(axis: int, deg: float) -> torch.Tensor:
-        c, s = math.cos(math.radians(deg)), math.sin(math.radians(deg))
-        i, j = [k for k in range(3) if k != axis]
-        r = torch.eye(3)
-        r[i, i], r[i, j], r[j, i], r[j, j] = c, -s, s, c
-        return r
-
     with torch.inference_mode():
-        env._tcp_rot[:] = torch.stack((down, about(0, 25) @ down, about(1, 60) @ down, about(0, 180) @ down))  # type: ignore[attr-defined]
+        leans = [rotation_about(0, 25) @ down, rotation_about(1, 60) @ down, rotation_about(0, 180) @ down]
+        env._tcp_rot[:] = torch.stack((down, *leans))  # type: ignore[attr-defined]
     expected = torch.tensor([0.0, math.radians(25), math.radians(60), math.pi])
     torch.testing.assert_close(env.hand_tilt(), expected, atol=1e-3, rtol=0)  # type: ignore[attr-defined]
     terms = env._reward_terms(torch.zeros(4, env.num_actions), torch.zeros(4, dtype=torch.bool))  # type: ignore[attr-defined]
@@ -456,8 +459,7 @@ def test_lift_prices_the_lean_on_the_table_only_while_the_cube_is_under_the_lift
     the cube 5 cm up (above ``lifted_height``, 2 cm) it is not. Off in the task's defaults."""
     env = sim.make("panda-lift", 2, cfg=PandaLiftConfig(randomization=[], noise=sim.tasks.base.SensorNoise()))
     env.reset(seed=0)
-    c, s = math.cos(math.radians(25)), math.sin(math.radians(25))
-    lean = torch.tensor([[1.0, 0.0, 0.0], [0.0, c, -s], [0.0, s, c]]) @ GRIPPER_DOWN
+    lean = rotation_about(0, 25) @ GRIPPER_DOWN
     with torch.inference_mode():
         env._tcp_rot[:] = lean  # type: ignore[attr-defined]
         env.cube_pos[1, 2] += 0.05  # type: ignore[attr-defined]
@@ -484,8 +486,7 @@ def test_the_palm_sensor_feels_the_housing_pressed_onto_the_cube_and_the_push_pr
     env = sim.make("panda-push", 2, cfg=cfg)
     env.reset(seed=0)
     hand, tcp = env._model.geom("hand"), env._model.site("tcp")  # type: ignore[attr-defined]
-    c, s = math.cos(math.radians(40)), math.sin(math.radians(40))
-    lean = torch.tensor([[1.0, 0.0, 0.0], [0.0, c, -s], [0.0, s, c]]) @ GRIPPER_DOWN
+    lean = rotation_about(0, 40) @ GRIPPER_DOWN
     bottom = float(hand.pos[2] + hand.size[2] - tcp.pos[2])  # the housing's end face nearest the tips, TCP frame
     ends = torch.tensor([[0.0, y, bottom] for y in (hand.size[1], -hand.size[1])], dtype=torch.float32) @ lean.T
     low = ends[ends[:, 2].argmin()]  # the middle of its lower edge, from the TCP in the world frame
