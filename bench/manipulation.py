@@ -87,7 +87,7 @@ def student_row(student_dir: Path, args: argparse.Namespace) -> dict[str, object
     """One student against its PPO teacher (``--teacher``, else the run folder its demonstrations name),
     ``--episodes`` split over ``--student-seeds``, in the demonstrations' task config."""
     student = BCRun.load(student_dir)
-    student.execute_with(args.action_horizon, args.ensemble_decay)
+    student.execute_with(args.action_horizon, args.ensemble_decay, noise_scale=args.noise_scale)
     teacher_dir: Path | None = args.teacher
     teacher_dir = teacher_dir or (Path(student.teacher) if student.teacher else None)
     episodes, seeds = args.episodes, args.student_seeds
@@ -111,6 +111,7 @@ def student_row(student_dir: Path, args: argparse.Namespace) -> dict[str, object
         seen = evaluate_teacher(teacher.model, student.task, student.env_cfg, groups, per_seed, seeds)
         calibrated = seen.success_rate
     execution = f"Ta {spec.action_horizon}" if spec.ensemble_decay is None else f"ensemble m={spec.ensemble_decay:g}"
+    execution += f", noise x{spec.noise_scale:g}" if spec.noise_input else ""
     return {
         "student": f"{student.task} {student.cfg.policy.kind} {student_dir.name}",
         "execution": execution,
@@ -135,6 +136,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--teacher", type=Path, help="PPO teacher of every --students run (default: as recorded)")
     p.add_argument("--action-horizon", type=int, help="students: actions per plan, ensembling off (robot-rl eval)")
     p.add_argument("--ensemble-decay", type=float, help="students: temporal-ensembling weight (robot-rl eval)")
+    p.add_argument("--noise-scale", type=float, help="sampling students: initial noise scale (robot-rl eval)")
     p.add_argument("--student-seeds", type=int, nargs="+", default=[0, 1], help="held-out seeds (default: 0 1)")
     args = p.parse_args(argv)
     if not args.runs and not args.students:

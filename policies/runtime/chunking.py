@@ -370,7 +370,7 @@ class ChunkedOnnxPolicy(OnnxPolicy):
         shape = (window.shape[0], c.pred_horizon, self.num_actions)
         if c.noise_input:
             with self._rng_lock:
-                feed[c.noise_input] = self._rng.standard_normal(shape, dtype=np.float32)
+                feed[c.noise_input] = self._rng.standard_normal(shape, dtype=np.float32) * np.float32(c.noise_scale)
         if c.guide:
             actions, weights = guide if guide is not None else (np.zeros(shape), np.zeros(shape[:2]))
             feed[c.guide["actions"]] = np.ascontiguousarray(actions, dtype=np.float32)

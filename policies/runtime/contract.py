@@ -160,6 +160,9 @@ class ChunkSpec:
         guide: For a sampler that inpaints (real-time chunking; empty: none): ``actions`` (the graph input fed the
             guide actions ``float [B, pred_horizon, action.size]`` in normalised units) and ``weights`` (fed their
             weights ``float [B, pred_horizon]`` in ``[0, 1]``; zeros: no guidance).
+        noise_scale: Standard deviation of the initial sample fed to ``noise_input``, in ``[0, 1]``: 1 samples the
+            distribution the policy learned; 0 feeds zeros, so the same inputs give the same plan (lower values:
+            lower-temperature sampling). Absent in older contracts: 1.
     """
 
     obs_horizon: int
@@ -171,6 +174,7 @@ class ChunkSpec:
     cameras: dict[str, dict[str, Any]] = field(default_factory=dict)
     language: dict[str, Any] = field(default_factory=dict)
     guide: dict[str, str] = field(default_factory=dict)
+    noise_scale: float = 1.0
 
     def image_shape(self, camera: str) -> tuple[int, int, int]:
         """``(height, width, 3)`` of one camera's images."""
@@ -473,6 +477,10 @@ def _validate_chunk(c: ChunkSpec) -> None:
     _finite_tree(c.sampler, "chunk.sampler")
     if c.ensemble_decay is not None:
         _number(c.ensemble_decay, "chunk.ensemble_decay")
+    if not 0.0 <= _number(c.noise_scale, "chunk.noise_scale") <= 1.0:
+        raise ContractError(f"chunk.noise_scale must be in [0, 1], got {c.noise_scale}")
+    if c.noise_scale != 1.0 and not c.noise_input:
+        raise ContractError("chunk.noise_scale is set but the graph has no noise input (chunk.noise_input)")
     if not isinstance(c.cameras, dict):
         raise ContractError(f"chunk.cameras must be a mapping, got {type(c.cameras).__name__}")
     for name, cam in c.cameras.items():

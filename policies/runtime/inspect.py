@@ -40,7 +40,9 @@ def describe(c: Contract) -> str:
     ref = f" + {a.reference}" if a.reference else ""
     if c.chunk is not None:
         ch = c.chunk
-        noise = f" and '{ch.noise_input}' [B, {ch.pred_horizon}, {a.size}] (standard normal)" if ch.noise_input else ""
+        spread = "standard normal" if ch.noise_scale == 1.0 else f"normal, standard deviation {ch.noise_scale:g}"
+        spread = "zeros: a deterministic plan" if ch.noise_scale == 0.0 else spread
+        noise = f" and '{ch.noise_input}' [B, {ch.pred_horizon}, {a.size}] ({spread})" if ch.noise_input else ""
         if ch.ensemble_decay is None:
             execute = f"execute {ch.action_horizon}, one per control period, then plan again"
         else:

@@ -99,6 +99,13 @@ def add_parser(sub: Any) -> None:
         "newer (M < 0 favours newer plans; default: the run's)",
     )
     ev.add_argument(
+        "--noise-scale",
+        type=float,
+        metavar="S",
+        help="train-bc diffusion and flow students: scale each plan's initial noise by S in [0, 1] (1 samples what "
+        "the student learned, 0 makes it deterministic; default: the run's policy.noise_scale)",
+    )
+    ev.add_argument(
         "--chunking",
         choices=("sync", "async", "rtc"),
         help="train-bc runs: execute receding-horizon chunks under an inference delay (--inference-delay): sync "
@@ -169,11 +176,11 @@ def run(args: argparse.Namespace) -> int:
                 "--sweep, --corner, --control-rate and --trajectory are not available for train-bc runs yet"
             )
         if args.sim:
-            if args.action_horizon is None and args.ensemble_decay is None:
+            if args.action_horizon is None and args.ensemble_decay is None and args.noise_scale is None:
                 return _eval_sim_to_sim(loaded, args.sim, args.episodes)
             import tempfile
 
-            loaded.execute_with(args.action_horizon, args.ensemble_decay)
+            loaded.execute_with(args.action_horizon, args.ensemble_decay, noise_scale=args.noise_scale)
             with tempfile.TemporaryDirectory(prefix="robot-rl-sim2sim-") as tmp:  # the run's policy.onnx stays as it is
                 return _eval_sim_to_sim(loaded, args.sim, args.episodes, loaded.export(Path(tmp)))
         return _eval_bc(loaded, args)
@@ -263,7 +270,7 @@ def _eval_bc(run: Any, args: argparse.Namespace) -> int:
         timing = RealTime(args.chunking, args.inference_delay)
     elif args.inference_delay:
         raise ConfigError("--inference-delay applies with --chunking sync, async or rtc")
-    run.execute_with(args.action_horizon, args.ensemble_decay, timing)
+    run.execute_with(args.action_horizon, args.ensemble_decay, timing, args.noise_scale)
     if args.visual != "dataset" and not run.policy.cameras:
         raise ConfigError(f"--visual {args.visual}: this student sees no camera")
     visual: VisualRandomization | Literal["dataset"] | None = "dataset"

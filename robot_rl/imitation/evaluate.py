@@ -145,7 +145,7 @@ class ChunkActor:
 
     Args:
         policy: The chunk policy (eval mode; its device is used).
-        spec: Horizons and ensembling to execute with.
+        spec: Horizons, ensembling and the initial noise's scale to execute with.
         groups: Observation groups it reads.
         num_envs: Worlds.
         generator: Sampler noise.
@@ -178,6 +178,7 @@ class ChunkActor:
         self._instruction: torch.Tensor | None = None
         self.device = next(policy.parameters()).device
         self._shape = (num_envs, policy.horizons.pred, policy.action_dim)
+        self._noise_scale = spec.noise_scale
         self.executor = ChunkExecutor(num_envs, spec, policy.action_dim, self._sample, timing)
 
     def _sample(
@@ -186,7 +187,7 @@ class ChunkActor:
         images: dict[str, np.ndarray] | None = None,
         guide: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> np.ndarray:
-        noise = torch.randn(self._shape, generator=self.generator, device=self.device)
+        noise = torch.randn(self._shape, generator=self.generator, device=self.device) * self._noise_scale
         views = {c: torch.from_numpy(x).to(self.device) for c, x in (images or {}).items()}
         extra = {} if guide is None else {"guide": tuple(torch.from_numpy(g).to(self.device) for g in guide)}
         with torch.inference_mode():
@@ -249,7 +250,7 @@ def evaluate_chunk_policy(
 
     Args:
         policy: Chunk policy (eval mode; its device is used).
-        spec: Horizons and ensembling to execute with.
+        spec: Horizons, ensembling and the initial noise's scale to execute with.
         task: Task name.
         env_cfg: The task's config (the one the demonstrations were collected under).
         groups: Observation groups the policy reads (the dataset's ``obs_groups``).

@@ -33,6 +33,10 @@ class StudentConfig:
         ensemble_decay: Temporal ensembling at run time: plan every step and average the plans, each older plan
             weighted ``exp(m)`` times the next newer (``m > 0``: older plans count more, ACT; ``m < 0``: newer
             ones; ``null``: receding horizon only).
+        noise_scale: Students that sample (a noise input): standard deviation of the initial noise each plan starts
+            from at run time. 1 samples the distribution the student learned; 0 starts every plan from zeros, so
+            the same inputs give the same plan (a deterministic policy, the sampler's path from the distribution's
+            centre); in between, lower-temperature sampling. Training is unaffected.
         cameras: Dataset cameras (``observation.images.<camera>``) the student also sees, e.g. ``[wrist]``; each
             gets an image encoder (:class:`~policies.nets.vision.ImageEncoder`). Empty: observations only.
         image_features: Features per camera.
@@ -57,6 +61,7 @@ class StudentConfig:
     pred_horizon: int = 16
     action_horizon: int = 8
     ensemble_decay: float | None = None
+    noise_scale: float = 1.0
     cameras: list[str] = field(default_factory=list)
     image_features: int = 64
     image_shift: int = 4
@@ -75,6 +80,10 @@ class StudentConfig:
             raise ValueError(f"policy.action_horizon {self.action_horizon} exceeds pred_horizon {self.pred_horizon}")
         if self.ensemble_decay is not None and not math.isfinite(self.ensemble_decay):
             raise ValueError(f"policy.ensemble_decay must be a finite number, got {self.ensemble_decay}")
+        if not 0.0 <= self.noise_scale <= 1.0:  # NaN fails too
+            raise ValueError(f"policy.noise_scale must be in [0, 1], got {self.noise_scale}")
+        if self.noise_scale != 1.0 and not self.noise_input:
+            raise ValueError(f"policy.noise_scale: a '{self.kind}' student draws no noise; leave it at 1")
         if self.language and self.language_nearest and not self.language_subspace:
             raise ValueError(
                 "policy.language_nearest needs policy.language_subspace (set policy.language_nearest=false to read "
@@ -118,7 +127,7 @@ class StudentConfig:
         }
         return ChunkSpec(
             h.obs, h.pred, h.action, self.noise_input, policy.sampler_settings(), self.ensemble_decay, cameras,
-            dict(language or {}), dict(policy.guide_inputs),
+            dict(language or {}), dict(policy.guide_inputs), self.noise_scale,
         )  # fmt: skip
 
 

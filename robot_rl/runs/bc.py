@@ -123,19 +123,31 @@ class BCRun:
         return teacher if isinstance(teacher, str) else None
 
     def execute_with(
-        self, action_horizon: int | None = None, ensemble_decay: float | None = None, timing: RealTime | None = None
+        self,
+        action_horizon: int | None = None,
+        ensemble_decay: float | None = None,
+        timing: RealTime | None = None,
+        noise_scale: float | None = None,
     ) -> None:
         """Execute the student otherwise than it was trained to (evaluation only; the checkpoint is not touched):
         ``action_horizon`` actions per plan, ensembling off unless ``ensemble_decay`` is given too; ``timing``: a
         schedule under a simulated inference delay: ``sync`` and ``rtc`` execute receding-horizon plans (ensembling
         off), ``async`` keeps the run's ensembling (or ``ensemble_decay``'s; each period's plan averaged in from
-        ``delay_steps`` periods later) unless ``action_horizon`` turns it off; ``None``: as the run says.
+        ``delay_steps`` periods later) unless ``action_horizon`` turns it off; ``noise_scale``: a sampling
+        student's initial noise scaled so (``policy.noise_scale``; 0: deterministic); ``None``: as the run says.
 
         Raises:
-            ConfigError: What :func:`check_execution` refuses, ``action_horizon`` outside ``1..pred_horizon``, or
-                real-time chunking of a student that does not inpaint (one line, naming the flag).
+            ConfigError: What :func:`check_execution` refuses, ``action_horizon`` outside ``1..pred_horizon``,
+                real-time chunking of a student that does not inpaint, or a noise scale outside ``[0, 1]`` or for a
+                student that draws no noise (one line, naming the flag).
         """
         check_execution(ensemble_decay, timing.mode if timing is not None else None)
+        if noise_scale is not None:
+            if not self.cfg.policy.noise_input:
+                raise ConfigError(f"--noise-scale: a {self.policy.kind} student draws no noise")
+            if not 0.0 <= noise_scale <= 1.0:
+                raise ConfigError(f"--noise-scale must be in [0, 1], got {noise_scale}")
+            self.cfg.policy = dataclasses.replace(self.cfg.policy, noise_scale=noise_scale)
         if timing is not None:
             if timing.mode == "rtc" and not self.policy.guide_inputs:
                 raise ConfigError(
@@ -332,6 +344,7 @@ def write_evaluation(
             "action_horizon": spec.action_horizon,
             "ensemble_decay": spec.ensemble_decay,
             "inference_steps": spec.sampler.get("inference_steps"),
+            "noise_scale": spec.noise_scale if spec.noise_input else None,
             "schedule": (timing or RealTime()).mode,
             "inference_delay_steps": (timing or RealTime()).delay_steps,
             **result.motion,

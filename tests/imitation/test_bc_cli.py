@@ -137,6 +137,12 @@ def test_train_bc_evaluates_exports_and_resumes(teacher: Path, dataset: Path, tm
     assert "over 6 episodes, 2 seeds" in evaluated.stdout
     execution = yaml.safe_load((run / "eval.yaml").read_text())["execution"]
     assert execution["action_horizon"] == 1 and execution["ensemble_decay"] is None  # receding horizon asked for
+    assert execution["noise_scale"] == 1.0  # the run's: sampling as trained
+    quiet = robot_rl("eval", run, "--episodes", "2", "--seeds", "1", "--action-horizon", "1", "--noise-scale", "0")
+    assert quiet.returncode == 0, quiet.stderr
+    assert yaml.safe_load((run / "eval.yaml").read_text())["execution"]["noise_scale"] == 0.0
+    loud = robot_rl("eval", run, "--episodes", "2", "--noise-scale", "2")
+    assert loud.returncode == 2 and "--noise-scale must be in [0, 1], got 2.0" in loud.stderr
     ensembled = robot_rl("eval", run, "--episodes", "2", "--seeds", "1", "--ensemble-decay", "-0.6")
     assert ensembled.returncode == 0, ensembled.stderr
     assert yaml.safe_load((run / "eval.yaml").read_text())["execution"]["ensemble_decay"] == -0.6
@@ -173,6 +179,8 @@ def test_mlp_student_trains_on_the_same_data(dataset: Path, tmp_path: Path) -> N
     assert result.returncode == 0, result.stderr
     (run,) = (tmp_path / "panda-reach").iterdir()
     assert ChunkedOnnxPolicy(run / "policy.onnx").chunk.noise_input == ""
+    refused = robot_rl("eval", run, "--episodes", "2", "--noise-scale", "0")
+    assert refused.returncode == 2 and "--noise-scale: a mlp student draws no noise" in refused.stderr
 
 
 def test_collect_records_a_calibrated_view_and_the_student_is_evaluated_without_the_bias(

@@ -23,7 +23,7 @@ from policies.nets.export import chunk_to_onnx_model, write_onnx
 from policies.runtime.chunking import ChunkedOnnxPolicy, ChunkExecutor
 from policies.runtime.contract import ChunkSpec, Contract, ContractError
 from policies.runtime.onnx_policy import OnnxPolicy
-from robot_rl.imitation.students import DiffusionStudentConfig
+from robot_rl.imitation.students import DiffusionStudentConfig, student_config
 from tests.policies.conftest import NUM_ACTIONS, make_contract
 
 REPO = Path(__file__).resolve().parents[2]
@@ -248,6 +248,40 @@ def test_ensemble_decay_must_be_a_finite_number() -> None:
                 DiffusionStudentConfig(ensemble_decay=bad)
 
 
+def test_a_zero_noise_scale_gives_the_same_plan_for_the_same_inputs(tmp_path: Path) -> None:
+    policy = _policy("unet", 3).eval()
+    base = _chunk_contract(policy)
+    window = (np.random.default_rng(1).standard_normal((2, H.obs, base.obs_dim)) * 2).astype(np.float32)
+    plans = {}
+    for scale in (1.0, 0.0):
+        contract = dataclasses.replace(base, chunk=dataclasses.replace(base.chunk, noise_scale=scale))
+        path = write_onnx(chunk_to_onnx_model(policy, contract), contract, tmp_path / f"scale{scale:g}")
+        runtime = ChunkedOnnxPolicy(path, num_envs=2, seed=0)
+        assert runtime.chunk.noise_scale == scale  # read back from the file
+        plans[scale] = [runtime.sample(window) for _ in range(2)]
+    assert np.abs(plans[1.0][0] - plans[1.0][1]).max() > 1e-3  # fresh noise: another plan
+    np.testing.assert_array_equal(plans[0.0][0], plans[0.0][1])
+    with torch.no_grad():  # zeros into the torch sampler: the same plan
+        ref = policy.predict_action_chunk(torch.from_numpy(window), torch.zeros(2, H.pred, NUM_ACTIONS)).numpy()
+    assert np.abs(plans[0.0][0] - ref).max() <= 1e-4
+
+
+def test_the_noise_scale_is_checked_where_it_enters() -> None:
+    contract = _chunk_contract(_policy("unet"))
+    for bad, match in ((1.5, r"in \[0, 1\], got 1.5"), (-0.1, r"in \[0, 1\]"), (float("nan"), "finite"),
+                       ("low", "must be a number")):  # fmt: skip
+        with pytest.raises(ContractError, match=rf"chunk\.noise_scale.*{match}"):
+            dataclasses.replace(contract, chunk=dataclasses.replace(contract.chunk, noise_scale=bad))
+    deterministic = _chunk_contract(_policy("mlp"))
+    with pytest.raises(ContractError, match=r"chunk\.noise_scale is set but the graph has no noise input"):
+        dataclasses.replace(deterministic, chunk=dataclasses.replace(deterministic.chunk, noise_scale=0.0))
+    for bad in (1.5, float("nan")):
+        with pytest.raises(ValueError, match=r"policy\.noise_scale must be in \[0, 1\]"):
+            DiffusionStudentConfig(noise_scale=bad)
+    with pytest.raises(ValueError, match="a 'mlp' student draws no noise"):
+        student_config({"kind": "mlp", "noise_scale": 0.0})
+
+
 def test_inspect_says_how_a_chunk_is_executed() -> None:
     from policies.runtime.inspect import describe
 
@@ -256,3 +290,6 @@ def test_inspect_says_how_a_chunk_is_executed() -> None:
     assert f"execute {contract.chunk.action_horizon}, one per control period, then plan again" in text
     ensembled = dataclasses.replace(contract, chunk=dataclasses.replace(contract.chunk, ensemble_decay=-0.3))
     assert "plan every control period" in describe(ensembled) and "newer plans favoured" in describe(ensembled)
+    assert "'noise' [B, 8, 4] (standard normal)" in text
+    quiet = dataclasses.replace(contract, chunk=dataclasses.replace(contract.chunk, noise_scale=0.0))
+    assert "(zeros: a deterministic plan)" in describe(quiet)
