@@ -35,8 +35,8 @@ class StudentConfig:
             ones; ``null``: receding horizon only).
         noise_scale: Students that sample (a noise input): standard deviation of the initial noise each plan starts
             from at run time. 1 samples the distribution the student learned; 0 starts every plan from zeros, so
-            the same inputs give the same plan (a deterministic policy, the sampler's path from the distribution's
-            centre); in between, lower-temperature sampling. Training is unaffected.
+            the same inputs give the same plan (a deterministic policy: the sampler's path from the centre of its
+            noise); in between, lower-temperature sampling. Training is unaffected.
         cameras: Dataset cameras (``observation.images.<camera>``) the student also sees, e.g. ``[wrist]``; each
             gets an image encoder (:class:`~policies.nets.vision.ImageEncoder`). Empty: observations only.
         image_features: Features per camera.
