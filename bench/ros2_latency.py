@@ -216,7 +216,7 @@ def run_rate(
             node.draining, kept_periods = True, len(node._periods)
             while time.monotonic() < drain:
                 spinner.spin_once(timeout_sec=0.001)
-            del node._periods[kept_periods:]  # the fall-back timer's steps on the silent input
+            del node._periods[kept_periods:]  # none but the watchdog's safe command, should the drain outlast it
             sent = done[0]
         else:
             node.trigger_activate()

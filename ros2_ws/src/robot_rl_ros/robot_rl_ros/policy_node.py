@@ -26,8 +26,10 @@ Every period: the newest accepted inputs -> ``OnnxPolicy`` (``ChunkedOnnxPolicy`
 
 When a step runs (``trigger``): ``timer``: on the node's own timer, from the newest inputs. ``input``: as soon as a
 new odometry message (multirotors) or joint state (manipulators, legged robots) is accepted, at most once per control
-period (faster inputs are decimated on a grid of the period); the timer stays as the fall-back: with the inputs
-silent for 1.5 periods it steps the loop until the watchdog trips.
+period (faster inputs are decimated on a grid of the period). Each input is stepped on at most once: one that comes
+too early for its slot is stepped at the slot by the node's timer (unless a newer one took its place), and with no
+new input the node sends nothing until the watchdog trips (the actuators hold the last command, as ESCs and forward
+controllers do), then the safe command.
 
 A message with NaN, a value beyond float32, a wrong length, a duplicate or missing joint, a stale or future stamp,
 the wrong frame or a twist in the world frame is rejected with a logged error and counted; it never feeds the
@@ -198,6 +200,7 @@ class PolicyNode(Node):
         self.policy.reset()
         self.inputs.reset()
         self._signals, self._running = None, False
+        self._pending = False  # an accepted input not stepped on yet (``trigger: input``)
         self.safety.activate(self.now())  # clears a latched fault (not an engaged e-stop)
         self.fault = self.safety.fault or "waiting for input"
         self.record("fault", String(data=self.fault))  # a recording shows each activation (histories restart)
@@ -288,6 +291,7 @@ class PolicyNode(Node):
                 self.fault = ""
                 self.record("fault", String(data=""))
         self.safety.input_received(self._input_at)
+        self._pending = True
         if self._on_input:
             self._input_step()
 
@@ -322,10 +326,17 @@ class PolicyNode(Node):
             self._tick()
 
     def _fallback(self) -> None:
-        """``trigger: input``: the inputs have been silent for 1.5 periods: step on the timer."""
-        now = self.now()
-        if self._last_tick is None or now - self._last_tick > 1.5 * self._period:
-            self._due = now + self._period
+        """``trigger: input``, each period of the node's timer: the input that came too early for its slot is
+        stepped on now that the slot has come; with none new, nothing is sent until the watchdog trips or while a
+        fault holds (then the safe command).
+
+        A step on an input already stepped on would feed the policy an observation that time passed and the sample
+        did not (not one it saw in training) and integrate its integral terms twice; in a lockstep simulation it
+        also answered one sample twice, so the robot ran a period behind its controller from then on."""
+        assert self.safety is not None
+        if self._pending:
+            self._input_step()
+        elif self._running and (self.safety.fault or self.now() - self._input_at > self.safety.cfg.watchdog_s):
             self._tick()
 
     def _tick(self) -> None:
@@ -333,6 +344,7 @@ class PolicyNode(Node):
         if not self._running or self.safety is None or self.out is None:
             return  # activated, waiting for the first fresh input: nothing is sent blind
         now = self.now()
+        self._pending = False
         if self._last_tick is not None:
             self._periods.append(now - self._last_tick)
         self._last_tick = now
