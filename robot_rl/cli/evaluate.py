@@ -314,6 +314,8 @@ def _eval_sim_to_sim(run: Any, simulator: str, episodes: int, onnx: Path | None 
     import yaml
 
     from policies.runtime.files import atomic_write_text
+    from robot_rl.runs import BCRun
+    from robot_rl.runs.bc import execution_record
     from robot_rl.transfer.harness import plug, run_episodes
     from sim.registry import get_task
 
@@ -340,7 +342,7 @@ def _eval_sim_to_sim(run: Any, simulator: str, episodes: int, onnx: Path | None 
             line += ")"
         print(line)
     out = run.run_dir / f"sim2sim_{simulator}.yaml"
-    summary = {
+    summary: dict[str, Any] = {
         ("randomization_on" if r.randomized else "randomization_off"): {
             **r.summary(),
             **({"training_simulator_success": trained[r.randomized]} if r.randomized in trained else {}),
@@ -348,6 +350,8 @@ def _eval_sim_to_sim(run: Any, simulator: str, episodes: int, onnx: Path | None 
         }
         for r in results
     }
+    if isinstance(run, BCRun):
+        summary["execution"] = execution_record(run.spec())
     atomic_write_text(out, yaml.safe_dump(summary, sort_keys=False))
     print(f"wrote {out}")
     return 0
@@ -370,9 +374,13 @@ def _training_engine_success(run: Any, variant_key: str = "") -> dict[bool, floa
     if not isinstance(saved, dict):
         return {}
     from robot_rl.runs import BCRun
+    from robot_rl.runs.bc import execution_record
 
     if isinstance(run, BCRun):  # a student: eval.yaml pools its seeds, randomisation as recorded
         if variant_key:
+            return {}
+        executed = saved.get("execution")  # an evaluation of chunks executed otherwise is not this one's peer
+        if isinstance(executed, dict) and any(executed.get(k) != v for k, v in execution_record(run.spec()).items()):
             return {}
         value = saved.get("success_rate")
         if not (isinstance(value, int | float) and 0 < value <= 1):

@@ -319,6 +319,19 @@ def task_instructions(task: str, env_cfg: Any) -> list[str]:
         env.close()
 
 
+def execution_record(spec: ChunkSpec, timing: RealTime | None = None) -> dict[str, Any]:
+    """How a student's chunks were executed in an evaluation (``execution`` of its ``eval.yaml`` and
+    ``sim2sim_<simulator>.yaml``): two evaluations compare only where these agree."""
+    return {
+        "action_horizon": spec.action_horizon,
+        "ensemble_decay": spec.ensemble_decay,
+        "inference_steps": spec.sampler.get("inference_steps"),
+        "noise_scale": spec.noise_scale if spec.noise_input else None,
+        "schedule": (timing or RealTime()).mode,
+        "inference_delay_steps": (timing or RealTime()).delay_steps,
+    }
+
+
 def write_evaluation(
     run_dir: Path,
     result: ChunkEvalResult,
@@ -340,15 +353,7 @@ def write_evaluation(
 
     summary = result.summary()
     if spec is not None:
-        summary["execution"] = {
-            "action_horizon": spec.action_horizon,
-            "ensemble_decay": spec.ensemble_decay,
-            "inference_steps": spec.sampler.get("inference_steps"),
-            "noise_scale": spec.noise_scale if spec.noise_input else None,
-            "schedule": (timing or RealTime()).mode,
-            "inference_delay_steps": (timing or RealTime()).delay_steps,
-            **result.motion,
-        }
+        summary["execution"] = {**execution_record(spec, timing), **result.motion}
     by_instruction = result.success_by("instruction")
     if by_instruction:
         texts = instructions or []

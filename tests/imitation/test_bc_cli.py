@@ -124,13 +124,23 @@ def test_train_bc_evaluates_exports_and_resumes(teacher: Path, dataset: Path, tm
     assert "15 gradient steps" in resumed.stdout
     assert torch.load(run / "checkpoint.pt", weights_only=True)["step"] == 15
 
-    # the exported student in PyBullet, executed as asked (robot-rl eval --sim)
+    # the exported student in PyBullet, executed as asked (robot-rl eval --sim), set beside the training simulator's
+    # success only where eval.yaml executed it alike (a tiny student's 0 % is no figure to compare: a made-up 50 %)
+    saved = yaml.safe_load((run / "eval.yaml").read_text())
+    (run / "eval.yaml").write_text(yaml.safe_dump({**saved, "success_rate": 0.5}))
+    as_trained = robot_rl("eval", run, "--sim", "pybullet", "--episodes", "1")
+    assert as_trained.returncode == 0, as_trained.stderr
+    sim2sim = yaml.safe_load((run / "sim2sim_pybullet.yaml").read_text())
+    assert sim2sim["randomization_on"]["training_simulator_success"] == 0.5
+    assert sim2sim["execution"]["ensemble_decay"] == -0.3
     exported = (run / "policy.onnx").read_bytes()
     out = robot_rl("eval", run, "--sim", "pybullet", "--episodes", "1", "--action-horizon", "1")
     assert out.returncode == 0, out.stderr
     assert "pybullet, randomisation on : criterion" in out.stdout
     assert (run / "policy.onnx").read_bytes() == exported  # executed otherwise, the user's export left as it was
-    assert yaml.safe_load((run / "sim2sim_pybullet.yaml").read_text())["randomization_on"]["episodes"] == 1
+    sim2sim = yaml.safe_load((run / "sim2sim_pybullet.yaml").read_text())
+    assert sim2sim["randomization_on"]["episodes"] == 1 and sim2sim["execution"]["action_horizon"] == 1
+    assert "training_simulator_success" not in sim2sim["randomization_on"]  # eval.yaml's ensembled: not its peer
 
     evaluated = robot_rl("eval", run, "--episodes", "3", "--seeds", "2", "--steps", "2", "--action-horizon", "1")
     assert evaluated.returncode == 0, evaluated.stderr
