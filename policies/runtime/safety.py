@@ -158,9 +158,13 @@ class SafetyLayer:
         if engaged:
             self.fault = "e-stop"
 
+    def stale(self, now: float) -> bool:
+        """The newest input is older than ``watchdog_s`` at ``now``: the next :meth:`step` trips the watchdog."""
+        return now - self._last_input > self.cfg.watchdog_s
+
     def step(self, now: float, proposed: np.ndarray | None) -> SafetyStep:
         """The command for this control period given the policy's ``proposed`` command (``None``: none this time)."""
-        if not self.fault and now - self._last_input > self.cfg.watchdog_s:
+        if not self.fault and self.stale(now):
             self.fault = "watchdog"
         if not self.fault and proposed is not None and not np.isfinite(np.asarray(proposed, dtype=np.float64)).all():
             self.fault = "non-finite command"

@@ -326,7 +326,8 @@ def _eval_sim_to_sim(run: Any, simulator: str, episodes: int, onnx: Path | None 
             run.export()
     criterion = get_task(run.task).factory.criterion  # type: ignore[attr-defined]
     results = [run_episodes(onnx, simulator, episodes, run.cfg.seed, rnd, criterion) for rnd in (True, False)]
-    trained = _training_engine_success(run)
+    execution = execution_record(run.spec()) if isinstance(run, BCRun) else None  # as exported to `onnx`
+    trained = _training_engine_success(run, execution=execution)
     measured = _training_engine_success(run, "measured_delay").get(True)  # the delay PyBullet's Panda draws
     for r in results:
         verdict = "MET" if r.met else "not met"
@@ -350,18 +351,21 @@ def _eval_sim_to_sim(run: Any, simulator: str, episodes: int, onnx: Path | None 
         }
         for r in results
     }
-    if isinstance(run, BCRun):
-        summary["execution"] = execution_record(run.spec())
+    if execution is not None:
+        summary["execution"] = execution
     atomic_write_text(out, yaml.safe_dump(summary, sort_keys=False))
     print(f"wrote {out}")
     return 0
 
 
-def _training_engine_success(run: Any, variant_key: str = "") -> dict[bool, float]:
+def _training_engine_success(
+    run: Any, variant_key: str = "", execution: dict[str, Any] | None = None
+) -> dict[bool, float]:
     """Success in the training simulator by randomisation, in the run's own setting (its tank, if it trained with
     one: the tank the sim-to-sim harness runs too) or that setting's ``variant_key`` (``measured_delay``: the
     robot's measured latency, :func:`robot_rl.evaluate.measured_latency`), from the run's ``eval.yaml``; empty where
-    there is none."""
+    there is none. A student's (``execution``: :func:`robot_rl.runs.bc.execution_record` of the chunks evaluated)
+    counts only where ``eval.yaml`` executed its chunks alike."""
     import yaml
 
     from robot_rl.evaluate import setting_key, tank_of
@@ -374,13 +378,12 @@ def _training_engine_success(run: Any, variant_key: str = "") -> dict[bool, floa
     if not isinstance(saved, dict):
         return {}
     from robot_rl.runs import BCRun
-    from robot_rl.runs.bc import execution_record
 
     if isinstance(run, BCRun):  # a student: eval.yaml pools its seeds, randomisation as recorded
         if variant_key:
             return {}
         executed = saved.get("execution")  # an evaluation of chunks executed otherwise is not this one's peer
-        if isinstance(executed, dict) and any(executed.get(k) != v for k, v in execution_record(run.spec()).items()):
+        if isinstance(executed, dict) and any(executed.get(k) != v for k, v in (execution or {}).items()):
             return {}
         value = saved.get("success_rate")
         if not (isinstance(value, int | float) and 0 < value <= 1):

@@ -28,8 +28,8 @@ When a step runs (``trigger``): ``timer``: on the node's own timer, from the new
 new odometry message (multirotors) or joint state (manipulators, legged robots) is accepted, at most once per control
 period (faster inputs are decimated on a grid of the period). Each input is stepped on at most once: one that comes
 too early for its slot is stepped at the slot by the node's timer (unless a newer one took its place), and with no
-new input the node sends nothing until the watchdog trips (the actuators hold the last command, as ESCs and forward
-controllers do), then the safe command.
+new input the node sends nothing until the watchdog trips, then the safe command (the robot holds the last command
+meanwhile; its own timeout is longer: docs/ros2.md, "When a step runs").
 
 A message with NaN, a value beyond float32, a wrong length, a duplicate or missing joint, a stale or future stamp,
 the wrong frame or a twist in the world frame is rejected with a logged error and counted; it never feeds the
@@ -336,7 +336,7 @@ class PolicyNode(Node):
         assert self.safety is not None
         if self._pending:
             self._input_step()
-        elif self._running and (self.safety.fault or self.now() - self._input_at > self.safety.cfg.watchdog_s):
+        elif self._running and (self.safety.fault or self.safety.stale(self.now())):
             self._tick()
 
     def _tick(self) -> None:

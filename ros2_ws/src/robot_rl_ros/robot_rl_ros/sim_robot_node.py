@@ -40,7 +40,7 @@ its sensors go out once a controller is connected (a subscriber to the sensors i
 commands, both matched), and again after each ``lockstep_timeout_s`` without an answer (one that activates later
 gets them). Not every period: a controller steps on each message, so a start repeated every period while discovery
 and activation finish ran the hover policy 70-130 times on one frozen sample, winding up its integral term and
-filling its action history, and the 250 Hz flight ended 1.7-7.6 cm off from the same start. A flight then goes as it
+filling its action history before the flight began (docs/ros2.md, "When a step runs"). A flight then goes as it
 would on a machine that keeps pace, whatever else loads this one; how fast the node answers is measured by
 ``bench/ros2_latency.py``.
 """
