@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 
 class SpatialSoftArgmax(nn.Module):
@@ -39,17 +38,20 @@ class SpatialSoftArgmax(nn.Module):
 
 def random_shift(x: torch.Tensor, pad: int, generator: torch.Generator | None = None) -> torch.Tensor:
     """Shift each image of ``x [B, C, H, W]`` by a random whole number of pixels in ``[-pad, pad]`` per axis, edges
-    replicated (DrQ's augmentation, Kostrikov et al. 2020: the camera mount is never exactly where it was)."""
+    replicated (DrQ's augmentation, Kostrikov et al. 2020: the camera mount is never exactly where it was).
+
+    Replicating the edges is clamping the source pixel into the image, so each output pixel is one gather from the
+    input (no padded copy): 6x cheaper than indexing a padded copy for 256 images of 32 x 32 on one CPU thread
+    (``bench/bc_step.py``), the same images for the same draws."""
     if pad <= 0:
         return x
-    b, _, h, w = x.shape
-    padded = F.pad(x, (pad, pad, pad, pad), mode="replicate")
+    b, c, h, w = x.shape
     dy = torch.randint(0, 2 * pad + 1, (b, 1), device=x.device, generator=generator)
     dx = torch.randint(0, 2 * pad + 1, (b, 1), device=x.device, generator=generator)
-    rows = (dy + torch.arange(h, device=x.device))[:, :, None]  # [B, H, 1]
-    cols = (dx + torch.arange(w, device=x.device))[:, None, :]  # [B, 1, W]
-    batch = torch.arange(b, device=x.device)[:, None, None]
-    return padded.permute(0, 2, 3, 1)[batch, rows, cols].permute(0, 3, 1, 2)  # [B, H, W, C] -> [B, C, H, W]
+    rows = (dy - pad + torch.arange(h, device=x.device)).clamp_(0, h - 1)  # [B, H]: the source row of each output row
+    cols = (dx - pad + torch.arange(w, device=x.device)).clamp_(0, w - 1)  # [B, W]
+    source = (rows[:, :, None] * w + cols[:, None, :]).view(b, 1, h * w).expand(b, c, h * w)
+    return x.reshape(b, c, h * w).gather(2, source).view(b, c, h, w)
 
 
 FILM_AT = 5

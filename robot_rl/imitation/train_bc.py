@@ -39,6 +39,7 @@ from policies.nets.chunk import ChunkPolicy
 from policies.nets.language import encoder_identity, features
 from policies.runtime.contract import Contract
 from policies.runtime.files import atomic_path, atomic_write_text
+from robot_rl.algorithms.optim import fused
 from robot_rl.checkpoint import BC_FORMAT, CheckpointError, first_non_finite, state_dict_mismatch
 from robot_rl.imitation.config import BCConfig
 from robot_rl.imitation.dataset import Dataset, DatasetError, Episode, episode_statistics, load_dataset
@@ -71,10 +72,11 @@ class EMA:
 
     @torch.no_grad()
     def update(self, model: torch.nn.Module, step: int) -> None:
-        """Fold ``model``'s current weights in (buffers are copied)."""
+        """Fold ``model``'s current weights in (buffers are copied); one foreach call over all parameter tensors (a
+        VLA student has about a hundred)."""
         decay = min(self.max_decay, 1.0 - (1.0 + step) ** -self.power)
-        for avg, new in zip(self.model.parameters(), model.parameters(), strict=True):
-            avg.lerp_(new.detach(), 1.0 - decay)
+        current = [p.detach() for p in model.parameters()]
+        torch._foreach_lerp_(list(self.model.parameters()), current, 1.0 - decay)  # lists of unequal length refused
         for buf, new_buf in zip(self.model.buffers(), model.buffers(), strict=True):
             buf.copy_(new_buf)
 
@@ -223,7 +225,7 @@ def train_bc(cfg: BCConfig, resume: Path | None = None, quiet: bool = False, exp
     policy = build_student(cfg.policy, dataset.state_dim, dataset.action_dim, stats, dataset.cameras)
     policy.to(device)
     t = cfg.train
-    opt = torch.optim.AdamW(policy.parameters(), lr=t.learning_rate, weight_decay=t.weight_decay)
+    opt = torch.optim.AdamW(policy.parameters(), lr=t.learning_rate, weight_decay=t.weight_decay, fused=fused(device))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, t.warmup_steps, t.max_steps))
     ema = EMA(policy, t.ema_power, t.ema_max_decay) if t.ema else None
     step, elapsed = 0, 0.0

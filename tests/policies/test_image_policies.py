@@ -63,6 +63,22 @@ def test_random_shift_moves_whole_images_by_at_most_pad_pixels() -> None:
         assert len(windows) == 1
 
 
+@pytest.mark.parametrize("shape", [(6, 3, 8, 8), (4, 2, 18, 9)])
+def test_random_shift_is_the_padded_window_its_draws_name(shape: tuple[int, int, int, int]) -> None:
+    """Clamped source indices are replicate padding: each image is the window of the padded image at the offsets
+    drawn (``dy`` for all images, then ``dx``), pixel for pixel."""
+    x, pad = torch.randn(shape), 3
+    y = random_shift(x, pad, torch.Generator().manual_seed(7))
+    gen = torch.Generator().manual_seed(7)
+    dy = torch.randint(0, 2 * pad + 1, (shape[0], 1), generator=gen)
+    dx = torch.randint(0, 2 * pad + 1, (shape[0], 1), generator=gen)
+    padded = torch.nn.functional.pad(x, (pad, pad, pad, pad), mode="replicate")
+    h, w = shape[2:]
+    for b in range(shape[0]):
+        r, c = int(dy[b]), int(dx[b])
+        assert torch.equal(y[b], padded[b, :, r : r + h, c : c + w])
+
+
 def test_image_encoder_refuses_images_of_another_size() -> None:
     enc = ImageEncoder(*SIZE, features=8)
     assert enc(torch.zeros(3, *SIZE, 3, dtype=torch.uint8)).shape == (3, 8)
