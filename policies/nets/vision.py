@@ -41,8 +41,8 @@ def random_shift(x: torch.Tensor, pad: int, generator: torch.Generator | None = 
     replicated (DrQ's augmentation, Kostrikov et al. 2020: the camera mount is never exactly where it was).
 
     Replicating the edges is clamping the source pixel into the image, so each output pixel is one gather from the
-    input (no padded copy): 6x cheaper than indexing a padded copy for 256 images of 32 x 32 on one CPU thread
-    (``bench/bc_step.py``), the same images for the same draws."""
+    input (no padded copy): 4.6-5.6x cheaper than indexing a padded copy for 256-512 images of 32-64 pixels a side on
+    one CPU thread (``bench/bc_step.py``), the same images for the same draws."""
     if pad <= 0:
         return x
     b, c, h, w = x.shape

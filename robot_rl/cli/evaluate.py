@@ -364,8 +364,8 @@ def _training_engine_success(
     """Success in the training simulator by randomisation, in the run's own setting (its tank, if it trained with
     one: the tank the sim-to-sim harness runs too) or that setting's ``variant_key`` (``measured_delay``: the
     robot's measured latency, :func:`robot_rl.evaluate.measured_latency`), from the run's ``eval.yaml``; empty where
-    there is none. A student's (``execution``: :func:`robot_rl.runs.bc.execution_record` of the chunks evaluated)
-    counts only where ``eval.yaml`` executed its chunks alike."""
+    there is none. A student's counts only with ``execution`` (:func:`robot_rl.runs.bc.execution_record` of the chunks
+    evaluated) and where ``eval.yaml`` executed its chunks alike."""
     import yaml
 
     from robot_rl.evaluate import setting_key, tank_of
@@ -380,10 +380,10 @@ def _training_engine_success(
     from robot_rl.runs import BCRun
 
     if isinstance(run, BCRun):  # a student: eval.yaml pools its seeds, randomisation as recorded
-        if variant_key:
+        if variant_key or execution is None:  # without the execution compared, no peer is known
             return {}
         executed = saved.get("execution")  # an evaluation of chunks executed otherwise is not this one's peer
-        if isinstance(executed, dict) and any(executed.get(k) != v for k, v in (execution or {}).items()):
+        if isinstance(executed, dict) and any(executed.get(k) != v for k, v in execution.items()):
             return {}
         value = saved.get("success_rate")
         if not (isinstance(value, int | float) and 0 < value <= 1):
