@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from robot_rl.algorithms.ppo import PPOConfig
+from robot_rl.curriculum import reward_fade
 from sim.registry import UnknownTaskError, get_task
 from sim.typed_config import ConfigError, apply_override, from_dict, load_yaml, positive, to_dict
 
@@ -75,6 +76,11 @@ class RunnerConfig:
         save_interval: Write a checkpoint every this many iterations.
         log_interval: Refresh the progress bar and logs every this many iterations.
         spread_episode_starts: Start worlds at random points of their first episode.
+        reward_fade: Reward terms (keys of ``env.reward_scales``, each nonzero) whose scale fades linearly to 0
+            once the policy succeeds in training (:mod:`robot_rl.curriculum`); empty: none.
+        reward_fade_after: The fade starts after the first iteration in which at least this share of the finished
+            training episodes succeeded, in ``(0, 1]``.
+        reward_fade_iterations: Iterations the fade lasts.
     """
 
     max_iterations: int = 1000
@@ -88,9 +94,12 @@ class RunnerConfig:
     save_interval: int = 50
     log_interval: int = 1
     spread_episode_starts: bool = True
+    reward_fade: list[str] = field(default_factory=list)
+    reward_fade_after: float = 0.2
+    reward_fade_iterations: int = 100
 
     def __post_init__(self) -> None:
-        for name in ("max_iterations", "eval_episodes", "save_interval", "log_interval"):
+        for name in ("max_iterations", "eval_episodes", "save_interval", "log_interval", "reward_fade_iterations"):
             if getattr(self, name) < 1:
                 raise ValueError(f"runner.{name} must be >= 1, got {getattr(self, name)}")
         if self.eval_interval < 0:
@@ -102,6 +111,11 @@ class RunnerConfig:
             raise ValueError(f"runner.eval_gate must be in [0, 1] (a success rate; 0: no gate), got {self.eval_gate}")
         if self.max_time_s is not None:
             positive("runner.max_time_s", self.max_time_s)
+        if not 0.0 < self.reward_fade_after <= 1.0:
+            after = self.reward_fade_after
+            raise ValueError(f"runner.reward_fade_after must be in (0, 1] (a success rate), got {after}")
+        if len(set(self.reward_fade)) != len(self.reward_fade):
+            raise ValueError(f"runner.reward_fade names a term twice: {self.reward_fade}")
 
 
 @dataclass
@@ -226,6 +240,7 @@ def from_plain(data: dict[str, Any]) -> TrainConfig:
             f"(ppo.num_steps x num_envs = {cfg.ppo.num_steps * cfg.num_envs})"
         )
     check_device(cfg.device)
+    reward_fade(cfg.runner.reward_fade, cfg.env, cfg.runner.reward_fade_after, cfg.runner.reward_fade_iterations)
     return cfg
 
 

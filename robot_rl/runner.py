@@ -25,6 +25,7 @@ from policies.runtime.files import atomic_path
 from robot_rl.algorithms.ppo import PPO, RANK_SEED_STRIDE, TrainingDivergedError
 from robot_rl.checkpoint import CheckpointError, load_checkpoint, read_checkpoint, save_checkpoint
 from robot_rl.config import TrainConfig, check_compile
+from robot_rl.curriculum import reward_fade
 from robot_rl.distributed import SingleProcess
 from robot_rl.evaluate import (
     CONFIRM_SEED_OFFSET,
@@ -133,6 +134,10 @@ class OnPolicyRunner:
         self.model = build_model(cfg, self.env).to(self.device)
         dist.broadcast_([*self.model.parameters(), *self.model.buffers()])
         self.ppo = PPO(self.model, cfg.ppo, self.local_envs, self.device, cfg.seed, dist, cfg.compile)
+        rc = cfg.runner
+        self.fade = reward_fade(rc.reward_fade, cfg.env, rc.reward_fade_after, rc.reward_fade_iterations)
+        if self.fade is not None and not isinstance(self.env, BatchedTask):
+            raise ConfigError(f"runner.reward_fade needs a task that can change its reward scales; {cfg.task} cannot")
         self.iteration = 0
         self.env_steps = 0
         self.elapsed_s = 0.0
@@ -165,6 +170,12 @@ class OnPolicyRunner:
         load_checkpoint(path, self.model, self.ppo.optimizer, self.device)
         self.iteration, self.env_steps = state["iteration"], state["env_steps"]
         self.elapsed_s = float(state.get("elapsed_s", 0.0))
+        if self.fade is not None:
+            start = state.get("reward_fade_start")
+            if not (start is None or (type(start) is int and 0 <= start <= self.iteration)):
+                raise CheckpointError(f"checkpoint '{path}' is damaged: reward_fade_start is {start!r}")
+            self.fade.start = start
+            self._apply_fade()
         lr_given = cfg.ppo.learning_rate != saved.get("ppo", {}).get("learning_rate")
         self.ppo.set_learning_rate(cfg.ppo.learning_rate if lr_given else float(state["learning_rate"]))
         changed = [k for k in ("num_envs", "seed", "device", "env") if saved.get(k) != to_dict(getattr(cfg, k))]
@@ -236,8 +247,9 @@ class OnPolicyRunner:
                     t2 = time.monotonic()
                     self.iteration += 1
                     self.env_steps += cfg.ppo.num_steps * cfg.num_envs
-                    self._boundary = self._capture()
                     row = self._row(stats, ep_stats, t1 - t0, t2 - t1)
+                    self._step_fade(row)
+                    self._boundary = self._capture()
                     if rc.eval_gate > 0 and rc.eval_interval:
                         window += ep_stats.get("episode/success", [])
                     ep_stats.clear()
@@ -327,6 +339,22 @@ class OnPolicyRunner:
             self.run_dir / BEST, {**state, "config": to_dict(self.cfg), "elapsed_s": elapsed_s, "selection": self.best}
         )
 
+    def _step_fade(self, row: dict[str, float]) -> None:
+        """Start the reward fade once this iteration's training episodes succeed often enough (on any rank: every
+        rank fades from the same iteration), and set the scales of the next iteration (logged in ``row``)."""
+        if self.fade is None:
+            return
+        started = self.fade.observe(self.iteration, row.get("episode/success"))
+        if self.dist.any(started) and self.fade.start is None:
+            self.fade.start = self.iteration
+        self._apply_fade()
+        row["curriculum/reward_fade"] = self.fade.factor(self.iteration)
+
+    def _apply_fade(self) -> None:
+        assert self.fade is not None and isinstance(self.env, BatchedTask)
+        for name, scale in self.fade.current(self.iteration).items():
+            self.env.set_reward_scale(name, scale)
+
     def _gate_open(self, window: list[torch.Tensor]) -> bool:
         """Whether a scheduled evaluation runs: ``runner.eval_gate`` against the window's training success rate."""
         gate = self.cfg.runner.eval_gate
@@ -354,6 +382,7 @@ class OnPolicyRunner:
             "iteration": self.iteration,
             "env_steps": self.env_steps,
             "learning_rate": self.ppo.learning_rate,
+            "reward_fade_start": None if self.fade is None else self.fade.start,
             "training": None
             if env_state is None
             else {"ppo_rng": self.ppo.rng_state(), "env": env_state, "partial": self._partial.clone()},

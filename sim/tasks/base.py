@@ -252,6 +252,22 @@ class BatchedTask(VecEnv):
         self._obs: Obs = {}
         self._calibrated: tuple[set[str], ObservationBuilder] | None = None
 
+    def set_reward_scale(self, name: str, scale: float) -> None:
+        """Scale reward term ``name`` by ``scale`` (per second) from the next step on: a training curriculum's hook
+        (:mod:`robot_rl.curriculum`); 0 drops the term.
+
+        Raises:
+            TaskConfigError: ``name`` is not one of :meth:`reward_names`, or ``scale`` is not finite.
+        """
+        if name not in self.reward_names():
+            raise TaskConfigError(f"'{name}' is not a reward term of this task: {self.reward_names()}")
+        if not math.isfinite(scale):
+            raise TaskConfigError(f"reward_scales.{name} must be finite, got {scale}")
+        if scale == 0.0:
+            self.reward_scales.pop(name, None)
+        else:
+            self.reward_scales[name] = float(scale)
+
     # ------------------------------------------------------------------------------------------------ hooks
     def reward_names(self) -> list[str]:
         """Names of the task's reward terms (keys of ``reward_scales``); called before the subclass is set up,
