@@ -261,8 +261,7 @@ class BatchedTask(VecEnv):
         """
         if name not in self.reward_names():
             raise TaskConfigError(f"'{name}' is not a reward term of this task: {self.reward_names()}")
-        if not math.isfinite(scale):
-            raise TaskConfigError(f"reward_scales.{name} must be finite, got {scale}")
+        check_reward_scales({name: scale})
         if scale == 0.0:
             self.reward_scales.pop(name, None)
         else:
