@@ -68,6 +68,11 @@ def check_header(
     stamp = int(header.stamp.sec) * 1_000_000_000 + int(header.stamp.nanosec)
     if stamp == 0:
         raise MessageError(f"{what} has no header.stamp (0); stamp it with the time of the measurement")
+    if now_ns == 0:  # the ROS clock under use_sim_time before its first /clock message (system time is never 0)
+        raise MessageError(
+            f"{what} arrived before the node's clock started: use_sim_time is true and no /clock message has come "
+            "(a simulator publishes it; sim_robot_node with publish_clock: true)"
+        )
     age = (now_ns - stamp) * 1e-9
     if age > max_age_s:
         raise MessageError(f"{what} is {age:.3f} s old (stamp), more than max_input_age_s {max_age_s:g} s")

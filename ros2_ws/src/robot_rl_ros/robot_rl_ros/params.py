@@ -239,6 +239,7 @@ SIM_ROBOT_NODE: dict[str, Param] = {
     "rate_hz": Param(0.0, "physics and sensor rate, Hz (0: the task's control rate)"),
     "lockstep": Param(False, "step only once the command answering the last sensors arrived (simulated time waits)"),
     "lockstep_timeout_s": Param(2.0, "lockstep: a controller silent this long is stepped past, holding its command, s"),
+    "publish_clock": Param(False, "publish the simulated time on /clock and stamp with it (use_sim_time nodes follow)"),
     "joint_states_topic": Param("joint_states", "sensor_msgs/JointState out (manipulators, legged robots)"),
     "imu_topic": Param("imu", "sensor_msgs/Imu out (legged robots)"),
     "cmd_vel_topic": Param("cmd_vel", "geometry_msgs/Twist out: each episode's velocity command, as a teleop"),

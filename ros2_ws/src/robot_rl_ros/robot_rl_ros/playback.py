@@ -58,7 +58,8 @@ class Step:
     """One recorded control step.
 
     Attributes:
-        t_ns: Log time of its command, ns (the node's monotonic clock).
+        t_ns: Log time of its command, ns (the node's clock: monotonic, or the simulated time with
+            ``use_sim_time``).
         command: The published command ``[1, A]`` float32, the contract's units.
         signals: The contract's signals the node computed it from, ``{source: [1, size]}`` (``last_action`` not
             included), or ``None``: a fault held the command, or an input had not arrived yet.

@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from lifecycle_msgs.msg import State as StateMsg
+from rclpy.clock import ROSClock
 from rclpy.exceptions import ParameterUninitializedException
 from rclpy.lifecycle import Node, State, TransitionCallbackReturn
 from robot_rl_ros.commands import CommandPublisher, gains_message
@@ -114,8 +115,17 @@ class PolicyNode(Node):
             return None
 
     def now(self) -> float:
-        """The loop's monotonic clock, s."""
-        return time.monotonic()
+        """The loop's clock, s (:meth:`now_ns`)."""
+        return self.now_ns() * 1e-9
+
+    def now_ns(self) -> int:
+        """The loop's clock, ns: with ``use_sim_time`` the ROS clock, i.e. the simulator's ``/clock`` (the watchdog,
+        the fade-in, the rate limit and a recording's log time then follow simulated time: a simulation that runs
+        slower than real time, or waits in lockstep, is not taken for a late sensor); otherwise the monotonic clock."""
+        clock = self.get_clock()
+        if isinstance(clock, ROSClock) and clock.ros_time_is_active:
+            return int(clock.now().nanoseconds)
+        return time.monotonic_ns()
 
     # ------------------------------------------------------------------------------------------------ lifecycle
     def on_configure(self, state: State) -> TransitionCallbackReturn:
@@ -302,7 +312,7 @@ class PolicyNode(Node):
     def record(self, kind: str, msg: Any) -> None:
         """Log ``msg`` on topic ``/<kind>`` of the recording, if one is being made."""
         if self.recorder is not None:
-            self.recorder.write(kind, msg, time.monotonic_ns())
+            self.recorder.write(kind, msg, self.now_ns())
 
     def _on_estop(self, msg: Bool) -> None:
         self.record("estop", msg)

@@ -43,6 +43,13 @@ and activation finish ran the hover policy 70-130 times on one frozen sample, wi
 filling its action history before the flight began (docs/ros2.md, "When a step runs"). A flight then goes as it
 would on a machine that keeps pace, whatever else loads this one; how fast the node answers is measured by
 ``bench/ros2_latency.py``.
+
+With ``publish_clock`` the node publishes the simulated time on ``/clock`` (``rosgraph_msgs/Clock``, as Gazebo does)
+and stamps every message with it: it starts at the wall-clock time the node started and advances one period per
+step, so a lockstep run's stamps are a period apart however long the machine took. Nodes started with
+``use_sim_time: true`` follow it (the policy node's stamp checks, watchdog and recording then run in simulated
+time; in lockstep it must step on its inputs, ``trigger: input``: on a timer it would wait for the time to advance,
+which waits for it). The node itself keeps its own clock: ``use_sim_time`` with ``publish_clock`` is refused.
 """
 
 from __future__ import annotations
@@ -57,12 +64,14 @@ import torch
 from geometry_msgs.msg import PoseStamped, Twist
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
-from rclpy.qos import qos_profile_sensor_data
+from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from rclpy.time import Time
 from robot_rl_ros.commands import COMMAND_TYPES, command_values
 from robot_rl_ros.inputs import LATCHED
 from robot_rl_ros.messages import fill_image, fill_imu, fill_joint_state, fill_odometry, fill_pose, fill_twist
 from robot_rl_ros.params import SIM_ROBOT_NODE, declare
 from robot_rl_ros.spin import spin_node
+from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import Image, Imu, JointState
 from std_msgs.msg import Float64MultiArray, String
 
@@ -94,6 +103,18 @@ class SimRobotNode(Node):
         self._lockstep_timeout_s = float(param("lockstep_timeout_s").value)
         if not (math.isfinite(self._lockstep_timeout_s) and self._lockstep_timeout_s > 0):
             raise ValueError(f"parameter lockstep_timeout_s is {self._lockstep_timeout_s}; expected s > 0")
+        self._clock_out: Any = None
+        if param("publish_clock").value:
+            if param("use_sim_time").value:
+                raise ValueError(
+                    "sim_robot_node publishes /clock (publish_clock: true) and cannot also follow it "
+                    "(use_sim_time: true); set use_sim_time on the other nodes only"
+                )
+            # reliable: matches rclpy's best-effort /clock subscription and a reliable one alike
+            self._clock_out = self.create_publisher(
+                Clock, "/clock", QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
+            )
+        self._sim_ns = time.time_ns()  # the simulated time with publish_clock, ns (see the module docstring)
         env_cfg = at_control_period(env_cfg, 1.0 / rate) if rate > 0 else env_cfg
         self.env: Any = sim.make(task, 1, "cpu", env_cfg, seed=seed)
         self.env.set_randomization(bool(param("randomize").value))
@@ -179,6 +200,7 @@ class SimRobotNode(Node):
                 return  # the controller has not answered the last sensors yet: simulated time waits for it
         _, _, terminated, truncated, info = self.env.step(self._action)
         self.steps += 1
+        self._sim_ns += round(self.contract.control_period_s * 1e9)
         self.stale_ticks += int(not self._fresh)
         self._fresh = False
         self.crashes += int(bool(terminated.any()))
@@ -199,7 +221,11 @@ class SimRobotNode(Node):
     def _publish(self, records: list[m.Measurement], stepped: bool = True) -> None:
         """Publish ``records`` in order, the camera images just before the last one (the joint states); ``stepped``:
         they are a new period's (counted in ``position_errors``), not lockstep's repeat before the first command."""
-        stamp = self.get_clock().now().to_msg()
+        if self._clock_out is not None:
+            stamp = Time(nanoseconds=self._sim_ns).to_msg()
+            self._clock_out.publish(Clock(clock=stamp))  # before the sensors: a node following it is up to date
+        else:
+            stamp = self.get_clock().now().to_msg()
         self._published_at = time.monotonic()
         for k, record in enumerate(records):
             if stepped and isinstance(record, m.Odometry):
