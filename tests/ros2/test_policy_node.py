@@ -47,8 +47,12 @@ def params(model: Path, **policy: Any) -> dict[str, dict[str, Any]]:
 E2E = pytest.mark.xdist_group("ros2-closed-loop")
 
 
-def fly_one_episode(config: dict[str, dict[str, Any]], ros: str, executor: str) -> tuple[Any, float]:
+def fly_one_episode(
+    config: dict[str, dict[str, Any]], ros: str, executor: str, sim_time: bool = False
+) -> tuple[Any, float]:
     """One 5 s episode of the simulated Crazyflie flown by the policy node over DDS: (result, control period, s).
+    ``sim_time``: the robot publishes ``/clock`` and the node runs on it, so that the lockstep loop goes as fast as
+    the node answers (docs/ros2.md, "Simulated time").
 
     The robot runs in lockstep: a period is stepped once the node's command for the last odometry has arrived. In
     real time, beside the other test worker on 2 cores, the robot's periods went by without a command and the 250 Hz
@@ -56,7 +60,8 @@ def fly_one_episode(config: dict[str, dict[str, Any]], ros: str, executor: str) 
     How fast the node answers is measured in real time by bench/ros2_closed_loop.py. In lockstep the flight ended
     6.3 and 8.9 cm off in two CI runs of 2026-12-01 while the node's timer still answered a late odometry a second
     time (the robot then ran a period behind its controller): one command per odometry is asserted here."""
-    config["sim_robot_node"].update(episode_length_s=5.0, lockstep=True)
+    config["sim_robot_node"].update(episode_length_s=5.0, lockstep=True, publish_clock=sim_time)
+    config["policy_node"]["use_sim_time"] = sim_time
     result = run_graph(config, sim=True, duration_s=120.0, namespace=ros, executor_kind=executor, episodes=1)
     period = float(result.sim["control_period_s"])
     assert result.fault == "" and result.rejected == 0 and result.sim["rejected"] == 0
@@ -72,26 +77,30 @@ def fly_one_episode(config: dict[str, dict[str, Any]], ros: str, executor: str) 
 
 
 @E2E
-@pytest.mark.parametrize("executor", ["single", "events"])
+@pytest.mark.parametrize(
+    ("executor", "sim_time"), [("single", False), ("events", True)], ids=["single", "events-sim-time"]
+)
 @pytest.mark.usefixtures("trainings_finished")
 def test_the_trained_hover_policy_flies_the_simulated_crazyflie_over_dds(
-    trained_hover: Any, ros: str, executor: str
+    trained_hover: Any, ros: str, executor: str, sim_time: bool
 ) -> None:
     # A generous watchdog: on a loaded CI machine the other test worker may stall this process for a moment.
-    fly_one_episode(params(trained_hover.onnx, watchdog_s=0.5), ros, executor)
+    fly_one_episode(params(trained_hover.onnx, watchdog_s=0.5), ros, executor, sim_time)
 
 
 @E2E
-@pytest.mark.parametrize("executor", ["single", "events"])
+@pytest.mark.parametrize(
+    ("executor", "sim_time"), [("single", False), ("events", True)], ids=["single", "events-sim-time"]
+)
 @pytest.mark.usefixtures("trainings_finished")
 def test_the_hover_policy_flies_the_simulated_crazyflie_at_250_hz_over_dds(
-    trained_hover: Any, ros: str, executor: str
+    trained_hover: Any, ros: str, executor: str, sim_time: bool
 ) -> None:
     # The robot publishes odometry at 250 Hz and the node steps on each message: 250 commands a second over DDS.
     # The policy was trained at 50 Hz; `robot-rl eval RUN --control-rate 250` is what says it holds at 250 Hz.
     config = params(trained_hover.onnx, watchdog_s=0.5, control_rate_hz=250.0)
     config["sim_robot_node"]["rate_hz"] = 250.0
-    _, period = fly_one_episode(config, ros, executor)
+    _, period = fly_one_episode(config, ros, executor, sim_time)
     assert period == pytest.approx(0.004)
 
 

@@ -15,7 +15,7 @@ from rclpy.parameter import Parameter
 from robot_rl_ros.graph import run_graph
 from robot_rl_ros.messages import MessageError, check_header
 from robot_rl_ros.recording import read_log
-from std_msgs.msg import Header
+from std_msgs.msg import Float64MultiArray, Header
 
 from tests.ros2.test_policy_node import Rig, params
 
@@ -73,3 +73,20 @@ def test_the_simulated_robot_that_publishes_the_clock_does_not_follow_one(ros: s
     values: dict[str, Any] = {"publish_clock": True, "use_sim_time": True}
     with pytest.raises(ValueError, match=r"publishes /clock \(publish_clock: true\) and cannot also follow it"):
         SimRobotNode(namespace=ros, parameter_overrides=[Parameter(k, value=v) for k, v in values.items()])
+
+
+def test_in_lockstep_on_its_own_clock_a_command_steps_the_world_at_once(ros: str) -> None:
+    """With ``publish_clock`` the period is stepped inside the command's callback (as fast as the controller
+    answers); on the wall clock the command waits for the node's next tick (at most one period per period)."""
+    from robot_rl_ros.sim_robot_node import SimRobotNode
+
+    for clock in (True, False):
+        values: dict[str, Any] = {"lockstep": True, "publish_clock": clock}
+        robot = SimRobotNode(namespace=ros, parameter_overrides=[Parameter(k, value=v) for k, v in values.items()])
+        try:
+            hover = Float64MultiArray(data=[float(robot.contract.action.offset[0])] * 4)
+            for k in range(3):
+                robot._on_command(hover)  # as the executor delivers it, without spinning the node's timer
+                assert robot.steps == (k + 1 if clock else 0) and robot.stale_ticks == 0, (clock, k, robot.steps)
+        finally:
+            robot.destroy_node()

@@ -49,7 +49,11 @@ and stamps every message with it: it starts at the wall-clock time the node star
 step, so a lockstep run's stamps are a period apart however long the machine took. Nodes started with
 ``use_sim_time: true`` follow it (the policy node's stamp checks, watchdog and recording then run in simulated
 time; in lockstep it must step on its inputs, ``trigger: input``: on a timer it would wait for the time to advance,
-which waits for it). The node itself keeps its own clock: ``use_sim_time`` with ``publish_clock`` is refused.
+which waits for it). The node itself keeps its own clock: ``use_sim_time`` with ``publish_clock`` is refused. In
+lockstep with ``publish_clock`` a period is stepped as soon as its command arrives, not at the next tick of the node's
+timer: the simulation then runs as fast as the controller answers, faster than real time where the machine allows
+(without ``/clock`` the stamps are the wall clock's, and a controller on it would take inputs that come faster than
+its period for a loop running ahead, stepping on them at most once per period).
 """
 
 from __future__ import annotations
@@ -184,6 +188,8 @@ class SimRobotNode(Node):
             c[: ref.size] -= ref
         self._action = torch.from_numpy(((c - self._offset) / self._scale)[None].astype(np.float32))
         self._fresh = self._commanded = True
+        if self._lockstep and self._clock_out is not None:  # simulated time is its own: step now, not at the tick
+            self._step()
 
     def _reference_size(self) -> int:
         return next(t.size for t in self.contract.observation if t.source == self.contract.action.reference)
@@ -198,6 +204,10 @@ class SimRobotNode(Node):
                 return
             if time.monotonic() - self._published_at < self._lockstep_timeout_s:
                 return  # the controller has not answered the last sensors yet: simulated time waits for it
+        self._step()
+
+    def _step(self) -> None:
+        """One period with the newest command; the next period's sensors go out."""
         _, _, terminated, truncated, info = self.env.step(self._action)
         self.steps += 1
         self._sim_ns += round(self.contract.control_period_s * 1e9)
