@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,12 @@ def add_parser(sub: Any) -> None:
         metavar="RUN.mcap",
         help="record inputs, commands and faults to a new MCAP file (flushed twice a second, finished on Ctrl-C and "
         "SIGTERM; after a kill readable up to its last flush)",
+    )
+    dep.add_argument(
+        "--sim-time",
+        action="store_true",
+        help="with --sim: run on the simulated robot's clock (lockstep, /clock, use_sim_time, trigger: input), as "
+        "fast as the policy node answers; --duration stays wall time (docs/ros2.md, 'Simulated time')",
     )
     dep.add_argument(
         "--executor",
@@ -73,8 +80,10 @@ def run_deploy(args: argparse.Namespace) -> int:
     in_range("--episodes", args.episodes, 0, 1_000_000)
     if args.episodes and not args.sim:
         raise ConfigError("--episodes counts the simulated robot's episodes; add --sim")
+    if args.sim_time and not args.sim:
+        raise ConfigError("--sim-time runs on the simulated robot's clock; add --sim")
     try:
-        from robot_rl_ros.graph import DeployError, check_namespace, read_params, run_graph
+        from robot_rl_ros.graph import DeployError, check_namespace, read_params, run_graph, use_simulated_time
         from robot_rl_ros.spin import StopSignals
     except ImportError as exc:
         raise ConfigError(f"ROS 2 Python packages are missing ({exc.name}); pip install -e '.[ros2]'") from None
@@ -85,12 +94,15 @@ def run_deploy(args: argparse.Namespace) -> int:
             if not args.model.is_file():
                 raise DeployError(f"model '{args.model}' does not exist")
             params["policy_node"]["model_path"] = str(args.model)
+        if args.sim_time:
+            use_simulated_time(params)
         if args.record is not None:
             check_folder_writable(args.record.parent, "recording folder")
             if args.record.is_dir():
                 raise DeployError(f"--record '{args.record}' is a folder; give a file name such as run.mcap")
             if args.record.exists() or args.record.is_symlink():
                 raise DeployError(f"--record '{args.record}' already exists; recordings are never overwritten")
+        started = time.monotonic()
         with StopSignals() as stopped:
             result = run_graph(
                 params,
@@ -109,7 +121,8 @@ def run_deploy(args: argparse.Namespace) -> int:
     )
     if result.sim:
         steps, rejected = result.sim["steps"], result.sim["rejected"]
-        print(f"sim_robot_node: {steps} steps, {rejected} rejected commands, {_sim_summary(result.sim)}")
+        simulated = f"{steps * result.sim['control_period_s']:.1f} s simulated in {time.monotonic() - started:.1f} s"
+        print(f"sim_robot_node: {steps} steps ({simulated}), {rejected} rejected commands, {_sim_summary(result.sim)}")
     if args.record is not None:
         print(f"recorded {result.recorded} messages to {args.record}")
     if stopped.signum:

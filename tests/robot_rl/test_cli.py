@@ -477,6 +477,7 @@ USER_ERRORS: list[Any] = [
     (["deploy", "--params", "{tmp}/ok.yaml", "--record", "{tmp}/binary.yaml"], "already exists; recordings are never"),
     (["deploy", "--params", "{tmp}/nopolicy.yaml"], "has no 'policy_node' section"),
     (["deploy", "--params", "{tmp}/nopolicy.yaml", "--duration", "0"], "--duration must be in [0.1, 86400]"),
+    (["deploy", "--params", "{tmp}/ok.yaml", "--sim-time"], "--sim-time runs on the simulated robot's clock; add"),
     # inspect
     (["inspect", "{tmp}/missing.onnx"], "policy file not found"),
     (["inspect", "{tmp}/binary.yaml"], "is not a valid ONNX model"),

@@ -17,7 +17,7 @@ from robot_rl_ros.messages import MessageError, check_header
 from robot_rl_ros.recording import read_log
 from std_msgs.msg import Float64MultiArray, Header
 
-from tests.ros2.test_policy_node import Rig, params
+from tests.ros2.test_policy_node import PKG, Rig, params
 
 # /clock is one topic for the whole DDS domain (namespaces do not apply to it): the tests that publish it or wait for
 # it run one after the other on one worker.
@@ -90,3 +90,16 @@ def test_in_lockstep_on_its_own_clock_a_command_steps_the_world_at_once(ros: str
                 assert robot.steps == (k + 1 if clock else 0) and robot.stale_ticks == 0, (clock, k, robot.steps)
         finally:
             robot.destroy_node()
+
+
+@CLOCK
+def test_deploy_sim_time_runs_the_graph_on_the_simulated_clock(
+    untrained_hover: Path, ros: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from robot_rl.cli import main
+
+    argv = ["deploy", "--params", str(PKG / "config" / "quadrotor_sim.yaml"), "--sim", "--sim-time"]
+    argv += ["--model", str(untrained_hover), "--episodes", "2", "--duration", "60", "--namespace", ros]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "0 rejected messages, fault: none" in out and " s simulated in " in out, out

@@ -88,6 +88,15 @@ def check_namespace(namespace: str) -> None:
         raise DeployError(f"namespace '{namespace}' is not a valid ROS namespace: {reason}") from None
 
 
+def use_simulated_time(params: dict[str, dict[str, Any]]) -> None:
+    """Run the graph of ``params`` on the simulated robot's clock (docs/ros2.md, "Simulated time"): the robot steps
+    in lockstep and publishes ``/clock``, and the policy node follows it and steps on its inputs (on its timer it
+    would wait for the time to advance, which in lockstep waits for the node). The loop then runs as fast as the
+    node answers, whatever the control rate."""
+    params.setdefault("sim_robot_node", {}).update(lockstep=True, publish_clock=True)
+    params.setdefault("policy_node", {}).update(use_sim_time=True, trigger="input")
+
+
 def _overrides(values: dict[str, Any]) -> list[Parameter]:
     return [Parameter(k, value=v) for k, v in values.items()]
 
