@@ -101,7 +101,7 @@ ROS_CONFIG = Path(__file__).resolve().parents[2] / "ros2_ws" / "src" / "robot_rl
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("ros2-closed-loop")  # its last part is a real-time loop over DDS, like tests/ros2's
+@pytest.mark.xdist_group("ros2-closed-loop")  # its last part runs on the simulated robot's /clock (test_sim_time)
 def test_a_wrist_camera_student_lifts_more_often_than_on_the_biased_cube_estimate_alone(tmp_path: Path) -> None:
     """The onboard cube estimate carries a 1 cm per-episode bias, so a student on observations alone misses more
     grasps; the wrist camera sees the cube between the fingers, without that bias. Exported, it lifts through
@@ -141,15 +141,17 @@ def test_a_wrist_camera_student_lifts_more_often_than_on_the_biased_cube_estimat
     # one, and since late set-points are held as computed (the tank's bookkeeping then describes what is applied)
     # the 40 J tank takes most of such a policy's success (6 of 20 over DDS in CI; docs/benchmarks.md, "The energy
     # tank in the training loop"); a student behind the tank must learn from a teacher trained behind it. Twenty 5 s
-    # episodes, counted by the simulated robot (not by wall time, which a loaded machine stretches); at least a quarter
-    # must lift (an untrained student lifts none). Over DDS behind the tank, before late set-points were held as
-    # computed, a student of this recipe lifted in 18 of 24; since then, without the tank, 9 and at least 10 of 20 in
-    # two CI runs: the gap to simulation over DDS is open (docs/benchmarks.md).
-    from robot_rl_ros.graph import read_params, run_graph
+    # episodes, counted by the simulated robot, on its clock (docs/ros2.md, "Simulated time"): in lockstep every
+    # command answers the sensors of its period, and the loop runs as fast as the node answers instead of 100 s of
+    # real time; at least a quarter must lift (an untrained student lifts none). In real time, where a loaded machine
+    # makes set-points late, a student of this recipe lifted in 9 and at least 10 of 20 in two CI runs without the
+    # tank (18 of 24 behind it before late set-points were held as computed; docs/benchmarks.md).
+    from robot_rl_ros.graph import read_params, run_graph, use_simulated_time
 
     params = read_params(ROS_CONFIG / "panda_lift_sim.yaml")
     params["policy_node"].update(model_path=str(runs["camera"] / "policy.onnx"), passivity=False)
     params["sim_robot_node"].update(image_size=32)
+    use_simulated_time(params)
     result = run_graph(params, sim=True, duration_s=300.0, namespace=f"t{uuid.uuid4().hex[:8]}", episodes=20)
     assert result.fault == "" and result.rejected == 0 and result.sim["rejected"] == 0, result
     lifted = result.sim["episodes_succeeded"]

@@ -55,6 +55,7 @@ def _reached(result: ChunkEvalResult) -> float:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("ros2-closed-loop")  # its last part runs on the simulated robot's /clock (test_sim_time)
 def test_a_vla_student_follows_the_instruction(tmp_path: Path) -> None:
     """Two things the untrained policy does not do: go to the cube the instruction names (with an instruction naming
     another cube, it goes there instead), and lift it in some episodes. The full-size student's lift success is in
@@ -108,11 +109,13 @@ def test_a_vla_student_follows_the_instruction(tmp_path: Path) -> None:
 
     # Over ROS 2: the simulated robot says each episode's instruction on a topic (std_msgs/String, latched) and
     # publishes the three cubes' tracked poses; the node follows the instruction it hears. Told the cube the episode
-    # drew, the arm goes nearer to it than when told another cube's colour (episodes counted by the simulated robot).
-    from robot_rl_ros.graph import read_params, run_graph
+    # drew, the arm goes nearer to it than when told another cube's colour (episodes counted by the simulated robot,
+    # on its clock: docs/ros2.md, "Simulated time").
+    from robot_rl_ros.graph import read_params, run_graph, use_simulated_time
 
     params = read_params(ROS_CONFIG / "panda_multitask_sim.yaml")
     params["policy_node"].update(model_path=str(result.run_dir / "policy.onnx"), watchdog_s=0.5)
+    use_simulated_time(params)
     closest = {}
     for said in ("train", "wrong-colour"):
         params["sim_robot_node"].update(env_overrides=[f"instructions={said}"], episode_length_s=3.0)

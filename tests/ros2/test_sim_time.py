@@ -19,9 +19,10 @@ from std_msgs.msg import Float64MultiArray, Header
 
 from tests.ros2.test_policy_node import PKG, Rig, params
 
-# /clock is one topic for the whole DDS domain (namespaces do not apply to it): the tests that publish it or wait for
-# it run one after the other on one worker.
-CLOCK = pytest.mark.xdist_group("sim-clock")
+CLOCK = pytest.mark.xdist_group("ros2-closed-loop")
+"""/clock is one topic for the whole DDS domain (a namespace does not move it): every test that publishes it or runs a
+node on it is in this group, so that they run one after the other on one worker (the closed loops over DDS, the
+hover flights on simulated time among them, and the imitation tests' loops over DDS)."""
 
 
 def _ns(stamp: TimeMsg) -> int:
@@ -75,6 +76,7 @@ def test_the_simulated_robot_that_publishes_the_clock_does_not_follow_one(ros: s
         SimRobotNode(namespace=ros, parameter_overrides=[Parameter(k, value=v) for k, v in values.items()])
 
 
+@CLOCK
 def test_in_lockstep_on_its_own_clock_a_command_steps_the_world_at_once(ros: str) -> None:
     """With ``publish_clock`` the period is stepped inside the command's callback (as fast as the controller
     answers); on the wall clock the command waits for the node's next tick (at most one period per period)."""
