@@ -12,9 +12,12 @@ import pytest
 from builtin_interfaces.msg import Time as TimeMsg
 from rclpy.lifecycle import TransitionCallbackReturn
 from rclpy.parameter import Parameter
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from rclpy.time import Time
 from robot_rl_ros.graph import run_graph
 from robot_rl_ros.messages import MessageError, check_header
 from robot_rl_ros.recording import read_log
+from rosgraph_msgs.msg import Clock
 from std_msgs.msg import Float64MultiArray, Header
 
 from tests.ros2.test_policy_node import PKG, Rig, params
@@ -105,3 +108,31 @@ def test_deploy_sim_time_runs_the_graph_on_the_simulated_clock(
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "0 rejected messages, fault: none" in out and " s simulated in " in out, out
+
+
+@CLOCK
+def test_a_clock_that_goes_back_latches_a_fault_and_the_safe_command(untrained_hover: Path, ros: str) -> None:
+    """A simulator that restarts its /clock takes the node's time back: the watchdog and the fade-in would measure
+    negative ages, so the node holds the robot (safe command, latched fault) until it is activated again."""
+    rig = Rig(untrained_hover, ros, use_sim_time=True, trigger="input")
+    clock = rig.peer.create_publisher(Clock, "/clock", QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE))
+    t_ns = [1_000_000_000_000]
+
+    def advance(step_s: float) -> None:  # the simulator's clock, then its odometry stamped with it
+        t_ns[0] += round(step_s * 1e9)
+        stamp = Time(nanoseconds=t_ns[0]).to_msg()
+        clock.publish(Clock(clock=stamp))
+        rig.executor.spin_once(timeout_sec=0.01)
+        msg = rig.odom_msg()
+        msg.header.stamp = stamp
+        rig.odom.publish(msg)
+
+    assert rig.node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+    assert rig.node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+    rig.spin(1.0, lambda: advance(0.02), every=0.02)
+    assert rig.node.fault == "" and rig.node.published > 10 and max(rig.commands[-1]) > 1000.0
+    t_ns[0] -= 10_000_000_000  # the simulator starts again, 10 s earlier
+    rig.spin(0.3, lambda: advance(0.02), every=0.02)
+    assert rig.node.fault.startswith("the node's clock went back 9.9"), rig.node.fault
+    assert rig.commands[-1] == [0.0, 0.0, 0.0, 0.0] and rig.state() == "inactive"
+    rig.close()

@@ -329,6 +329,8 @@ class PolicyNode(Node):
         it, so inputs at the control rate step every time (jitter below half a period) and faster inputs step once
         per period."""
         now = self.now()
+        if self._due - now > 1.5 * self._period:  # the clock went back (a simulator restarted its /clock): the
+            self._due = float("-inf")  # step runs, and latches the fault (_tick)
         if now >= self._due - 0.5 * self._period:
             self._due += self._period
             if self._due < now + 0.5 * self._period:  # the first step, or the loop fell behind: a new grid
@@ -355,10 +357,17 @@ class PolicyNode(Node):
             return  # activated, waiting for the first fresh input: nothing is sent blind
         now = self.now()
         self._pending = False
-        if self._last_tick is not None:
+        went_back = self._last_tick is not None and now < self._last_tick
+        if self._last_tick is not None and not went_back:
             self._periods.append(now - self._last_tick)
-        self._last_tick = now
         try:
+            if went_back:  # the watchdog, fade-in and rate limit would measure negative ages: hold the robot
+                assert self._last_tick is not None
+                self.safety.latch(
+                    f"the node's clock went back {self._last_tick - now:.3f} s (use_sim_time: did the simulator "
+                    "restart its /clock?)"
+                )
+            self._last_tick = now
             out, fault = self._control(now)
         except Exception as exc:  # the policy, the tank or the safety layer broke: latch, send the safe command
             fault = f"internal error in the control step ({type(exc).__name__}: {printable(exc)})"
