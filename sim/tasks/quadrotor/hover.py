@@ -93,7 +93,9 @@ def _default_randomization() -> list[RandomizationTerm]:
         # Reaction torque per thrust: 0.00596 m (Förster 2015, l2f) to 0.0251 m (gym-pybullet-drones' km / kf).
         RandomizationTerm("torque_ratio", "uniform", (0.8, 4.4), "scale"),
         # Rotor time constants, rise and fall drawn independently: ~0.06 s (Bitcraze 2015 step response) to 0.15 s
-        # (l2f's identified RPM time constant), and down to 0.02 s for faster motors.
+        # (l2f's identified RPM time constant), and down to 0.02 s for faster motors: the CrazyS simulator's
+        # Crazyflie 2 (Silano et al. 2018; RotorS rotors_description/urdf/crazyflie2.xacro) rises with 12.5 ms and
+        # falls with 25 ms, a modelled motor, not an identified one; the range stops at 20 ms, above its rise.
         RandomizationTerm("motor_time_constant_up", "uniform", (0.02, 0.16), "abs"),
         RandomizationTerm("motor_time_constant_down", "uniform", (0.02, 0.16), "abs"),
         # 0 or 1 control steps (0-20 ms) of latency, equally likely (the value is floored).
