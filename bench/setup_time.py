@@ -1,26 +1,28 @@
 """What ``make test`` spends before its first test: the install into a fresh venv and a type check with no cache,
-as the Makefile runs them now against how it ran them before 2026-12-01, side by side in one run.
+as the Makefile runs them now against how it ran them before, side by side in one run.
 
-- **Install** (``make install`` on a fresh clone): ``pip install torch==2.13.0`` then ``pip install -e '.[dev]'``
-  into a new venv, with ``--no-compile`` (now: Python compiles a module's bytecode when it is first imported) and
-  without it (before: pip compiles every ``.py`` file of every package it installs). Each side gets its own venv in
-  a temporary folder, removed afterwards; pip's download cache is whatever this machine has (both sides alike).
+- **Install** (``make install`` on a fresh clone): ``pip install --no-compile torch==2.13.0``, then the project and
+  its test tools (``-e '.[dev]'``) with uv (now, since 2026-12-02: ``pip install uv``, then ``uv pip install``) or with
+  pip ``--no-compile`` (before). Each side gets its own venv and its own empty download caches (pip's and uv's) in a
+  temporary folder, removed afterwards: a CI machine starts with none. The torch wheel is whatever pip finds first
+  (on this machine a local file), alike on both sides; everything else is downloaded.
 - **Type check** (``make lint``'s mypy on a fresh clone): ``mypy`` with an empty cache folder, with the project's
   ``pyproject.toml`` (now: ``follow_imports = "skip"`` for transformers, diffusers and sentence_transformers) and with
-  a copy of it without that override (before: mypy followed three lazy imports into ~7,800 modules of those
-  packages). The number of modules mypy read is printed beside each time.
+  a copy of it without that override (before 2026-12-01: mypy followed three lazy imports into ~7,800 modules of
+  those packages). The number of modules mypy read is printed beside each time.
 
 One side after the other, ``before`` first (a machine's drift is not cancelled: run it twice where it matters).
 
 Run::
 
-    python bench/setup_time.py              # ~11 min on 2 cores: two installs and two cold type checks
+    python bench/setup_time.py              # ~7 min on 2 cores: two installs and two cold type checks
     python bench/setup_time.py --only mypy  # ~3.5 min
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import sqlite3
@@ -36,22 +38,31 @@ SKIP_OVERRIDE = re.compile(r"\[\[tool\.mypy\.overrides\]\]\n(?:#[^\n]*\n)*module
 """The override that skips transformers, diffusers and sentence_transformers, with its comment lines."""
 
 
-def timed(cmd: list[str], cwd: Path) -> float:
+def timed(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> float:
     """Run ``cmd`` in ``cwd`` (its output discarded, a failure raised with its last lines); seconds of wall time."""
     t0 = time.monotonic()
-    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env)
     if done.returncode != 0:
         tail = "\n".join((done.stdout + done.stderr).splitlines()[-5:])
         raise SystemExit(f"'{' '.join(cmd)}' failed ({done.returncode}):\n{tail}")
     return time.monotonic() - t0
 
 
-def install(no_compile: bool, tmp: Path) -> float:
-    """Seconds for a fresh venv's two pip installs (the venv's creation not counted)."""
-    venv = tmp / ("venv-now" if no_compile else "venv-before")
+def install(with_uv: bool, tmp: Path) -> float:
+    """Seconds for a fresh venv's installs, torch then the project (the venv's creation not counted), with empty
+    download caches: the project with uv as the Makefile installs it, or with pip as it did before."""
+    side = "now" if with_uv else "before"
+    venv = tmp / f"venv-{side}"
+    env = {**os.environ, "PIP_CACHE_DIR": str(tmp / f"pip-cache-{side}"), "UV_CACHE_DIR": str(tmp / f"uv-{side}")}
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    pip = [str(venv / "bin" / "pip"), "install", "-q", *(["--no-compile"] if no_compile else [])]
-    seconds = timed([*pip, "torch==2.13.0"], ROOT) + timed([*pip, "-e", ".[dev]"], ROOT)
+    pip = [str(venv / "bin" / "pip"), "install", "-q", "--no-compile"]
+    seconds = timed([*pip, "torch==2.13.0"], ROOT, env)
+    if with_uv:
+        seconds += timed([*pip, "uv"], ROOT, env)
+        uv = [str(venv / "bin" / "uv"), "pip", "install", "-q", "--python", str(venv / "bin" / "python")]
+        seconds += timed([*uv, "-e", ".[dev]"], ROOT, env)
+    else:
+        seconds += timed([*pip, "-e", ".[dev]"], ROOT, env)
     shutil.rmtree(venv)
     return seconds
 
@@ -89,7 +100,7 @@ def main() -> None:
         print(f"{'step':<40} {'before':>10} {'now':>10} {'now/before':>11}")
         if args.only in (None, "install"):
             before, now = install(False, tmp), install(True, tmp)
-            print(f"{'pip install (fresh venv), s':<40} {before:>10.1f} {now:>10.1f} {now / before:>11.2f}")
+            print(f"{'install (fresh venv, empty caches), s':<40} {before:>10.1f} {now:>10.1f} {now / before:>11.2f}")
         if args.only in (None, "mypy"):
             (before, n_before), (now, n_now) = mypy(False, tmp), mypy(True, tmp)
             print(f"{'mypy, no cache, s':<40} {before:>10.1f} {now:>10.1f} {now / before:>11.2f}")
