@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from robot_rl.algorithms.ppo import PPOConfig
-from robot_rl.curriculum import reward_fade
+from robot_rl.curriculum import RewardFade, reward_fade
 from sim.registry import UnknownTaskError, get_task
 from sim.typed_config import ConfigError, apply_override, from_dict, load_yaml, positive, to_dict
 
@@ -78,6 +78,7 @@ class RunnerConfig:
         spread_episode_starts: Start worlds at random points of their first episode.
         reward_fade: Reward terms (keys of ``env.reward_scales``, each nonzero) whose scale fades linearly to 0
             once the policy succeeds in training (:mod:`robot_rl.curriculum`); empty: none.
+        entropy_fade: PPO's entropy bonus (``ppo.entropy_coef``, then > 0) fades to 0 on the same schedule.
         reward_fade_after: The fade starts after the first iteration in which at least this share of the finished
             training episodes succeeded, in ``(0, 1]``.
         reward_fade_iterations: Iterations the fade lasts.
@@ -95,6 +96,7 @@ class RunnerConfig:
     log_interval: int = 1
     spread_episode_starts: bool = True
     reward_fade: list[str] = field(default_factory=list)
+    entropy_fade: bool = False
     reward_fade_after: float = 0.2
     reward_fade_iterations: int = 100
 
@@ -240,8 +242,19 @@ def from_plain(data: dict[str, Any]) -> TrainConfig:
             f"(ppo.num_steps x num_envs = {cfg.ppo.num_steps * cfg.num_envs})"
         )
     check_device(cfg.device)
-    reward_fade(cfg.runner.reward_fade, cfg.env, cfg.runner.reward_fade_after, cfg.runner.reward_fade_iterations)
+    runner_fade(cfg)
     return cfg
+
+
+def runner_fade(cfg: TrainConfig) -> RewardFade | None:
+    """The reward and entropy fade ``cfg.runner`` asks for (``None``: none), checked against the task and PPO.
+
+    Raises:
+        ConfigError: See :func:`robot_rl.curriculum.reward_fade`.
+    """
+    rc = cfg.runner
+    entropy = cfg.ppo.entropy_coef if rc.entropy_fade else None
+    return reward_fade(rc.reward_fade, cfg.env, rc.reward_fade_after, rc.reward_fade_iterations, entropy)
 
 
 def check_compile(device: str) -> None:

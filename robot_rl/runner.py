@@ -24,8 +24,7 @@ from policies.nets import ActorCritic
 from policies.runtime.files import atomic_path
 from robot_rl.algorithms.ppo import PPO, RANK_SEED_STRIDE, TrainingDivergedError
 from robot_rl.checkpoint import CheckpointError, load_checkpoint, read_checkpoint, save_checkpoint
-from robot_rl.config import TrainConfig, check_compile
-from robot_rl.curriculum import reward_fade
+from robot_rl.config import TrainConfig, check_compile, runner_fade
 from robot_rl.distributed import SingleProcess
 from robot_rl.evaluate import (
     CONFIRM_SEED_OFFSET,
@@ -134,9 +133,8 @@ class OnPolicyRunner:
         self.model = build_model(cfg, self.env).to(self.device)
         dist.broadcast_([*self.model.parameters(), *self.model.buffers()])
         self.ppo = PPO(self.model, cfg.ppo, self.local_envs, self.device, cfg.seed, dist, cfg.compile)
-        rc = cfg.runner
-        self.fade = reward_fade(rc.reward_fade, cfg.env, rc.reward_fade_after, rc.reward_fade_iterations)
-        if self.fade is not None and not isinstance(self.env, BatchedTask):
+        self.fade = runner_fade(cfg)
+        if self.fade is not None and self.fade.scales and not isinstance(self.env, BatchedTask):
             raise ConfigError(f"runner.reward_fade needs a task that can change its reward scales; {cfg.task} cannot")
         self.iteration = 0
         self.env_steps = 0
@@ -349,11 +347,16 @@ class OnPolicyRunner:
             self.fade.start = self.iteration
         self._apply_fade()
         row["curriculum/reward_fade"] = self.fade.factor(self.iteration)
+        if self.fade.entropy_coef:
+            row["curriculum/entropy_coef"] = self.ppo.entropy_coef
 
     def _apply_fade(self) -> None:
-        assert self.fade is not None and isinstance(self.env, BatchedTask)
+        assert self.fade is not None
         for name, scale in self.fade.current(self.iteration).items():
+            assert isinstance(self.env, BatchedTask)
             self.env.set_reward_scale(name, scale)
+        if self.fade.entropy_coef:
+            self.ppo.set_entropy_coef(self.fade.entropy(self.iteration))
 
     def _gate_open(self, window: list[torch.Tensor]) -> bool:
         """Whether a scheduled evaluation runs: ``runner.eval_gate`` against the window's training success rate."""

@@ -1,4 +1,5 @@
-"""Reward curricula: a term's scale fades to zero once the training episodes succeed; a resume continues the fade."""
+"""Reward curricula: a term's scale, or PPO's entropy bonus, fades to zero once the training episodes succeed; a resume
+continues the fade."""
 
 from __future__ import annotations
 
@@ -38,6 +39,34 @@ def test_the_fade_is_linear_from_the_iteration_after_its_start() -> None:
     assert not fade.observe(6, 0.9)  # it starts once
     assert [fade.factor(i) for i in (5, 6, 7, 8, 9)] == [0.75, 0.5, 0.25, 0.0, 0.0]
     assert fade.current(6) == {"hand_tilt": -5.0}
+
+
+def test_the_entropy_bonus_fades_with_the_same_factor() -> None:
+    fade = RewardFade({}, after=0.2, iterations=4, entropy_coef=0.006)
+    assert fade.entropy(2) == 0.006 and fade.current(2) == {}
+    assert fade.observe(5, 0.3)
+    assert [fade.entropy(i) for i in (5, 6, 8)] == [pytest.approx(0.0045), pytest.approx(0.003), 0.0]
+
+
+def test_training_fades_the_entropy_bonus_once_its_episodes_succeed_and_a_resume_continues_it(
+    make_cfg: MakeCfg, tmp_path: Path
+) -> None:
+    entropy = [*SUCCEEDING[:-3], "runner.entropy_fade=true", "ppo.entropy_coef=0.01", "runner.reward_fade_iterations=4"]
+    runner, _ = train(make_cfg(*entropy, "runner.max_iterations=2"), tmp_path / "first")
+    rows = read_rows(tmp_path / "first" / "metrics.csv")
+    assert [float(r["curriculum/entropy_coef"]) for r in rows] == pytest.approx([0.0075, 0.005])
+    assert runner.ppo.entropy_coef == pytest.approx(0.005) and runner.fade is not None and not runner.fade.scales
+    resumed = OnPolicyRunner(
+        make_cfg(*entropy, "runner.max_iterations=4"),
+        tmp_path / "second",
+        resume=tmp_path / "first" / "checkpoint.pt",
+        quiet=True,
+    )
+    assert resumed.ppo.entropy_coef == pytest.approx(0.005)  # where the first run left it, not ppo.entropy_coef
+    (tmp_path / "second").mkdir()
+    resumed.train()
+    rows = read_rows(tmp_path / "second" / "metrics.csv")
+    assert [float(r["curriculum/entropy_coef"]) for r in rows] == pytest.approx([0.0025, 0.0])
 
 
 def test_training_fades_the_term_once_its_episodes_succeed_and_a_resume_continues_the_fade(
@@ -87,6 +116,11 @@ def test_a_bad_fade_is_refused_by_name_before_training(override: str, message: s
 def test_a_term_whose_scale_is_zero_has_nothing_to_fade() -> None:
     with pytest.raises(ConfigError, match=r"env.reward_scales.position_fine is 0: nothing to fade"):
         load_config(TASK, None, [*TINY, "env.reward_scales.position_fine=0", "runner.reward_fade=[position_fine]"])
+
+
+def test_an_entropy_bonus_of_zero_has_nothing_to_fade() -> None:
+    with pytest.raises(ConfigError, match=r"runner.entropy_fade fades ppo.entropy_coef, which is 0.0: nothing to fade"):
+        load_config(TASK, None, [*TINY, "ppo.entropy_coef=0", "runner.entropy_fade=true"])
 
 
 def test_the_env_refuses_an_unknown_term_or_a_scale_that_is_not_finite() -> None:
