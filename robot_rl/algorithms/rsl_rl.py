@@ -12,7 +12,8 @@ Mapped (robot-rl -> rsl_rl 5.x): ``policy.actor_obs`` / ``critic_obs`` -> ``obs_
 ``num_minibatches``, ``gamma``, ``lam``, ``clip_param``, ``value_loss_coef``, ``entropy_coef``, ``learning_rate``,
 ``schedule``, ``desired_kl``, ``max_grad_norm`` -> the same-named ``PPO`` arguments. Not mapped, because rsl_rl has
 no such setting: ``ppo.value_clip`` (rsl_rl clips the value loss with ``clip_param``), ``refine_kl``,
-``max_learning_rate``, ``min_std`` / ``max_std``.
+``max_learning_rate``, ``min_std`` / ``max_std``; the curricula ``runner.reward_fade`` and ``runner.entropy_fade``
+(rsl_rl trains with the starting scales and ``entropy_coef`` throughout).
 """
 
 from __future__ import annotations
