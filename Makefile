@@ -24,10 +24,12 @@ $(BIN)/python:
 # (from PyPI, into the same venv; pyproject.toml's torch==2.13.0 keeps that torch): a fresh venv's whole install took
 # 41 s instead of 115 s with pip alone, empty caches (bench/setup_time.py). pip is the fallback where uv cannot be
 # installed or fails. Neither compiles bytecode ahead (pip's --no-compile): Python compiles a module when it is first
-# imported.
+# imported. uv is pinned like torch: the release the install's figures and the venvs they were checked against came
+# from (a newer uv may resolve differently; bench/setup_time.py installs the same pin).
+UV_PIN := uv==0.13.9
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q --no-compile torch==2.13.0
-	$(BIN)/pip install -q uv && $(BIN)/uv pip install -q --python $(BIN)/python -e '.[dev]' \
+	$(BIN)/pip install -q $(UV_PIN) && $(BIN)/uv pip install -q --python $(BIN)/python -e '.[dev]' \
 	  || $(BIN)/pip install -q --no-compile -e '.[dev]'
 	touch $(STAMP)
 

@@ -1,11 +1,11 @@
 """What ``make test`` spends before its first test: the install into a fresh venv and a type check with no cache,
 as the Makefile runs them now against how it ran them before, side by side in one run.
 
-- **Install** (``make install`` on a fresh clone): ``pip install --no-compile torch==2.13.0``, then the project and
-  its test tools (``-e '.[dev]'``) with uv (now, since 2026-12-02: ``pip install uv``, then ``uv pip install``) or with
-  pip ``--no-compile`` (before). Each side gets its own venv and its own empty download caches (pip's and uv's) in a
-  temporary folder, removed afterwards: a CI machine starts with none. The torch wheel is whatever pip finds first
-  (on this machine a local file), alike on both sides; everything else is downloaded.
+- **Install** (``make install`` on a fresh clone): ``pip install --no-compile torch==2.13.0``, then the project and its
+  test tools (``-e '.[dev]'``) with uv (now, since 2026-12-02: ``pip install`` the Makefile's ``UV_PIN``, then
+  ``uv pip install``) or with pip ``--no-compile`` (before). Each side gets its own venv and its own empty download
+  caches (pip's and uv's) in a temporary folder, removed afterwards: a CI machine starts with none. The torch wheel is
+  whatever pip finds first (on this machine a local file), alike on both sides; everything else is downloaded.
 - **Type check** (``make lint``'s mypy on a fresh clone): ``mypy`` with an empty cache folder, with the project's
   ``pyproject.toml`` (now: ``follow_imports = "skip"`` for transformers, diffusers and sentence_transformers) and with
   a copy of it without that override (before 2026-12-01: mypy followed three lazy imports into ~7,800 modules of
@@ -48,6 +48,14 @@ def timed(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> float
     return time.monotonic() - t0
 
 
+def uv_pin() -> str:
+    """The uv release the Makefile installs (its ``UV_PIN``), so that this bench times the same one."""
+    found = re.search(r"^UV_PIN := (\S+)$", (ROOT / "Makefile").read_text(), re.MULTILINE)
+    if found is None:
+        raise SystemExit("Makefile: no 'UV_PIN := uv==<version>' line, so the uv that make installs is unknown")
+    return found.group(1)
+
+
 def install(with_uv: bool, tmp: Path) -> float:
     """Seconds for a fresh venv's installs, torch then the project (the venv's creation not counted), with empty
     download caches: the project with uv as the Makefile installs it, or with pip as it did before."""
@@ -58,7 +66,7 @@ def install(with_uv: bool, tmp: Path) -> float:
     pip = [str(venv / "bin" / "pip"), "install", "-q", "--no-compile"]
     seconds = timed([*pip, "torch==2.13.0"], ROOT, env)
     if with_uv:
-        seconds += timed([*pip, "uv"], ROOT, env)
+        seconds += timed([*pip, uv_pin()], ROOT, env)
         uv = [str(venv / "bin" / "uv"), "pip", "install", "-q", "--python", str(venv / "bin" / "python")]
         seconds += timed([*uv, "-e", ".[dev]"], ROOT, env)
     else:
