@@ -731,12 +731,15 @@ def test_every_panda_task_runs_on_mjwarp(task: str) -> None:
     ref.close()
 
 
-def _lift_with_the_expert(steps: int, open_after: int | None = None) -> tuple[PandaLift, list[dict[str, float]]]:
+def _lift_with_the_expert(
+    steps: int, open_after: int | None = None, lift_from_height: float = 0.0
+) -> tuple[PandaLift, list[dict[str, float]]]:
     """Drive two randomisation-free ``panda-lift`` worlds with the scripted expert for ``steps`` control periods
     (opening the gripper from step ``open_after`` on); per step: grasp flag, height and reward terms of world 0."""
     from sim.tasks.panda.experts import LiftExpert
 
-    env = sim.make("panda-lift", 2, cfg=PandaLiftConfig(randomization=[], noise=sim.tasks.base.SensorNoise()))
+    cfg = PandaLiftConfig(randomization=[], noise=sim.tasks.base.SensorNoise(), lift_from_height=lift_from_height)
+    env = sim.make("panda-lift", 2, cfg=cfg)
     assert isinstance(env, PandaLift)
     env.reset(seed=3)
     expert = LiftExpert(env)
@@ -771,6 +774,23 @@ def test_a_grasp_needs_both_pads_on_the_cube_and_height_pays_only_while_held() -
     env.step(torch.cat((torch.zeros(2, 7), -torch.ones(2, 1)), 1))
     assert not bool(env._grasped().any())
     env.close()
+
+
+def test_the_height_term_pays_only_from_lift_from_height() -> None:
+    """The same lift by the expert with the height term paid from the table (the default) and from 2 cm: below
+    2 cm the held cube earns nothing (a cube pinched and turned onto an edge rises up to 1 cm), above it the same.
+    A gate at or over the success height, or below 0, is refused by name."""
+    _, paid = _lift_with_the_expert(70)
+    env, gated = _lift_with_the_expert(70, lift_from_height=0.02)
+    low = [i for i, s in enumerate(paid) if s["grasped"] and 0.0 < s["height"] < 0.02 and s["lift"] > 0]
+    high = [i for i, s in enumerate(paid) if s["grasped"] and s["height"] >= 0.02]
+    assert low and high, paid
+    assert all(gated[i]["lift"] == 0 for i in low)
+    assert all(gated[i]["lift"] == paid[i]["lift"] > 0 for i in high)
+    env.close()
+    for bad in (0.1, -0.01):
+        with pytest.raises(TaskConfigError, match=r"env\.lift_from_height must be in \[0, env\.lift_height"):
+            PandaLiftConfig(lift_from_height=bad)
 
 
 def test_a_lifted_cube_that_is_dropped_is_no_success() -> None:
