@@ -73,7 +73,6 @@ class PandaLiftConfig(CubeTaskConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_fields(self, ("lift_height", "lifted_height", "lift_target"), "env.")
-        check_fields(self, ("lift_from_height",), "env.", positive=False)
         if not 0.0 <= self.lift_from_height < self.lift_height:
             raise TaskConfigError(
                 f"env.lift_from_height must be in [0, env.lift_height = {self.lift_height}), got "
