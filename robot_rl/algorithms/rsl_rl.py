@@ -12,8 +12,9 @@ Mapped (robot-rl -> rsl_rl 5.x): ``policy.actor_obs`` / ``critic_obs`` -> ``obs_
 ``num_minibatches``, ``gamma``, ``lam``, ``clip_param``, ``value_loss_coef``, ``entropy_coef``, ``learning_rate``,
 ``schedule``, ``desired_kl``, ``max_grad_norm`` -> the same-named ``PPO`` arguments. Not mapped, because rsl_rl has
 no such setting: ``ppo.value_clip`` (rsl_rl clips the value loss with ``clip_param``), ``refine_kl``,
-``max_learning_rate``, ``min_std`` / ``max_std``; the curricula ``runner.reward_fade`` and ``runner.entropy_fade``
-(rsl_rl trains with the starting scales and ``entropy_coef`` throughout).
+``max_learning_rate``, ``min_std`` / ``max_std`` (rsl_rl's PPO runs its own way there). Refused: the curricula
+``runner.reward_fade`` and ``runner.entropy_fade``, which change the reward or the loss while the teacher learns;
+rsl_rl would train the starting scales and ``entropy_coef`` throughout, another objective than the file describes.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from robot_rl.config import TrainConfig
+from sim.typed_config import ConfigError
 
 
 def runner_config(cfg: TrainConfig, save_interval: int = 50) -> dict[str, Any]:
@@ -29,8 +31,20 @@ def runner_config(cfg: TrainConfig, save_interval: int = 50) -> dict[str, Any]:
     Args:
         cfg: A robot-rl training config (``load_config``).
         save_interval: Iterations between the runner's checkpoints (``model_<it>.pt`` in its log folder).
+
+    Raises:
+        ConfigError: ``cfg`` sets a curriculum rsl_rl has no equivalent of (``runner.reward_fade``,
+            ``runner.entropy_fade``), named in one line.
     """
-    p, ppo = cfg.policy, cfg.ppo
+    p, ppo, rc = cfg.policy, cfg.ppo, cfg.runner
+    curricula = ([f"runner.reward_fade={rc.reward_fade}"] if rc.reward_fade else []) + (
+        ["runner.entropy_fade=true"] if rc.entropy_fade else []
+    )
+    if curricula:
+        raise ConfigError(
+            f"rsl_rl has no equivalent of {', '.join(curricula)} (it would train the starting scales throughout); "
+            "drop it from the config to train with rsl_rl"
+        )
 
     def model(hidden: list[int], std: bool) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -3,6 +3,7 @@ checkpoint exports through robot-rl's contract (``robot-rl export onnx model_<it
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ from policies.nets.rsl_rl import RslRlActor, RslRlCheckpointError
 from policies.runtime import OnnxPolicy
 from robot_rl.config import load_config
 from robot_rl.evaluate import EVAL_SEED_OFFSET, evaluate_env, make_eval_env
+from sim.typed_config import ConfigError
 from tests.conftest import robot_rl
 
 pytest.importorskip("rsl_rl", reason="rsl-rl-lib is in the dev extra")
@@ -109,3 +111,15 @@ def test_foreign_checkpoints_are_refused_by_name(tmp_path: Path) -> None:
     )
     assert done.returncode == 2 and "contract obs_dim is" in done.stderr and "the actor takes 4 inputs" in done.stderr
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize(
+    ("override", "named"),
+    [("runner.reward_fade=[grasp]", "runner.reward_fade=['grasp']"),
+     ("runner.entropy_fade=true", "runner.entropy_fade=true")],
+)  # fmt: skip
+def test_runner_config_refuses_a_curriculum_rsl_rl_cannot_train(override: str, named: str) -> None:
+    """A fading reward term or entropy bonus would silently train another objective under rsl_rl: refused by name."""
+    cfg = load_config("panda-lift", None, [override, "ppo.entropy_coef=0.006"])
+    with pytest.raises(ConfigError, match=rf"rsl_rl has no equivalent of {re.escape(named)}"):
+        runner_config(cfg)
