@@ -225,3 +225,21 @@ def update_levels(
     solved = new >= cfg.levels
     random = torch.randint(0, cfg.levels, levels.shape, generator=gen, device=levels.device)
     return torch.where(solved, random, new.clamp_min(0))
+
+
+def success_by_tile(success: np.ndarray, level: np.ndarray, kind: np.ndarray) -> dict[str, float]:
+    """Success rates of evaluation episodes by terrain kind and by row: where on the terrain a policy fails.
+
+    Args:
+        success: ``[E]`` 1 for an episode that succeeded, else 0.
+        level: ``[E]`` the row (difficulty level) each episode ran on.
+        kind: ``[E]`` the index into :data:`KINDS` of each episode's tile.
+
+    Returns:
+        ``success_<kind>`` for each kind and ``success_level_<row>`` for each row that some episode ran on.
+    """
+    rows = level.astype(np.int64)
+    kinds = kind.astype(np.int64)
+    out = {f"success_{name}": float(success[kinds == i].mean()) for i, name in enumerate(KINDS) if (kinds == i).any()}
+    out.update({f"success_level_{r}": float(success[rows == r].mean()) for r in np.unique(rows).tolist()})
+    return out

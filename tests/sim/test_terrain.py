@@ -10,8 +10,8 @@ import torch
 
 import sim
 from sim.robots import unitree_a1 as a1
-from sim.tasks.quadruped.velocity import HEIGHT_SCAN
-from sim.terrain import KINDS, Terrain, TerrainConfig, update_levels
+from sim.tasks.quadruped.velocity import HEIGHT_SCAN, QuadrupedVelocity
+from sim.terrain import KINDS, Terrain, TerrainConfig, success_by_tile, update_levels
 from sim.vec_env import TaskConfigError
 
 ROUGH = TerrainConfig(kind="rough")
@@ -142,3 +142,23 @@ def test_an_evaluation_covers_every_row_without_the_curriculum() -> None:
     env = make_eval_env("quadruped-velocity", cfg, 64, torch.device("cpu"), True)
     env.reset(seed=0)
     assert set(env.level.tolist()) == set(range(ROUGH.levels))  # type: ignore[attr-defined]
+    ends = env._episode_metrics()  # type: ignore[attr-defined]
+    assert torch.equal(ends["terrain_kind"], (env.column % len(KINDS)).float())  # type: ignore[attr-defined]
+
+
+def test_an_evaluation_reports_success_by_terrain_kind_and_row() -> None:
+    """Where a policy fails on the terrain: success by kind and by row beside the overall rate."""
+    success = np.array([1, 0, 1, 1, 0, 0], dtype=np.float64)
+    level = np.array([0, 0, 1, 1, 5, 5], dtype=np.float64)
+    kind = np.array([0, 2, 0, 3, 2, 2], dtype=np.float64)
+    by_tile = success_by_tile(success, level, kind)
+    assert by_tile == {
+        "success_rough": 1.0, "success_stairs": 0.0, "success_stairs_down": 1.0,  # no slope episode: no figure
+        "success_level_0": 0.5, "success_level_1": 1.0, "success_level_5": 0.0,
+    }  # fmt: skip
+    episodes = {"success": success, "terrain_level": level, "terrain_kind": kind,
+                "velocity_error": np.full(6, 0.2), "yaw_rate_error": np.full(6, 0.1)}  # fmt: skip
+    met, figures = QuadrupedVelocity.criterion(episodes)
+    assert not met and figures["success_rate"] == 0.5 and figures["success_stairs"] == 0.0
+    flat = {k: v for k, v in episodes.items() if not k.startswith("terrain")}
+    assert not any(k.startswith("success_") and k != "success_rate" for k in QuadrupedVelocity.criterion(flat)[1])

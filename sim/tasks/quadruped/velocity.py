@@ -50,7 +50,7 @@ from sim.registry import TaskSpec
 from sim.robots import unitree_a1 as a1
 from sim.robots.multirotor import quat_to_matrix
 from sim.tasks.base import BatchedTask, SensorNoise, check_fields, check_randomization, check_reward_scales
-from sim.terrain import Terrain, TerrainConfig, update_levels
+from sim.terrain import KINDS, Terrain, TerrainConfig, success_by_tile, update_levels
 from sim.vec_env import TaskConfigError
 
 
@@ -644,12 +644,25 @@ class QuadrupedVelocity(BatchedTask):
             "velocity_error": self._vel_error_sum / steps,
             "yaw_rate_error": self._yaw_error_sum / steps,
             "fell": self._terminated().float(),
-            **({"terrain_level": self.level.float()} if self.terrain is not None else {}),
+            **(
+                {"terrain_level": self.level.float(), "terrain_kind": (self.column % len(KINDS)).float()}
+                if self.terrain is not None
+                else {}
+            ),
         }
 
     def _success(self) -> torch.Tensor:
         steps = self.episode_step.clamp_min(1).float()
         return ~self._terminated() & (self._vel_error_sum / steps <= self.cfg.success_velocity_error)
+
+    @classmethod
+    def criterion(cls, episodes: dict[str, np.ndarray]) -> tuple[bool, dict[str, float]]:
+        """The base criterion; on rough terrain its figures add the success rate by terrain kind and by row
+        (:func:`sim.terrain.success_by_tile`)."""
+        met, figures = super().criterion(episodes)
+        if "terrain_kind" in episodes:
+            figures.update(success_by_tile(episodes["success"], episodes["terrain_level"], episodes["terrain_kind"]))
+        return met, figures
 
     QUALITY_BAR = 0.95
     """Success rate a policy fit to deploy must reach (the criterion's 90 % stops at the first policy that walks:
