@@ -125,3 +125,91 @@ def load_checkpoint(
     except (RuntimeError, ValueError, KeyError) as exc:
         raise CheckpointError(f"checkpoint '{path}' does not fit this model: {state_dict_mismatch(exc)}") from None
     return state
+
+
+ACTOR_PARTS = ("actor.", "actor_normalizer.", "log_std")
+"""State-dict prefixes of the actor: its layers, its input normaliser and its standard deviation."""
+CRITIC_PARTS = ("critic.", "critic_normalizer.")
+"""State-dict prefixes of the critic and its input normaliser."""
+
+
+def init_file(source: Path) -> Path:
+    """The checkpoint ``policy.init_from`` names: a file as given; a run folder's ``best.pt`` (the policy its
+    selection evaluations kept), else its ``checkpoint.pt`` (the last).
+
+    Raises:
+        CheckpointError: Nothing there, or a folder with neither file.
+    """
+    if source.is_file():
+        return source
+    if not source.is_dir():
+        raise CheckpointError(f"policy.init_from: '{source}' is neither a run folder nor a checkpoint file")
+    for name in ("best.pt", "checkpoint.pt"):
+        if (source / name).is_file():
+            return source / name
+    raise CheckpointError(f"policy.init_from: run folder '{source}' has no best.pt or checkpoint.pt")
+
+
+def _mismatch(theirs: dict[str, Any], mine: dict[str, Any]) -> str | None:
+    """What keeps one part of a state dict from loading into another, in words, or ``None`` if it fits."""
+    for name, t in mine.items():
+        if name in theirs and theirs[name].shape != t.shape:
+            return f"{name} is {list(theirs[name].shape)} there, {list(t.shape)} here"
+    if theirs.keys() != mine.keys():
+        odd = sorted(set(theirs) ^ set(mine))
+        return f"its layers differ ({', '.join(odd[:4])}{' ...' if len(odd) > 4 else ''})"
+    return None
+
+
+def init_networks(source: Path, model: torch.nn.Module, task: str, policy: dict[str, Any]) -> str:
+    """Start a new run's ``model`` from the networks of another run of ``task`` (``policy.init_from``).
+
+    The actor (layers, input normaliser, standard deviation) must fit exactly; the critic is copied too when it
+    reads the same observation groups with the same shapes, and otherwise starts fresh (a critic with privileged
+    inputs the source run lacked: a height scan on rough terrain). Nothing else carries over: the optimiser, the
+    learning rate and the counters start anew.
+
+    Args:
+        source: A run folder or checkpoint file (:func:`init_file`).
+        model: The new run's actor-critic, freshly built (modified in place).
+        task: The new run's task.
+        policy: The new run's ``policy`` config as plain data.
+
+    Returns:
+        One line saying what was copied from where.
+
+    Raises:
+        CheckpointError: No usable checkpoint; another task; an actor that reads other observation groups, has
+            another activation, or does not fit (the first differing tensor named); non-finite weights.
+    """
+    path = init_file(source)
+    state = read_checkpoint(path)
+    saved = state["config"]
+    if saved["task"] != task:
+        raise CheckpointError(f"policy.init_from: '{path}' holds a '{saved['task']}' policy, not '{task}'")
+    before = saved.get("policy", {})
+    for key in ("actor_obs", "activation"):
+        if before.get(key) != policy[key]:
+            raise CheckpointError(
+                f"policy.init_from: '{path}' was trained with policy.{key}={before.get(key)}, not {policy[key]}"
+            )
+    own = model.state_dict()
+
+    def part(tensors: dict[str, Any], prefixes: tuple[str, ...]) -> dict[str, Any]:
+        return {k: v for k, v in tensors.items() if k.startswith(prefixes)}
+
+    actor = part(state["model"], ACTOR_PARTS)
+    if (why := _mismatch(actor, part(own, ACTOR_PARTS))) is not None:
+        raise CheckpointError(f"policy.init_from: the actor in '{path}' does not fit this one: {why}")
+    critic = part(state["model"], CRITIC_PARTS)
+    fresh = (
+        f"reads {before.get('critic_obs')} there, {policy['critic_obs']} here"
+        if before.get("critic_obs") != policy["critic_obs"]
+        else _mismatch(critic, part(own, CRITIC_PARTS))
+    )
+    copied = actor if fresh is not None else {**actor, **critic}
+    if (bad := first_non_finite(copied)) is not None:
+        raise CheckpointError(f"policy.init_from: '{path}' holds non-finite values in '{bad}'")
+    model.load_state_dict(copied, strict=False)
+    what = "actor and critic" if fresh is None else f"actor; the critic starts fresh ({fresh})"
+    return f"networks from '{path}' (iteration {state['iteration']}): {what}"

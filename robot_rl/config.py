@@ -35,6 +35,10 @@ class PolicyConfig:
         critic_hidden: Hidden layer sizes of the critic.
         activation: ``elu``, ``tanh``, ``relu`` or ``silu``.
         init_noise_std: Initial standard deviation of the Gaussian policy (normalised action units).
+        init_from: A run folder (its ``best.pt``, else its ``checkpoint.pt``) or a checkpoint file of the same task
+            whose networks a new run starts from (``robot-rl train --init-from``): the actor with its normaliser and
+            standard deviation, and the critic where it fits (:func:`robot_rl.checkpoint.init_networks`); the
+            optimiser and counters start anew. ``null``: fresh networks.
     """
 
     actor_obs: list[str] = field(default_factory=lambda: ["policy"])
@@ -43,9 +47,12 @@ class PolicyConfig:
     critic_hidden: list[int] = field(default_factory=lambda: [128, 128])
     activation: Literal["elu", "tanh", "relu", "silu"] = "tanh"
     init_noise_std: float = 0.5
+    init_from: str | None = None
 
     def __post_init__(self) -> None:
         positive("policy.init_noise_std", self.init_noise_std)
+        if self.init_from is not None and not self.init_from.strip():
+            raise ValueError("policy.init_from must name a run folder or checkpoint, got an empty string")
         for name in ("actor_hidden", "critic_hidden"):
             if any(h < 1 for h in getattr(self, name)):
                 raise ValueError(f"policy.{name} sizes must be >= 1, got {getattr(self, name)}")

@@ -23,7 +23,7 @@ import sim
 from policies.nets import ActorCritic
 from policies.runtime.files import atomic_path
 from robot_rl.algorithms.ppo import PPO, RANK_SEED_STRIDE, TrainingDivergedError
-from robot_rl.checkpoint import CheckpointError, load_checkpoint, read_checkpoint, save_checkpoint
+from robot_rl.checkpoint import CheckpointError, init_networks, load_checkpoint, read_checkpoint, save_checkpoint
 from robot_rl.config import TrainConfig, check_compile, runner_fade
 from robot_rl.distributed import SingleProcess
 from robot_rl.evaluate import (
@@ -102,7 +102,8 @@ class OnPolicyRunner:
         device: The device this process trains on, if not ``cfg.device`` (``cuda:LOCAL_RANK`` under torchrun).
 
     Raises:
-        CheckpointError: ``resume`` is unusable, is for another task or another network architecture.
+        CheckpointError: ``resume`` is unusable, is for another task or another network architecture; so is
+            ``policy.init_from`` (:func:`robot_rl.checkpoint.init_networks`).
         ConfigError: ``num_envs`` is not divisible by the number of ranks; ``compile`` without a C++ compiler.
     """
 
@@ -131,6 +132,9 @@ class OnPolicyRunner:
         if cfg.compile:
             self.env.compile()
         self.model = build_model(cfg, self.env).to(self.device)
+        self.init_note: str | None = None  # what policy.init_from copied (a resume loads its own checkpoint instead)
+        if cfg.policy.init_from is not None and resume is None:
+            self.init_note = init_networks(Path(cfg.policy.init_from), self.model, cfg.task, to_dict(cfg.policy))
         dist.broadcast_([*self.model.parameters(), *self.model.buffers()])
         self.ppo = PPO(self.model, cfg.ppo, self.local_envs, self.device, cfg.seed, dist, cfg.compile)
         self.fade = runner_fade(cfg)

@@ -14,7 +14,8 @@ Mapped (robot-rl -> rsl_rl 5.x): ``policy.actor_obs`` / ``critic_obs`` -> ``obs_
 no such setting: ``ppo.value_clip`` (rsl_rl clips the value loss with ``clip_param``), ``refine_kl``,
 ``max_learning_rate``, ``min_std`` / ``max_std`` (rsl_rl's PPO runs its own way there). Refused: the curricula
 ``runner.reward_fade`` and ``runner.entropy_fade``, which change the reward or the loss while the teacher learns;
-rsl_rl would train the starting scales and ``entropy_coef`` throughout, another objective than the file describes.
+rsl_rl would train the starting scales and ``entropy_coef`` throughout, another objective than the file describes;
+and ``policy.init_from`` (rsl_rl starts from its own checkpoints, ``OnPolicyRunner.load``).
 """
 
 from __future__ import annotations
@@ -34,16 +35,18 @@ def runner_config(cfg: TrainConfig, save_interval: int = 50) -> dict[str, Any]:
 
     Raises:
         ConfigError: ``cfg`` sets a curriculum rsl_rl has no equivalent of (``runner.reward_fade``,
-            ``runner.entropy_fade``), named in one line.
+            ``runner.entropy_fade``) or starts from a robot-rl run's networks (``policy.init_from``; rsl_rl loads
+            its own checkpoints with ``OnPolicyRunner.load``), named in one line.
     """
     p, ppo, rc = cfg.policy, cfg.ppo, cfg.runner
-    curricula = ([f"runner.reward_fade={rc.reward_fade}"] if rc.reward_fade else []) + (
-        ["runner.entropy_fade=true"] if rc.entropy_fade else []
+    refused = (
+        ([f"runner.reward_fade={rc.reward_fade}"] if rc.reward_fade else [])
+        + (["runner.entropy_fade=true"] if rc.entropy_fade else [])
+        + ([f"policy.init_from={p.init_from}"] if p.init_from is not None else [])
     )
-    if curricula:
+    if refused:
         raise ConfigError(
-            f"rsl_rl has no equivalent of {', '.join(curricula)} (it would train the starting scales throughout); "
-            "drop it from the config to train with rsl_rl"
+            f"rsl_rl has no equivalent of {', '.join(refused)}; drop it from the config to train with rsl_rl"
         )
 
     def model(hidden: list[int], std: bool) -> dict[str, Any]:

@@ -43,6 +43,12 @@ def add_parser(sub: Any) -> None:
     )
     train.add_argument("--resume", type=Path, metavar="RUN", help="continue from a run folder's checkpoint")
     train.add_argument(
+        "--init-from",
+        metavar="RUN",
+        help="start a new run from another run's networks (its best.pt, else checkpoint.pt, or a .pt file): the "
+        "actor, and the critic where it fits, e.g. rough terrain from a flat-ground run (policy.init_from)",
+    )
+    train.add_argument(
         "--nproc",
         type=int,
         metavar="N",
@@ -68,11 +74,14 @@ def run(args: argparse.Namespace) -> int:
         ("max_time", "runner.max_time_s"),
         ("max_iterations", "runner.max_iterations"),
         ("run_root", "run_root"),
+        ("init_from", "policy.init_from"),
     ):
         if getattr(args, flag) is not None:
             overrides.append(f"{key}={getattr(args, flag)}")
     overrides += args.set  # --set is applied last, so it wins over the shorthands
     resume, saved = None, None
+    if args.resume is not None and args.init_from is not None:
+        raise ConfigError("--resume continues a run and --init-from starts a new one from a run's networks: pass one")
     if args.resume is not None:
         if args.resume.is_file():
             raise CheckpointError(f"cannot resume: '{args.resume}' is a file; pass the run folder")
@@ -93,6 +102,8 @@ def run(args: argparse.Namespace) -> int:
     say = print if role.is_main else silent
     if runner.resume_note:
         say(f"resuming: {runner.resume_note}")
+    if runner.init_note:
+        say(f"starting from the {runner.init_note}")
     if not args.no_export:  # refuse an undeployable actor before training, not after
         try:
             runner.env.contract(cfg.policy.actor_obs)

@@ -173,6 +173,12 @@ TRAIN_BAD = [
     ),
     pytest.param([TASK, "--num-envs", "0"], [r"num_envs must be in [1, 16777216], got 0"], id="num-envs-0"),
     pytest.param([TASK, "--set", "ppo.num_steps=0"], ["ppo.num_steps must be >= 1"], id="num-steps-0"),
+    pytest.param(
+        [TASK, "--resume", "runs/a", "--init-from", "runs/b"],
+        ["--resume continues a run", "pass one"],
+        id="resume-init",
+    ),
+    pytest.param([TASK, "--init-from", "no/such/run"], ["policy.init_from: 'no/such/run' is neither"], id="init-from"),
 ]
 
 

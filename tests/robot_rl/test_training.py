@@ -14,7 +14,7 @@ import torch
 import sim
 from robot_rl.algorithms.ppo import PPO
 from robot_rl.checkpoint import CheckpointError, load_checkpoint, read_checkpoint
-from robot_rl.config import TrainConfig
+from robot_rl.config import TrainConfig, load_config
 from robot_rl.evaluate import CONFIRM_SEED_OFFSET, EVAL_SEED_OFFSET, SELECTION_SEED_OFFSET, EvalResult, pick
 from robot_rl.logger import TrainingLogger
 from robot_rl.runner import OnPolicyRunner, TrainResult, build_model
@@ -333,6 +333,54 @@ def test_checkpoint_of_another_architecture_does_not_fit(make_cfg: MakeCfg, tmp_
     assert message.startswith(f"checkpoint '{path}' does not fit this model: Missing key(s) in state_dict: ")
     assert "size mismatch for actor.0.weight: copying a param with shape [8, " in message
     assert "\n" not in message and "Error(s)" not in message and "torch.Size" not in message
+
+
+# ------------------------------------------------------------------------------------------------ init_from
+def test_a_new_run_starts_from_another_runs_networks(make_cfg: MakeCfg, tmp_path: Path) -> None:
+    """``policy.init_from`` copies the actor (normaliser and std too) and a critic that fits; the optimiser and the
+    counters start anew, and the source run is untouched."""
+    source, _ = train(make_cfg("runner.max_iterations=2"), tmp_path / "source")
+    before = (tmp_path / "source" / "checkpoint.pt").read_bytes()
+    new = OnPolicyRunner(make_cfg("seed=1", f"policy.init_from={tmp_path / 'source'}"), tmp_path / "new", quiet=True)
+    assert_same_state(new.model.state_dict(), source.model.state_dict())
+    assert (new.iteration, new.env_steps) == (0, 0) and not new.ppo.optimizer.state_dict()["state"]
+    assert new.init_note is not None and new.init_note.endswith("(iteration 2): actor and critic")
+    assert (tmp_path / "source" / "checkpoint.pt").read_bytes() == before
+
+
+def test_a_critic_that_does_not_fit_starts_fresh(make_cfg: MakeCfg, tmp_path: Path) -> None:
+    source, _ = train(make_cfg("runner.max_iterations=1", "policy.critic_hidden=[16,16]"), tmp_path / "source")
+    new = OnPolicyRunner(make_cfg(f"policy.init_from={tmp_path / 'source'}"), tmp_path / "new", quiet=True)
+    mine, theirs = new.model.state_dict(), source.model.state_dict()
+    assert all(torch.equal(mine[k], theirs[k]) for k in mine if k.startswith(("actor", "log_std")))
+    assert new.model.critic[0].weight.shape[0] == new.cfg.policy.critic_hidden[0] != 16
+    assert new.init_note is not None and "the critic starts fresh (critic.0.weight is [16, " in new.init_note
+
+
+@pytest.mark.parametrize(
+    ("source_overrides", "fragments"),
+    [(["policy.actor_hidden=[8]"], ["does not fit this one: actor.0.weight is [8, ", "there, [64, "]),
+     (["policy.activation=elu"], ["was trained with policy.activation=elu, not tanh"])],
+)  # fmt: skip
+def test_an_actor_that_does_not_fit_is_refused_by_name(
+    make_cfg: MakeCfg, tmp_path: Path, source_overrides: list[str], fragments: list[str]
+) -> None:
+    (tmp_path / "source").mkdir()
+    OnPolicyRunner(make_cfg("num_envs=2", *source_overrides), tmp_path / "source", quiet=True).save(0.0)
+    with pytest.raises(CheckpointError, match=r"^policy\.init_from: ") as err:
+        OnPolicyRunner(make_cfg("num_envs=2", f"policy.init_from={tmp_path / 'source'}"), tmp_path / "new", quiet=True)
+    assert all(f in str(err.value) for f in fragments), str(err.value)
+
+
+def test_init_from_refuses_another_task_and_a_folder_without_a_checkpoint(make_cfg: MakeCfg, tmp_path: Path) -> None:
+    other = load_config("cartpole-balance", None, ["num_envs=2", f"run_root={tmp_path}"])
+    (tmp_path / "cartpole").mkdir()
+    path = OnPolicyRunner(other, tmp_path / "cartpole", quiet=True).save(0.0)
+    with pytest.raises(CheckpointError, match=re.escape(f"'{path}' holds a 'cartpole-balance' policy, not")):
+        OnPolicyRunner(make_cfg("num_envs=2", f"policy.init_from={path}"), tmp_path / "a", quiet=True)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CheckpointError, match=r"run folder '.*empty' has no best\.pt or checkpoint\.pt"):
+        OnPolicyRunner(make_cfg("num_envs=2", f"policy.init_from={tmp_path / 'empty'}"), tmp_path / "b", quiet=True)
 
 
 # -------------------------------------------------------------------------------------------------- Ctrl-C

@@ -116,10 +116,12 @@ def test_foreign_checkpoints_are_refused_by_name(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("override", "named"),
     [("runner.reward_fade=[grasp]", "runner.reward_fade=['grasp']"),
-     ("runner.entropy_fade=true", "runner.entropy_fade=true")],
+     ("runner.entropy_fade=true", "runner.entropy_fade=true"),
+     ("policy.init_from=runs/flat", "policy.init_from=runs/flat")],
 )  # fmt: skip
-def test_runner_config_refuses_a_curriculum_rsl_rl_cannot_train(override: str, named: str) -> None:
-    """A fading reward term or entropy bonus would silently train another objective under rsl_rl: refused by name."""
+def test_runner_config_refuses_what_rsl_rl_cannot_train(override: str, named: str) -> None:
+    """A fading reward term or entropy bonus would silently train another objective under rsl_rl, and a robot-rl run's
+    networks are not rsl_rl's to start from: refused by name."""
     cfg = load_config("panda-lift", None, [override, "ppo.entropy_coef=0.006"])
     with pytest.raises(ConfigError, match=rf"rsl_rl has no equivalent of {re.escape(named)}"):
         runner_config(cfg)

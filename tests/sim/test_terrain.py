@@ -3,6 +3,8 @@ curriculum moves worlds as legged_gym's does, and the quadruped spawns, falls an
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import mujoco
 import numpy as np
 import pytest
@@ -162,3 +164,28 @@ def test_an_evaluation_reports_success_by_terrain_kind_and_row() -> None:
     assert not met and figures["success_rate"] == 0.5 and figures["success_stairs"] == 0.0
     flat = {k: v for k, v in episodes.items() if not k.startswith("terrain")}
     assert not any(k.startswith("success_") and k != "success_rate" for k in QuadrupedVelocity.criterion(flat)[1])
+
+
+def test_rough_terrain_starts_from_a_flat_ground_run(tmp_path: Path) -> None:
+    """``robot-rl train quadruped-velocity --set env.terrain.kind=rough --init-from FLAT_RUN``: the blind actor is the
+    flat run's; the critic, which reads the height scan on rough terrain, starts fresh (named in the note)."""
+    from robot_rl.config import load_config
+    from robot_rl.runner import OnPolicyRunner
+
+    base = ["num_envs=2", f"run_root={tmp_path}"]
+    (tmp_path / "flat").mkdir()
+    flat = OnPolicyRunner(load_config("quadruped-velocity", None, base), tmp_path / "flat", quiet=True)
+    flat.save(0.0)
+    rough_cfg = load_config(
+        "quadruped-velocity", None, [*base, "env.terrain.kind=rough", f"policy.init_from={tmp_path / 'flat'}"]
+    )
+    rough = OnPolicyRunner(rough_cfg, tmp_path / "rough", quiet=True)
+    mine, theirs = rough.model.state_dict(), flat.model.state_dict()
+    assert all(torch.equal(mine[k], theirs[k]) for k in mine if k.startswith(("actor", "log_std")))
+    scan = HEIGHT_SCAN.shape[0]
+    d = flat.model.critic[0].weight.shape[1]
+    assert rough.model.critic[0].weight.shape[1] == d + scan
+    assert (
+        rough.init_note is not None
+        and f"the critic starts fresh (critic_normalizer.mean is [{d}] there, [{d + scan}] here)" in rough.init_note
+    )
