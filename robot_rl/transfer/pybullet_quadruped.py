@@ -11,7 +11,9 @@ Everything the episode needs comes from the contract: joint order, default pose,
 period, the command distribution and the success thresholds (``extra.training_envelope`` / ``extra.success``).
 Signals are the IMU's (gyro and gravity in the trunk frame) and the joint encoders', as on the robot.
 
-Randomisation (``randomize=True``), PyBullet's own: ground and foot friction U(0.5, 1.25), trunk mass +U(-1, 1) kg,
+Randomisation (``randomize=True``), PyBullet's own: foot-ground friction U(0.5, 1.25) (nominal 0.8, the training
+model's; Bullet multiplies the two bodies' coefficients, so the ground is set to 1 and the feet carry the drawn one;
+before 2026-12-02 both carried it, a contact coefficient of 0.25-1.56 and 0.64 nominal), trunk mass +U(-1, 1) kg,
 0 or 1 control period of command latency, sensor noise (gyro 0.2 rad/s, gravity 0.05, joints 0.01 rad and 1.5 rad/s).
 """
 
@@ -88,6 +90,7 @@ class QuadrupedBullet:
             raise TransferError(f"the A1 URDF has no joint(s) {missing} that the contract commands")
         self.joints = [names[n] for n in contract.joint_names]
         self.feet = [names[f"{leg}_toe_fixed"] for leg in a1.LEGS]
+        self.nominal_friction = a1.FOOT_FRICTION  # the training model's feet and ground
         trunk = pb.getDynamicsInfo(self.robot, -1, physicsClientId=c)
         self.nominal_mass, self.trunk_inertia = float(trunk[0]), list(trunk[2])  # the file's (principal) inertia
         pb.setJointMotorControlArray(self.robot, self.joints, pb.VELOCITY_CONTROL, forces=[0.0] * len(self.joints),
@@ -115,8 +118,10 @@ class QuadrupedBullet:
         q0 = self.default + 0.1 * (2 * rng.random(len(self.joints)) - 1)
         for j, q in zip(self.joints, q0, strict=True):
             pb.resetJointState(self.robot, j, float(q), 0.0, physicsClientId=c)
-        friction = float(rng.uniform(0.5, 1.25)) if randomize else 0.8
-        pb.changeDynamics(self.plane, -1, lateralFriction=friction, physicsClientId=c)
+        friction = float(rng.uniform(0.5, 1.25)) if randomize else self.nominal_friction
+        # Bullet multiplies the two bodies' coefficients (btManifoldResult::calculateCombinedFriction), where MuJoCo
+        # takes the larger: the ground at 1 makes the contact's coefficient the feet's, as in training.
+        pb.changeDynamics(self.plane, -1, lateralFriction=1.0, physicsClientId=c)
         for foot in self.feet:
             pb.changeDynamics(self.robot, foot, lateralFriction=friction, physicsClientId=c)
         mass = self.nominal_mass + (float(rng.uniform(-1.0, 1.0)) if randomize else 0.0)

@@ -305,6 +305,43 @@ def test_pybullet_payload_changes_the_trunk_mass_not_its_inertia() -> None:
         bullet.close()
 
 
+def test_pybullet_feet_meet_the_ground_with_the_drawn_friction_not_its_square() -> None:
+    """Bullet multiplies the two bodies' friction coefficients (MuJoCo takes the larger): the ground is set to 1 and
+    the feet to the drawn coefficient. A block pushed over the same ground decelerates at that coefficient times g."""
+    pb = pytest.importorskip("pybullet")
+    from robot_rl.transfer.pybullet_quadruped import QuadrupedBullet
+
+    env = _env(1)
+    bullet = QuadrupedBullet(env.contract(["policy"]))
+    env.close()
+    c = bullet.client
+    try:
+        bullet.reset(np.random.default_rng(0), randomize=False)
+        feet = {pb.getDynamicsInfo(bullet.robot, f, physicsClientId=c)[1] for f in bullet.feet}
+        assert pb.getDynamicsInfo(bullet.plane, -1, physicsClientId=c)[1] == 1.0 and feet == {bullet.nominal_friction}
+        drawn = set()
+        for _ in range(3):
+            bullet.reset(np.random.default_rng(len(drawn)), randomize=True)
+            drawn |= {pb.getDynamicsInfo(bullet.robot, f, physicsClientId=c)[1] for f in bullet.feet}
+            assert pb.getDynamicsInfo(bullet.plane, -1, physicsClientId=c)[1] == 1.0
+        assert len(drawn) == 3 and all(0.5 <= f <= 1.25 for f in drawn)
+        # the combination rule this relies on, on the harness's own ground: a 0.5 block slides at 0.5 g, not 0.25 g
+        pb.removeBody(bullet.robot, physicsClientId=c)
+        box = pb.createCollisionShape(pb.GEOM_BOX, halfExtents=[0.1] * 3, physicsClientId=c)
+        block = pb.createMultiBody(1.0, box, basePosition=[0, 0, 0.1], physicsClientId=c)
+        pb.changeDynamics(block, -1, lateralFriction=0.5, physicsClientId=c)
+        for _ in range(20):
+            pb.stepSimulation(physicsClientId=c)
+        pb.resetBaseVelocity(block, [3.0, 0, 0], [0, 0, 0], physicsClientId=c)
+        steps = 20  # 0.1 s at the harness's 200 Hz
+        for _ in range(steps):
+            pb.stepSimulation(physicsClientId=c)
+        decel = (3.0 - pb.getBaseVelocity(block, physicsClientId=c)[0][0]) / (steps / 200 * 9.81)
+        assert decel == pytest.approx(0.5, abs=0.08)
+    finally:
+        bullet.close()
+
+
 def test_an_exported_quadruped_policy_runs_in_pybullet_under_the_task_criterion(untrained_quadruped: Path) -> None:
     """The ONNX (untrained) through policies.runtime on PyBullet's A1: every episode reports the figures the task's
     criterion reads, and the verdict is the task's own."""
