@@ -176,7 +176,7 @@ def init_networks(source: Path, model: torch.nn.Module, task: str, policy: dict[
         policy: The new run's ``policy`` config as plain data.
 
     Returns:
-        One line saying what was copied from where.
+        One line saying where from and what was copied: ``'<file>' (iteration N): actor and critic``.
 
     Raises:
         CheckpointError: No usable checkpoint; another task; an actor that reads other observation groups, has
@@ -212,4 +212,4 @@ def init_networks(source: Path, model: torch.nn.Module, task: str, policy: dict[
         raise CheckpointError(f"policy.init_from: '{path}' holds non-finite values in '{bad}'")
     model.load_state_dict(copied, strict=False)
     what = "actor and critic" if fresh is None else f"actor; the critic starts fresh ({fresh})"
-    return f"networks from '{path}' (iteration {state['iteration']}): {what}"
+    return f"'{path}' (iteration {state['iteration']}): {what}"

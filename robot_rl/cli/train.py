@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     if runner.resume_note:
         say(f"resuming: {runner.resume_note}")
     if runner.init_note:
-        say(f"starting from the {runner.init_note}")
+        say(f"starting from {runner.init_note}")
     if not args.no_export:  # refuse an undeployable actor before training, not after
         try:
             runner.env.contract(cfg.policy.actor_obs)
