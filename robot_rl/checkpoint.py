@@ -153,6 +153,8 @@ def init_file(source: Path) -> Path:
 def _mismatch(theirs: dict[str, Any], mine: dict[str, Any]) -> str | None:
     """What keeps one part of a state dict from loading into another, in words, or ``None`` if it fits."""
     for name, t in mine.items():
+        if name in theirs and not isinstance(theirs[name], torch.Tensor):
+            return f"{name} is a {type(theirs[name]).__name__}, not a tensor"
         if name in theirs and theirs[name].shape != t.shape:
             return f"{name} is {list(theirs[name].shape)} there, {list(t.shape)} here"
     if theirs.keys() != mine.keys():

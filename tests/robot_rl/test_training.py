@@ -372,6 +372,17 @@ def test_an_actor_that_does_not_fit_is_refused_by_name(
     assert all(f in str(err.value) for f in fragments), str(err.value)
 
 
+def test_init_from_refuses_a_checkpoint_whose_weights_are_not_tensors(make_cfg: MakeCfg, tmp_path: Path) -> None:
+    """A hostile file that passes the checkpoint's layout check but holds text where a weight should be."""
+    (tmp_path / "source").mkdir()
+    path = OnPolicyRunner(make_cfg("num_envs=2"), tmp_path / "source", quiet=True).save(0.0)
+    state = torch.load(path, weights_only=True)
+    state["model"]["actor.0.weight"] = "import os"
+    torch.save(state, path)
+    with pytest.raises(CheckpointError, match=r"does not fit this one: actor\.0\.weight is a str, not a tensor$"):
+        OnPolicyRunner(make_cfg("num_envs=2", f"policy.init_from={path}"), tmp_path / "new", quiet=True)
+
+
 def test_init_from_refuses_another_task_and_a_folder_without_a_checkpoint(make_cfg: MakeCfg, tmp_path: Path) -> None:
     other = load_config("cartpole-balance", None, ["num_envs=2", f"run_root={tmp_path}"])
     (tmp_path / "cartpole").mkdir()
