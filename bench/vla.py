@@ -1,14 +1,14 @@
 """Language-conditioned students side by side: success with the training instructions, with held-out paraphrases,
 with an instruction naming another cube and with none, and the exported graph's time per chunk on one CPU core.
 
-For each ``train-bc`` run of a language task (``panda-multitask``) given, it evaluates ``--episodes`` episodes per
-seed over ``--seeds`` seeds for each instruction set (``env.instructions``: ``train``, ``heldout``, ``heldout2``,
-``wrong-colour``, ``wrong-skill`` (students of two skills), ``empty``; the same starts and randomised parameters in
-every set), and prints one row per run:
-pooled success per set, the share of episodes whose fingertips came within 5 cm of the named cube, and the median /
-99th-percentile latency of one chunk of the run's ``policy.onnx`` (onnxruntime, one intra-op thread, batch 1,
-``--latency-calls`` calls). Language is used when ``wrong-colour`` falls far below ``train``; chance (ignoring the
-instruction) would lift the named cube in a third of what ``train`` lifts, in both.
+For each ``train-bc`` run of a language task (``panda-multitask``) given, it evaluates ``--episodes`` episodes per seed
+over ``--seeds`` seeds for each instruction set (``env.instructions``: ``train``, ``heldout``, ``heldout2``,
+``heldout3``, ``wrong-colour``, ``wrong-skill`` (students of two skills), ``empty``; the same starts and randomised
+parameters in every set), and prints one row per run: pooled success per set, the share of episodes whose fingertips
+came within 5 cm of the named cube, and the median / 99th-percentile latency of one chunk of the run's ``policy.onnx``
+(onnxruntime, one intra-op thread, batch 1, ``--latency-calls`` calls). Language is used when ``wrong-colour`` falls far
+below ``train``; chance (ignoring the instruction) would lift the named cube in a third of what ``train`` lifts, in
+both.
 
 ``--read`` evaluates the same weights reading the instruction another way than they were trained to (the
 training texts' embeddings reach the network unchanged in every mode, so training does not depend on it):
@@ -55,7 +55,7 @@ from policies.runtime.chunking import ChunkedOnnxPolicy
 from robot_rl.imitation.evaluate import ChunkEvalResult
 from robot_rl.runs.bc import BCRun
 
-SETS = ("train", "heldout", "heldout2", "wrong-colour", "wrong-skill", "empty")
+SETS = ("train", "heldout", "heldout2", "heldout3", "wrong-colour", "wrong-skill", "empty")
 REACHED_M = 0.05
 """Fingertips within this distance of the named cube's centre: the arm went where the instruction said, m."""
 
@@ -234,7 +234,7 @@ def distance_table(run_dir: Path, texts: list[str]) -> None:
     policy = ChunkedOnnxPolicy(path, num_envs=1)
     trained = run.env_cfg
     held: list[tuple[str, str]] = []
-    for listed in ("heldout", "heldout2"):
+    for listed in ("heldout", "heldout2", "heldout3"):
         run.env_cfg = dataclasses.replace(trained, instructions=listed)
         held += [(listed, t) for t in run.instruction_texts()]
     rows = [*held, *(("given", t) for t in texts)]

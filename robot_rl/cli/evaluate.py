@@ -126,7 +126,7 @@ def add_parser(sub: Any) -> None:
         "--instructions",
         metavar="SET",
         help="train-bc runs that read an instruction: the task's instruction set to evaluate with instead of the "
-        "training phrasings (panda-multitask: heldout or heldout2 paraphrases, or the probes wrong-colour, "
+        "training phrasings (panda-multitask: heldout, heldout2 or heldout3 paraphrases, or the probes wrong-colour, "
         "wrong-skill and empty); writes eval_instructions-SET.yaml/png and prints success per instruction",
     )
     ev.add_argument(

@@ -15,6 +15,7 @@ from sim.tasks.panda.experts import LiftExpert, MultitaskExpert, TcpJacobians
 from sim.tasks.panda.multitask import (
     COLOURS,
     HELDOUT2_PHRASINGS,
+    HELDOUT3_PHRASINGS,
     HELDOUT_PHRASINGS,
     PHRASINGS,
     PUSH_TRAIN_PHRASINGS,
@@ -51,13 +52,16 @@ def test_each_world_names_one_cube_by_colour_and_sees_all_three_in_colour_order(
 
 
 def test_heldout_phrasings_are_other_words_for_the_same_goals() -> None:
-    train, held, held2 = _env(4), _env(4, ["env.instructions=heldout"]), _env(4, ["env.instructions=heldout2"])
+    train = _env(4)
+    held, held2, held3 = (_env(4, [f"env.instructions={s}"]) for s in ("heldout", "heldout2", "heldout3"))
     assert not set(train.instructions) & set(held.instructions)
     assert not (set(train.instructions) | set(held.instructions)) & set(held2.instructions)
+    assert not (set(train.instructions) | set(held.instructions) | set(held2.instructions)) & set(held3.instructions)
     assert len(train.instructions) == len(COLOURS) * len(TRAIN_PHRASINGS)
     assert len(held.instructions) == len(COLOURS) * len(HELDOUT_PHRASINGS)
     assert len(held2.instructions) == len(COLOURS) * len(HELDOUT2_PHRASINGS)
-    for env in (train, held, held2):  # colour-major: index i // phrasings names colour i
+    assert len(held3.instructions) == len(COLOURS) * len(HELDOUT3_PHRASINGS)
+    for env in (train, held, held2, held3):  # colour-major: index i // phrasings names colour i
         per = len(env.instructions) // len(COLOURS)
         for i, text in enumerate(env.instructions):
             assert [c for c in COLOURS if c in text.split()] == [list(COLOURS)[i // per]]
@@ -166,7 +170,7 @@ def test_two_skills_give_six_tasks_each_named_by_skill_and_colour() -> None:
     assert torch.equal(wrong.skill, env.skill)  # the same episodes, told the other skill
     told = wrong.instruction_ids() // (len(COLOURS) * len(TRAIN_PHRASINGS))
     assert torch.equal(told, 1 - env.skill)
-    for held in ("heldout", "heldout2"):
+    for held in ("heldout", "heldout2", "heldout3"):
         assert not set(training_texts(("push",))) & set(training_texts(("push",), held))
     assert env.contract_extra()["skills"] == ["lift", "push"]
 

@@ -4,14 +4,14 @@ Only the instruction tells the worlds' goals apart, so a policy that ignores it 
 of the episodes.
 
 Every episode draws the skill (one of ``env.skills``, uniformly), which cube is the target, the three colours (red,
-green, blue: one per cube), the cubes' places (one per lane across the table, shuffled, so that open fingers around
-one cube clear its neighbours) and the instruction: one of the skill's training phrasings (:data:`TRAIN_PHRASINGS`,
-:data:`PUSH_TRAIN_PHRASINGS`) for the target's colour (``env.instructions: train``), or one of the held-out
-paraphrases (:data:`HELDOUT_PHRASINGS`, :data:`PUSH_HELDOUT_PHRASINGS`; ``env.instructions: heldout``), written
-before any policy was trained on them and never used in training, for measuring how a language-conditioned policy
-copes with paraphrases (and a second such list, ``heldout2``). Three probes measure whether a policy uses the
-instruction at all: ``wrong-colour`` names another cube's colour (the target is still the cube the episode drew),
-``wrong-skill`` asks for the other skill (two skills only), ``empty`` gives the empty instruction.
+green, blue: one per cube), the cubes' places (one per lane across the table, shuffled, so that open fingers around one
+cube clear its neighbours) and the instruction: one of the skill's training phrasings (:data:`TRAIN_PHRASINGS`,
+:data:`PUSH_TRAIN_PHRASINGS`) for the target's colour (``env.instructions: train``), or one of the held-out paraphrases
+(:data:`HELDOUT_PHRASINGS`, :data:`PUSH_HELDOUT_PHRASINGS`; ``env.instructions: heldout``), written before any policy
+was trained on them and never used in training, for measuring how a language-conditioned policy copes with paraphrases
+(and two more such lists, ``heldout2`` and ``heldout3``). Three probes measure whether a policy uses the instruction at
+all: ``wrong-colour`` names another cube's colour (the target is still the cube the episode drew), ``wrong-skill`` asks
+for the other skill (two skills only), ``empty`` gives the empty instruction.
 
 Physics are ``panda-lift``'s for the target (its mass, size and friction are randomised; the distractors are nominal
 cubes). Success for ``lift``: ``panda-lift``'s. Success for ``push``: at the time limit the target's centre is inside
@@ -79,6 +79,13 @@ HELDOUT2_PHRASINGS = ("hoist the {c} block", "bring the {c} box into the air", "
 """A second list of paraphrases never used in training (``env.instructions: heldout2``), written on 2026-11-30 after
 the instruction subspace (:mod:`policies.nets.instruction_subspace`) was chosen by its score on
 :data:`HELDOUT_PHRASINGS` and before any student with it was evaluated on these: a test the choice never saw."""
+HELDOUT3_PHRASINGS = (
+    "please pick the {c} block up",
+    "get the {c} cube up in the air",
+    "grab the {c} one and hold it up",
+)
+"""A third list of paraphrases never used in training (``env.instructions: heldout3``), written on 2026-12-05 before
+the reading of instructions was changed by what the first two lists showed: a test for that change."""
 PUSH_TRAIN_PHRASINGS = (
     "push the {c} cube to the far side",
     "slide the {c} cube away from the robot",
@@ -97,14 +104,30 @@ PUSH_HELDOUT2_PHRASINGS = (
     "i want the {c} one slid away",
 )
 """A second list of held-out ``push`` paraphrases, written with :data:`PUSH_HELDOUT_PHRASINGS`."""
+PUSH_HELDOUT3_PHRASINGS = (
+    "push the {c} block away",
+    "move the {c} cube to the far end of the table",
+    "slide the {c} one toward the back",
+)
+"""A third list of held-out ``push`` paraphrases, written with :data:`HELDOUT3_PHRASINGS`."""
 SKILLS = ("lift", "push")
 """What ``env.skills`` may hold, in the order of the instruction table."""
 PHRASINGS: dict[str, dict[str, tuple[str, ...]]] = {
-    "lift": {"train": TRAIN_PHRASINGS, "heldout": HELDOUT_PHRASINGS, "heldout2": HELDOUT2_PHRASINGS},
-    "push": {"train": PUSH_TRAIN_PHRASINGS, "heldout": PUSH_HELDOUT_PHRASINGS, "heldout2": PUSH_HELDOUT2_PHRASINGS},
+    "lift": {
+        "train": TRAIN_PHRASINGS,
+        "heldout": HELDOUT_PHRASINGS,
+        "heldout2": HELDOUT2_PHRASINGS,
+        "heldout3": HELDOUT3_PHRASINGS,
+    },
+    "push": {
+        "train": PUSH_TRAIN_PHRASINGS,
+        "heldout": PUSH_HELDOUT_PHRASINGS,
+        "heldout2": PUSH_HELDOUT2_PHRASINGS,
+        "heldout3": PUSH_HELDOUT3_PHRASINGS,
+    },
 }
 """Instruction templates by skill and list (``{c}``: the colour's name); every list has as many as the others."""
-INSTRUCTION_SETS = ("train", "heldout", "heldout2", "wrong-colour", "wrong-skill", "empty")
+INSTRUCTION_SETS = ("train", "heldout", "heldout2", "heldout3", "wrong-colour", "wrong-skill", "empty")
 """What ``env.instructions`` may choose (see the module docstring)."""
 
 LANES_Y = (-0.12, 0.0, 0.12)
@@ -170,13 +193,14 @@ class PandaMultitaskConfig(PandaLiftConfig):
     Attributes:
         skills: What the instructions ask for: ``lift`` the named cube, ``push`` it into the zone (see the module
             docstring); each episode draws one, uniformly.
-        instructions: ``train`` (:data:`PHRASINGS` ``[skill]["train"]``), ``heldout``, ``heldout2``, or the probes
+        instructions: ``train`` (:data:`PHRASINGS` ``[skill]["train"]``), ``heldout``, ``heldout2``, ``heldout3``,
+            or the probes
             ``wrong-colour`` (a training phrasing naming another cube's colour), ``wrong-skill`` (the other skill's
             training phrasing, the right colour) and ``empty``.
     """
 
     skills: tuple[str, ...] = ("lift",)
-    instructions: Literal["train", "heldout", "heldout2", "wrong-colour", "wrong-skill", "empty"] = "train"
+    instructions: Literal["train", "heldout", "heldout2", "heldout3", "wrong-colour", "wrong-skill", "empty"] = "train"
     noise: SensorNoise = field(default_factory=default_multitask_noise)
     reward_scales: dict[str, float] = field(default_factory=_default_rewards)
 
@@ -204,8 +228,8 @@ class PandaMultitaskConfig(PandaLiftConfig):
 
 
 def training_texts(skills: tuple[str, ...], phrasings: str = "train") -> list[str]:
-    """The instruction texts of ``skills`` from one list of :data:`PHRASINGS` (``train``, ``heldout`` or
-    ``heldout2``): skill-major, then colour (:data:`COLOURS`), then phrasing; the task's instruction ids index it."""
+    """The instruction texts of ``skills`` from one list of :data:`PHRASINGS` (``train`` or a held-out list):
+    skill-major, then colour (:data:`COLOURS`), then phrasing; the task's instruction ids index it."""
     return [t.format(c=c) for s in skills for c in COLOURS for t in PHRASINGS[s][phrasings]]
 
 
@@ -265,7 +289,7 @@ class PandaMultitask(PandaLift):
     @property
     def _list(self) -> str:
         """Which phrasings this episode's instructions are drawn from (the probes use the training ones)."""
-        return self.cfg.instructions if self.cfg.instructions in ("heldout", "heldout2") else "train"
+        return self.cfg.instructions if self.cfg.instructions in ("heldout", "heldout2", "heldout3") else "train"
 
     def instruction_ids(self) -> torch.Tensor:
         """Index into :attr:`instructions` of each world's current instruction ``[N]`` (long)."""
