@@ -732,13 +732,18 @@ def test_every_panda_task_runs_on_mjwarp(task: str) -> None:
 
 
 def _lift_with_the_expert(
-    steps: int, open_after: int | None = None, lift_from_height: float = 0.0
+    steps: int, open_after: int | None = None, lift_from_height: float = 0.0, grasp_max_tilt: float = 1.0
 ) -> tuple[PandaLift, list[dict[str, float]]]:
     """Drive two randomisation-free ``panda-lift`` worlds with the scripted expert for ``steps`` control periods
     (opening the gripper from step ``open_after`` on); per step: grasp flag, height and reward terms of world 0."""
     from sim.tasks.panda.experts import LiftExpert
 
-    cfg = PandaLiftConfig(randomization=[], noise=sim.tasks.base.SensorNoise(), lift_from_height=lift_from_height)
+    cfg = PandaLiftConfig(
+        randomization=[],
+        noise=sim.tasks.base.SensorNoise(),
+        lift_from_height=lift_from_height,
+        grasp_max_tilt=grasp_max_tilt,
+    )
     env = sim.make("panda-lift", 2, cfg=cfg)
     assert isinstance(env, PandaLift)
     env.reset(seed=3)
@@ -791,6 +796,27 @@ def test_the_height_term_pays_only_from_lift_from_height() -> None:
     for bad in (0.1, -0.01):
         with pytest.raises(TaskConfigError, match=r"env\.lift_from_height must be in \[0, env\.lift_height"):
             PandaLiftConfig(lift_from_height=bad)
+
+
+def test_the_grasp_term_pays_only_for_a_cube_near_a_face_with_grasp_max_tilt() -> None:
+    """The expert's grasp holds the cube flat: the gated term pays as the ungated one. The same held cube read as
+    turned 0.6 rad about the pads' axis onto an edge (the plateau of a teacher that pinches without lifting) earns
+    the grasp term without the gate and nothing with it; a gate that is not positive is refused by name."""
+    _, paid = _lift_with_the_expert(40)
+    env, gated = _lift_with_the_expert(40, grasp_max_tilt=0.3)
+    held = [i for i, s in enumerate(paid) if s["grasped"]]
+    assert held and all(gated[i]["grasp"] == paid[i]["grasp"] == 1.0 for i in held)
+    assert bool(env._grasped()[0])
+    half = 0.3  # half of 0.6 rad, about y (the axis between the pads at the expert's grasp)
+    env.cube_quat = torch.tensor([[math.cos(half), 0.0, math.sin(half), 0.0]] * 2)
+    assert float(env.cube_tilt()[0]) == pytest.approx(0.6, abs=1e-5)
+    action = torch.zeros(2, 8)
+    assert float(env._reward_terms(action, torch.zeros(2, dtype=torch.bool))["grasp"][0]) == 0.0
+    env.cfg.grasp_max_tilt = 1.0
+    assert float(env._reward_terms(action, torch.zeros(2, dtype=torch.bool))["grasp"][0]) == 1.0
+    env.close()
+    with pytest.raises(TaskConfigError, match=r"env\.grasp_max_tilt must be finite and positive"):
+        PandaLiftConfig(grasp_max_tilt=0.0)
 
 
 def test_a_lifted_cube_that_is_dropped_is_no_success() -> None:
