@@ -54,8 +54,8 @@ import yaml
 from policies.runtime.chunking import ChunkedOnnxPolicy
 from robot_rl.imitation.evaluate import ChunkEvalResult
 from robot_rl.runs.bc import BCRun
+from sim.tasks.panda.multitask import HELDOUT_LISTS, INSTRUCTION_SETS
 
-SETS = ("train", "heldout", "heldout2", "heldout3", "wrong-colour", "wrong-skill", "empty")
 REACHED_M = 0.05
 """Fingertips within this distance of the named cube's centre: the arm went where the instruction said, m."""
 
@@ -234,7 +234,7 @@ def distance_table(run_dir: Path, texts: list[str]) -> None:
     policy = ChunkedOnnxPolicy(path, num_envs=1)
     trained = run.env_cfg
     held: list[tuple[str, str]] = []
-    for listed in ("heldout", "heldout2", "heldout3"):
+    for listed in HELDOUT_LISTS:
         run.env_cfg = dataclasses.replace(trained, instructions=listed)
         held += [(listed, t) for t in run.instruction_texts()]
     rows = [*held, *(("given", t) for t in texts)]
@@ -254,12 +254,18 @@ def main() -> None:
     )
     parser.add_argument("--distances", nargs="*", metavar="TEXT", help="distances to the run's instruction table")
     parser.add_argument("--read", choices=READINGS, default="trained", help="how the instruction is read")
-    parser.add_argument("--sets", nargs="+", choices=SETS, default=list(SETS), help="instruction sets (default: all)")
+    parser.add_argument(
+        "--sets",
+        nargs="+",
+        choices=INSTRUCTION_SETS,
+        default=list(INSTRUCTION_SETS),
+        help="instruction sets (default: all)",
+    )
     parser.add_argument("--plot", type=Path, metavar="PNG", help="draw the runs' earlier evaluations, evaluate nothing")
     parser.add_argument("--labels", nargs="+", help="--plot: one legend label per run (default: the run folder)")
     args = parser.parse_args()
     stem = "eval_instructions" if args.read == "trained" else f"eval_{args.read}"
-    sets = [s for s in SETS if s in args.sets]
+    sets = [s for s in INSTRUCTION_SETS if s in args.sets]
     if args.plot is not None:
         if args.plot.suffix.lower() != ".png" or args.plot.is_dir():
             parser.error(f"--plot must name a .png file, got '{args.plot}'")

@@ -16,6 +16,7 @@ from sim.tasks.panda.multitask import (
     COLOURS,
     HELDOUT2_PHRASINGS,
     HELDOUT3_PHRASINGS,
+    HELDOUT_LISTS,
     HELDOUT_PHRASINGS,
     PHRASINGS,
     PUSH_TRAIN_PHRASINGS,
@@ -53,7 +54,7 @@ def test_each_world_names_one_cube_by_colour_and_sees_all_three_in_colour_order(
 
 def test_heldout_phrasings_are_other_words_for_the_same_goals() -> None:
     train = _env(4)
-    held, held2, held3 = (_env(4, [f"env.instructions={s}"]) for s in ("heldout", "heldout2", "heldout3"))
+    held, held2, held3 = (_env(4, [f"env.instructions={s}"]) for s in HELDOUT_LISTS)
     assert not set(train.instructions) & set(held.instructions)
     assert not (set(train.instructions) | set(held.instructions)) & set(held2.instructions)
     assert not (set(train.instructions) | set(held.instructions) | set(held2.instructions)) & set(held3.instructions)
@@ -170,7 +171,7 @@ def test_two_skills_give_six_tasks_each_named_by_skill_and_colour() -> None:
     assert torch.equal(wrong.skill, env.skill)  # the same episodes, told the other skill
     told = wrong.instruction_ids() // (len(COLOURS) * len(TRAIN_PHRASINGS))
     assert torch.equal(told, 1 - env.skill)
-    for held in ("heldout", "heldout2", "heldout3"):
+    for held in HELDOUT_LISTS:
         assert not set(training_texts(("push",))) & set(training_texts(("push",), held))
     assert env.contract_extra()["skills"] == ["lift", "push"]
 

@@ -85,7 +85,7 @@ HELDOUT3_PHRASINGS = (
     "grab the {c} one and hold it up",
 )
 """A third list of paraphrases never used in training (``env.instructions: heldout3``), written on 2026-12-05 before
-the reading of instructions was changed by what the first two lists showed: a test for that change."""
+other readings of the instruction were tried on the first two lists (docs/vla.md): a test none of them saw."""
 PUSH_TRAIN_PHRASINGS = (
     "push the {c} cube to the far side",
     "slide the {c} cube away from the robot",
@@ -127,7 +127,9 @@ PHRASINGS: dict[str, dict[str, tuple[str, ...]]] = {
     },
 }
 """Instruction templates by skill and list (``{c}``: the colour's name); every list has as many as the others."""
-INSTRUCTION_SETS = ("train", "heldout", "heldout2", "heldout3", "wrong-colour", "wrong-skill", "empty")
+HELDOUT_LISTS = ("heldout", "heldout2", "heldout3")
+"""The held-out paraphrase lists of :data:`PHRASINGS`, in the order they were written."""
+INSTRUCTION_SETS = ("train", *HELDOUT_LISTS, "wrong-colour", "wrong-skill", "empty")
 """What ``env.instructions`` may choose (see the module docstring)."""
 
 LANES_Y = (-0.12, 0.0, 0.12)
@@ -193,10 +195,9 @@ class PandaMultitaskConfig(PandaLiftConfig):
     Attributes:
         skills: What the instructions ask for: ``lift`` the named cube, ``push`` it into the zone (see the module
             docstring); each episode draws one, uniformly.
-        instructions: ``train`` (:data:`PHRASINGS` ``[skill]["train"]``), ``heldout``, ``heldout2``, ``heldout3``,
-            or the probes
-            ``wrong-colour`` (a training phrasing naming another cube's colour), ``wrong-skill`` (the other skill's
-            training phrasing, the right colour) and ``empty``.
+        instructions: ``train`` (:data:`PHRASINGS` ``[skill]["train"]``), a held-out list (:data:`HELDOUT_LISTS`),
+            or the probes ``wrong-colour`` (a training phrasing naming another cube's colour), ``wrong-skill`` (the
+            other skill's training phrasing, the right colour) and ``empty``.
     """
 
     skills: tuple[str, ...] = ("lift",)
@@ -289,7 +290,7 @@ class PandaMultitask(PandaLift):
     @property
     def _list(self) -> str:
         """Which phrasings this episode's instructions are drawn from (the probes use the training ones)."""
-        return self.cfg.instructions if self.cfg.instructions in ("heldout", "heldout2", "heldout3") else "train"
+        return self.cfg.instructions if self.cfg.instructions in HELDOUT_LISTS else "train"
 
     def instruction_ids(self) -> torch.Tensor:
         """Index into :attr:`instructions` of each world's current instruction ``[N]`` (long)."""
