@@ -19,6 +19,12 @@ Run::
 
     python bench/time_to_criterion.py --seeds 0 1 2 --max-time 300
     python bench/time_to_criterion.py --seeds 0 --max-time 15 --set num_envs=1024 --sb3-eval-every 5
+    python bench/time_to_criterion.py --seeds 0 1 2 3 4 --no-sb3 --paper-checkout l2f --paper-mkl-dir mkl/lib/cmake/mkl
+
+The paper's training: with ``--paper-checkout PATH`` (a checkout of arplaboratory/learning-to-fly; how to get one:
+``bench/paper_training.py``) its TD3 training is built and run once after each robot-rl seed, so both see the same
+machine, and a table gives robot-rl's time to first success and to flight quality against it, with issue 32's
+targets. Without the path the script says that the paper's training was not run.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/ is a folder of scripts, not a package
 
+from paper_training import PAPER_STEPS, PaperBuild, build_paper_training, run_paper_training
 from sb3_baseline import SB3Result, eval_figures, run_sb3_baseline
 
 from robot_rl.bench import format_table
@@ -50,6 +57,8 @@ from robot_rl.runs import new_run_dir
 from robot_rl.runs.ppo import PPORun
 
 FIGURES = ("crash_free_rate", "tail_position_error_m", "success_rate", "return_mean")
+FIRST_SUCCESS_TARGET_S = 12.0  # issue 32: median over >= 5 seeds on the development machine (2 cores)
+QUALITY_TARGET_S = 60.0
 
 
 def run_robot_rl(task: str, seed: int, max_time: float, overrides: list[str], root: Path) -> dict[str, Any]:
@@ -123,6 +132,37 @@ def comparison_rows(ours: list[dict[str, Any]], sb3: list[dict[str, Any]], budge
     return rows
 
 
+def paper_rows(ours: list[dict[str, Any]], paper_s: list[float], budget: float) -> list[dict[str, Any]]:
+    """robot-rl's times to first success and to flight quality beside the paper's training, medians over seeds.
+
+    ``paper_s`` holds one timing of the paper's training per robot-rl seed, taken right after it; a seed that never
+    reached a figure counts as above the budget (``inf``) in its median.
+    """
+
+    def median_time(key: str) -> float:
+        return statistics.median(r[key] if r.get(key) is not None else math.inf for r in ours)
+
+    paper = statistics.median(paper_s)
+    rows = []
+    for name, key, target in (
+        ("first success [s]", "time_to_criterion_s", FIRST_SUCCESS_TARGET_S),
+        ("flight quality [s]", "time_to_quality_s", QUALITY_TARGET_S),
+    ):
+        ours_s = median_time(key)
+        finite = math.isfinite(ours_s)
+        rows.append(
+            {
+                "figure (median over seeds)": name,
+                "robot-rl": ours_s if finite else f"> {budget:g}",
+                "paper's training": paper,
+                "robot-rl / paper": ours_s / paper if finite else None,
+                "target": f"<= {target:g}",
+                "met": "yes" if finite and ours_s <= target else "no",
+            }
+        )
+    return rows
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line options."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
@@ -133,6 +173,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-sb3", action="store_true", help="skip the Stable-Baselines3 baseline")
     p.add_argument("--sb3-eval-every", type=float, default=10.0, help="seconds between SB3 evaluations")
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads for both trainers")
+    p.add_argument("--paper-checkout", type=Path, default=None, help="learning-to-fly checkout: run its training")
+    p.add_argument("--paper-mkl-dir", type=Path, default=None, help="MKLConfig.cmake folder for the paper's build")
     return p.parse_args(argv)
 
 
@@ -145,10 +187,17 @@ def main(argv: list[str] | None = None) -> None:
     )
     base = load_config(args.task, None, args.overrides)  # fail fast on a bad override; SB3 shares env, device, eval
     with tempfile.TemporaryDirectory(prefix="robot-rl-ttc-") as tmp:
-        ours = []
+        paper: PaperBuild | None = None
+        if args.paper_checkout is not None:
+            paper = build_paper_training(args.paper_checkout, Path(tmp) / "paper", args.paper_mkl_dir)
+            print(f"the paper's training: {args.paper_checkout} at {paper.commit}, {paper.backend} backend")
+        ours, paper_s = [], []
         for seed in args.seeds:
             print(f"robot-rl seed {seed} (budget {args.max_time:g} s) ...", flush=True)
             ours.append(run_robot_rl(args.task, seed, args.max_time, args.overrides, Path(tmp)))
+            if paper is not None:
+                paper_s.append(run_paper_training(paper))
+                print(f"the paper's training: {paper_s[-1]:.1f} s for {PAPER_STEPS:,} env steps", flush=True)
         episodes = base.runner.eval_episodes
         print(f"\nrobot-rl on {args.task}, per seed (final eval: {episodes} randomised episodes after the budget):")
         print(format_table(ours))
@@ -156,6 +205,11 @@ def main(argv: list[str] | None = None) -> None:
         print(
             f"median time to criterion: {f'{ttc:.1f} s' if math.isfinite(ttc) else f'not met (> {args.max_time:g} s)'}"
         )
+        if paper is None:
+            print("the paper's training: not run (give --paper-checkout PATH; see bench/paper_training.py)")
+        else:
+            print(f"\nbeside the paper's training ({paper.backend} backend; one run after each robot-rl seed):")
+            print(format_table(paper_rows(ours, paper_s, args.max_time)))
         if args.no_sb3:
             return
         sb3 = []
