@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import os
 import signal
 import subprocess
 import time
@@ -92,21 +93,32 @@ def ros() -> Iterator[Callable[[], Peer]]:
         rclpy.try_shutdown()
 
 
-def start(node_dir: Path, peer: Peer, tmp_path: Path, *args: str) -> subprocess.Popen[str]:
+def start(
+    node_dir: Path, peer: Peer, tmp_path: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
     ns = peer.node.get_namespace()
     cmd = [str(node_dir / "rr_policy_node"), *args, "--stats", str(tmp_path / "stats.yaml"), "--ros-args"]
-    return subprocess.Popen([*cmd, "-r", f"__ns:={ns}"], stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen([*cmd, "-r", f"__ns:={ns}"], stderr=subprocess.PIPE, text=True, env=env)
 
 
 def stop(proc: subprocess.Popen[str], tmp_path: Path) -> tuple[dict[str, Any], str]:
+    """Ctrl-C the node; its statistics and everything it wrote to stderr.
+
+    stderr is read while the node exits (``communicate``), never after: a node blocked on a full pipe never exits.
+    The node bounds its own shutdown (``SHUTDOWN_GRACE_S``, 5 s); 20 s without an exit is a failure that says whether
+    the loop had ended (statistics written) and what the node printed.
+    """
     proc.send_signal(signal.SIGINT)
     try:
-        proc.wait(timeout=20)
+        _, err = proc.communicate(timeout=20)
     except subprocess.TimeoutExpired:
         proc.kill()
-        raise
-    assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
-    return yaml.safe_load((tmp_path / "stats.yaml").read_text()), proc.stderr.read() if proc.stderr else ""
+        _, err = proc.communicate()
+        written = (tmp_path / "stats.yaml").exists()
+        why = f"the node ran on 20 s after Ctrl-C (statistics written: {written}); stderr:\n{err}"
+        raise AssertionError(why) from None
+    assert proc.returncode == 0, err
+    return yaml.safe_load((tmp_path / "stats.yaml").read_text()), err
 
 
 def odometry(k: int) -> Odometry:
@@ -276,3 +288,25 @@ def test_the_native_node_publishes_reliably_for_a_default_qos_driver(
     finally:
         stop(proc, tmp_path)
     assert len(received) >= 5 and all(np.isfinite(c).all() for c in received)
+
+
+def test_a_stop_request_ends_the_node_within_its_grace_when_the_dds_release_hangs(
+    native: Path, ros: Callable[[], Peer], tmp_path: Path
+) -> None:
+    """Ctrl-C ends the node within SHUTDOWN_GRACE_S (5 s) even when releasing rcl hangs: here rcl_node_fini sleeps
+    60 s (a library preloaded before rcl's, built by the compiler that built the node). The statistics are written
+    before the release, so the node exits 0 and says why it did not wait."""
+    shim = tmp_path / "hang.c"
+    shim.write_text("#include <unistd.h>\nint rcl_node_fini(void *node) { (void)node; sleep(60); return 0; }\n")
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp_path / "libhang.so"), str(shim)], check=True)
+    peer = ros()
+    env = {**os.environ, "LD_PRELOAD": str(tmp_path / "libhang.so")}
+    proc = start(native, peer, tmp_path, "--watchdog", "5", env=env)
+    try:
+        connect(peer, odometry(0))
+    finally:
+        asked = time.monotonic()
+        stats, err = stop(proc, tmp_path)
+    assert time.monotonic() - asked < 20.0  # stop() allows 20 s; the node took its 5 s grace
+    assert "still shutting down after 5 s: exiting without rcl/DDS release" in err
+    assert stats["steps"] >= 1 and stats["fault"] == ""

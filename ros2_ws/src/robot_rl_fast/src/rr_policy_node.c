@@ -30,6 +30,11 @@
  *   --stats FILE writes, at exit, counts and the latency from each odometry message's header stamp (wall clock) to
  *   the publication of its command (p50 / p99 / max), and the control periods, as YAML.
  *
+ * Stopping (SIGINT or SIGTERM, or the end of --duration) is bounded: the loop ends within one period, --stats is
+ * written, then rcl and DDS are released. Should that release (or anything after the signal) take longer than
+ * SHUTDOWN_GRACE_S, the node says so and exits without it (status 0 once the statistics are written, 1 before); a
+ * second signal exits at once. A node told to stop never stays up waiting on its middleware.
+ *
  * Built by `robot-rl export ros2-node` (robot_rl_ros/fast_node.py) or by CMakeLists.txt with colcon; the policy
  * (rr_policy.c/.h, rr_safety.c/.h) comes from `robot-rl export firmware --target host`, compiled with
  * -DRR_OBS_DT=<period> when the node runs at another rate than the contract's.
@@ -45,6 +50,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <nav_msgs/msg/odometry.h>
 #include <rcl/rcl.h>
@@ -62,10 +68,35 @@
 #define MAX_SAMPLES (1 << 21) /* latency and period samples kept for --stats (35 min at 1 kHz) */
 #define QUAT_NORM_TOLERANCE 0.01 /* as robot_rl_ros.messages.QUAT_NORM_TOLERANCE */
 
+#define SHUTDOWN_GRACE_S 5 /* s from the stop request to the exit, whatever rcl and DDS are doing */
+#define TEXT(x) #x
+#define NUMBER_TEXT(x) TEXT(x)
+
 static volatile sig_atomic_t g_stop = 0;
+static volatile sig_atomic_t g_stats_done = 0; /* the loop ended and --stats (if asked) is written */
 static double g_target[3] = RR_TARGET; /* the hover point, odometry frame, m: the contract's, or --target x,y,z */
 static void done(rcl_ret_t rc) { (void)rc; } /* shutting down: a failure to release changes nothing */
-static void on_signal(int sig) { (void)sig; g_stop = 1; }
+
+/* Only async-signal-safe calls below (write, alarm, _exit). */
+static void exit_now(const char *why, size_t n) {
+    (void)!write(STDERR_FILENO, why, n);
+    _exit(g_stats_done ? 0 : 1);
+}
+
+static void on_alarm(int sig) {
+    static const char why[] =
+        "rr_policy_node: still shutting down after " NUMBER_TEXT(SHUTDOWN_GRACE_S) " s: exiting without rcl/DDS release\n";
+    (void)sig;
+    exit_now(why, sizeof why - 1);
+}
+
+static void on_signal(int sig) {
+    static const char why[] = "rr_policy_node: second stop request: exiting now\n";
+    (void)sig;
+    if (g_stop) exit_now(why, sizeof why - 1);
+    g_stop = 1;
+    alarm(SHUTDOWN_GRACE_S);
+}
 
 static int64_t now_ns(clockid_t clock) {
     struct timespec ts;
@@ -281,6 +312,7 @@ int main(int argc, char **argv) {
     memset(latency, 0, MAX_SAMPLES * sizeof(int64_t)); /* touch the buffers now: no page faults in the loop */
     memset(periods, 0, MAX_SAMPLES * sizeof(int64_t));
     realtime((int)cpu, (int)rt_priority);
+    signal(SIGALRM, on_alarm);
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     CHECK(rcl_init_options_init(&init_options, allocator), "rcl_init_options_init");
@@ -393,6 +425,7 @@ int main(int argc, char **argv) {
         last_step = now;
     }
 
+    if (!g_stop) alarm(SHUTDOWN_GRACE_S); /* --duration ended the loop: the same bound on the release */
     if (stats_path != NULL) {
         FILE *f = fopen(stats_path, "w");
         if (f == NULL) {
@@ -407,6 +440,7 @@ int main(int argc, char **argv) {
             fclose(f);
         }
     }
+    g_stats_done = 1;
     nav_msgs__msg__Odometry__fini(&odom);
     std_msgs__msg__Bool__fini(&estop);
     std_msgs__msg__Float64MultiArray__fini(&out);
