@@ -162,13 +162,16 @@ def test_the_console_scripts_fly_the_simulated_crazyflie_as_separate_processes(
 
 
 def _exit(proc: subprocess.Popen[str], timeout: float = 20.0) -> tuple[int | None, str]:
-    """The process's exit code and stderr, killing it (code ``None``) if it outlives ``timeout`` seconds."""
+    """The process's exit code and stderr, killing it (code ``None``) if it outlives ``timeout`` seconds.
+
+    stderr is read while the process exits (``communicate``): one blocked on a full pipe would never exit."""
     try:
-        return proc.wait(timeout=timeout), proc.stderr.read() if proc.stderr else ""
+        _, err = proc.communicate(timeout=timeout)
+        return proc.returncode, err
     except subprocess.TimeoutExpired:
         proc.kill()
-        proc.wait()
-        return None, "still running after the stop signal: killed"
+        _, err = proc.communicate()
+        return None, f"still running after the stop signal: killed; stderr ends:\n{err[-3000:]}"
 
 
 def test_a_console_script_refuses_an_unknown_executor_by_name(tmp_path: Path) -> None:
