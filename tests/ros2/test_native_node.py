@@ -305,8 +305,6 @@ def test_a_stop_request_ends_the_node_within_its_grace_when_the_dds_release_hang
     try:
         connect(peer, odometry(0))
     finally:
-        asked = time.monotonic()
-        stats, err = stop(proc, tmp_path)
-    assert time.monotonic() - asked < 20.0  # stop() allows 20 s; the node took its 5 s grace
+        stats, err = stop(proc, tmp_path)  # fails if the node outlives 20 s: the sleeping release would take 60
     assert "still shutting down after 5 s: exiting without rcl/DDS release" in err
     assert stats["steps"] >= 1 and stats["fault"] == ""
