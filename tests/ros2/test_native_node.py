@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import math
-import os
 import signal
 import subprocess
 import time
@@ -291,17 +290,12 @@ def test_the_native_node_publishes_reliably_for_a_default_qos_driver(
 
 
 def test_a_stop_request_ends_the_node_within_its_grace_when_the_dds_release_hangs(
-    native: Path, ros: Callable[[], Peer], tmp_path: Path
+    native: Path, ros: Callable[[], Peer], tmp_path: Path, hanging_rcl_release: dict[str, str]
 ) -> None:
-    """Ctrl-C ends the node within SHUTDOWN_GRACE_S (5 s) even when releasing rcl hangs: here rcl_node_fini sleeps
-    60 s (a library preloaded before rcl's, built by the compiler that built the node). The statistics are written
-    before the release, so the node exits 0 and says why it did not wait."""
-    shim = tmp_path / "hang.c"
-    shim.write_text("#include <unistd.h>\nint rcl_node_fini(void *node) { (void)node; sleep(60); return 0; }\n")
-    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp_path / "libhang.so"), str(shim)], check=True)
+    """Ctrl-C ends the node within SHUTDOWN_GRACE_S (5 s) even when releasing rcl hangs (rcl_node_fini sleeps 60 s).
+    The statistics are written before the release, so the node exits 0 and says why it did not wait."""
     peer = ros()
-    env = {**os.environ, "LD_PRELOAD": str(tmp_path / "libhang.so")}
-    proc = start(native, peer, tmp_path, "--watchdog", "5", env=env)
+    proc = start(native, peer, tmp_path, "--watchdog", "5", env=hanging_rcl_release)
     try:
         connect(peer, odometry(0))
     finally:

@@ -174,6 +174,65 @@ def _exit(proc: subprocess.Popen[str], timeout: float = 20.0) -> tuple[int | Non
         return None, f"still running after the stop signal: killed; stderr ends:\n{err[-3000:]}"
 
 
+def _spinning_console_script(ros: str, tmp_path: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    """``policy_node`` in namespace ``ros``, unconfigured (its model is read at configure), once it answers."""
+    (tmp_path / "params.yaml").write_text(f"/{ros}/policy_node: {{ros__parameters: {{model_path: none.onnx}}}}\n")
+    script = Path(sys.executable).parent / "policy_node"
+    ros_args = ["--ros-args", "-r", f"__ns:=/{ros}", "--params-file", str(tmp_path / "params.yaml")]
+    proc = subprocess.Popen([str(script), *ros_args], stderr=subprocess.PIPE, text=True, env=env)
+    peer = rclpy.create_node("peer", namespace=ros)
+    try:
+        change = peer.create_client(ChangeState, "policy_node/change_state")
+        if not change.wait_for_service(timeout_sec=30.0):
+            proc.kill()
+            raise AssertionError(f"policy_node did not come up: {proc.communicate()[1][-2000:]}")
+    finally:
+        peer.destroy_node()
+    return proc
+
+
+def test_a_stop_ends_the_console_script_within_its_grace_when_the_dds_release_hangs(
+    ros: str, tmp_path: Path, hanging_rcl_release: dict[str, str]
+) -> None:
+    """Ctrl-C with a release that hangs (rcl_node_fini sleeps 60 s, holding the interpreter in rclpy's C++): the
+    process ends with status 1 after SHUTDOWN_GRACE_S (5 s; faulthandler's watchdog 1 s later), its stderr naming the
+    release step that hung, instead of waiting out the 60 s."""
+    proc = _spinning_console_script(ros, tmp_path, hanging_rcl_release)
+    proc.send_signal(signal.SIGINT)
+    code, err = _exit(proc, timeout=20.0)  # the sleeping release would take 60 s
+    assert code == 1, err
+    assert "Timeout" in err and "in spin_node" in err, err
+
+
+def test_a_second_ctrl_c_ends_a_console_script_that_is_shutting_down_at_once(
+    ros: str, tmp_path: Path, hanging_rcl_release: dict[str, str]
+) -> None:
+    proc = _spinning_console_script(ros, tmp_path, hanging_rcl_release)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(1.0)  # inside the release (the grace is 5 s)
+    proc.send_signal(signal.SIGINT)
+    code, err = _exit(proc, timeout=3.0)
+    assert code == -signal.SIGINT, err
+
+
+def test_robot_rl_deploy_ends_within_its_grace_when_the_dds_release_hangs(
+    tmp_path: Path, hanging_rcl_release: dict[str, str]
+) -> None:
+    """The release after a refused configure (an empty model file) hangs: ``robot-rl deploy`` ends with status 1
+    after SHUTDOWN_GRACE_S (the recording, if any, was closed before the release) instead of waiting out 60 s."""
+    (tmp_path / "empty.onnx").write_bytes(b"")
+    config = Path(__file__).parents[2] / "ros2_ws/src/robot_rl_ros/config/quadrotor_sim.yaml"
+    argv = ["deploy", "--params", str(config), "--model", str(tmp_path / "empty.onnx"), "--duration", "1"]
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "robot-rl"), *argv],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=hanging_rcl_release,
+    )
+    code, err = _exit(proc, timeout=40.0)  # about 6 s to start, 6 s of grace; the release alone would take 60 s
+    assert code == 1 and "Timeout" in err and "in run_graph" in err, err
+
+
 def test_a_console_script_refuses_an_unknown_executor_by_name(tmp_path: Path) -> None:
     (tmp_path / "params.yaml").write_text("/x/policy_node: {ros__parameters: {model_path: none.onnx}}\n")
     proc = _console_script("policy_node", "x", tmp_path / "params.yaml", "--executor", "multi")

@@ -13,11 +13,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import faulthandler
+import gc
+import os
 import re
 import signal
+import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import rclpy
@@ -28,6 +32,10 @@ from rclpy.signals import SignalHandlerOptions
 from rclpy.utilities import remove_ros_args
 
 EXECUTORS: dict[str, Callable[[], Executor]] = {"single": SingleThreadedExecutor, "events": EventsExecutor}
+
+SHUTDOWN_GRACE_S = 5.0
+"""Seconds the release of nodes, executor and context may take after a stop before the process exits without it
+(:func:`bounded_release`); the native node's ``SHUTDOWN_GRACE_S`` is the same."""
 
 
 def check_executor(kind: str) -> None:
@@ -73,6 +81,38 @@ class StopSignals:
             signal.signal(sig, handler)
 
 
+@contextlib.contextmanager
+def bounded_release(prog: str, grace_s: float = SHUTDOWN_GRACE_S) -> Iterator[None]:
+    """Bound the block (releasing nodes, executor and rclpy's context after a stop) to ``grace_s`` seconds: one
+    that hangs (a DDS participant that does not go away) ends the process with exit status 1, unfinished. A second
+    Ctrl-C or SIGTERM within the block ends the process at once (the signals' default action, which acts even while
+    rclpy's C++ holds the interpreter).
+
+    Two watchdogs: a thread writes ``<prog>: still shutting down after 5 s: exiting without rcl/DDS release``, which
+    it can while the hang leaves the interpreter free; a hang inside rclpy's C++ holds the interpreter (measured:
+    ``rcl_node_fini``), and there ``faulthandler``'s watchdog, which needs nothing of it, ends the process 1 s later
+    with ``Timeout`` and each thread's stack, which names the release step that hung.
+    """
+
+    def expire() -> None:
+        os.write(2, f"{prog}: still shutting down after {grace_s:g} s: exiting without rcl/DDS release\n".encode())
+        os._exit(1)
+
+    main = threading.current_thread() is threading.main_thread()
+    previous = {sig: signal.signal(sig, signal.SIG_DFL) for sig in (signal.SIGINT, signal.SIGTERM)} if main else {}
+    timer = threading.Timer(grace_s, expire)
+    timer.daemon = True
+    timer.start()
+    faulthandler.dump_traceback_later(grace_s + 1.0, exit=True, file=sys.stderr)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+        timer.cancel()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def spin_node(make: Callable[[], Any], args: list[str] | None = None) -> None:
     """``rclpy.init``, build the node, spin it on ``--executor`` (default ``single``) until Ctrl-C, then destroy it
     and shut down. ``args``: the command line (ROS arguments included); default ``sys.argv``.
@@ -80,7 +120,9 @@ def spin_node(make: Callable[[], Any], args: list[str] | None = None) -> None:
     ROS arguments rclpy cannot parse (a ``--params-file`` that does not exist or is not YAML, a malformed remap) and
     parameters the node refuses (unknown, or of the wrong type: :mod:`robot_rl_ros.params`) end the process with exit
     status 2 and a one-line reason, like any other command-line error; Ctrl-C before the node runs ends it with 130.
-    Once it spins, Ctrl-C or SIGTERM (what ``ros2 launch`` sends) ends it cleanly with status 0.
+    Once it spins, Ctrl-C or SIGTERM (what ``ros2 launch`` sends) ends it cleanly with status 0; a release of the
+    node and DDS that hangs ends it with status 1 after :data:`SHUTDOWN_GRACE_S` (:func:`bounded_release`), and a
+    second Ctrl-C while it shuts down ends it at once.
     """
     parser = argparse.ArgumentParser(description="robot_rl_ros node (ROS arguments after --ros-args)")
     parser.add_argument("--executor", choices=list(EXECUTORS), default="single", help="executor to spin on")
@@ -111,10 +153,14 @@ def spin_node(make: Callable[[], Any], args: list[str] | None = None) -> None:
     except ExternalShutdownException:
         pass
     finally:
-        for step in (executor.shutdown, node.destroy_node, rclpy.try_shutdown):
-            # a Ctrl-C after the stop signals were handed back
-            with contextlib.suppress(KeyboardInterrupt):
-                step()
+        with bounded_release(parser.prog):
+            executor.shutdown()
+            node.destroy_node()
+            # rclpy finalises the node's rcl handle when the node is garbage (its callbacks hold it in cycles):
+            # collected here, inside the bound, not in the interpreter's exit where nothing bounds it
+            del node, executor
+            gc.collect()
+            rclpy.try_shutdown()
 
 
 def spin_for(
