@@ -18,8 +18,6 @@ the run, Ctrl-C and SIGTERM (``robot-rl deploy`` turns them into a ``stop`` requ
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,7 +33,7 @@ from rclpy.validate_namespace import validate_namespace
 from robot_rl_ros.params import TABLES, ParamError
 from robot_rl_ros.params import read_params as read_param_file
 from robot_rl_ros.policy_node import PolicyNode
-from robot_rl_ros.spin import bounded_release, check_executor, make_executor
+from robot_rl_ros.spin import check_executor, make_executor
 
 
 class DeployError(ValueError):
@@ -178,21 +176,15 @@ def run_graph(
             policy.recorder.close()
             result.recorded = policy.recorder.count
         return result
-    finally:  # Ctrl-C, SIGTERM, an exception: the recording is finished all the same, before the release
+    finally:  # Ctrl-C, SIGTERM, an exception: the recording is finished all the same
         if policy is not None and policy.recorder is not None:
             policy.recorder.close()
-        # the process that owns the context bounds the release (a hung DDS release ends it, the recording closed)
-        with bounded_release("robot-rl deploy") if owns_context else contextlib.nullcontext():
-            for node in nodes:
-                executor.remove_node(node)
-                node.destroy_node()
-            executor.shutdown()
-            if owns_context:
-                # rclpy finalises a node's rcl handle when the node is garbage: collected here, inside the bound
-                nodes.clear()
-                policy = simulated = node = None  # node: the loops' last
-                gc.collect()
-                rclpy.try_shutdown()
+        for node in nodes:
+            executor.remove_node(node)
+            node.destroy_node()
+        executor.shutdown()
+        if owns_context:
+            rclpy.try_shutdown()
 
 
 def _recorder(path: Path, values: dict[str, Any], policy: PolicyNode) -> Any:
