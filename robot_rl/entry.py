@@ -2,7 +2,10 @@
 (a second or more) ends with one line and status 130 instead of a traceback. :mod:`robot_rl.cli` holds the rest.
 
 Isaac Gym refuses to load once torch is imported (its ``gymdeps`` check), so with ``env.backend=isaacgym`` on the
-command line it is imported here first; where it is missing, the backend says so in one line later."""
+command line it is imported here first; where it is missing, the backend says so in one line later.
+
+The process is this command alone, so the CLI runs with ``console=True``: ``robot-rl deploy`` may then end it when
+releasing DDS hangs (see :func:`robot_rl_ros.graph.run_graph`)."""
 
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ def main() -> int:
     except KeyboardInterrupt:
         print("robot-rl: error: interrupted (Ctrl-C) while starting; nothing was written", file=sys.stderr)
         return 130
-    return cli_main()
+    return cli_main(console=True)
 
 
 def _import_isaacgym_first() -> None:

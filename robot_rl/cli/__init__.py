@@ -71,10 +71,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``robot-rl`` console script; returns the exit status (see the module docstring)."""
+def main(argv: Sequence[str] | None = None, console: bool = False) -> int:
+    """Entry point of the ``robot-rl`` console script; returns the exit status (see the module docstring).
+    ``console``: the process is this command alone (:mod:`robot_rl.entry`), so a command may end it (``deploy``
+    bounds its DDS release that way); in-process callers such as tests leave it ``False``."""
     args = build_parser().parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # what --nproc re-runs under torchrun
+    args.console = console
     previous = signal.getsignal(signal.SIGTERM)
     if threading.current_thread() is threading.main_thread():  # SIGTERM unwinds: temp files are cleaned up
         signal.signal(signal.SIGTERM, _terminated)

@@ -84,7 +84,7 @@ def run_deploy(args: argparse.Namespace) -> int:
         raise ConfigError("--sim-time runs on the simulated robot's clock; add --sim")
     try:
         from robot_rl_ros.graph import DeployError, check_namespace, read_params, run_graph, use_simulated_time
-        from robot_rl_ros.spin import StopSignals
+        from robot_rl_ros.spin import SHUTDOWN_GRACE_S, StopSignals
     except ImportError as exc:
         raise ConfigError(f"ROS 2 Python packages are missing ({exc.name}); pip install -e '.[ros2]'") from None
     try:
@@ -113,6 +113,7 @@ def run_deploy(args: argparse.Namespace) -> int:
                 executor_kind=args.executor,
                 episodes=args.episodes,
                 stop=stopped.requested,
+                release_grace_s=SHUTDOWN_GRACE_S if args.console else None,
             )
     except DeployError as exc:
         raise ConfigError(str(exc)) from None

@@ -215,6 +215,25 @@ def test_a_second_ctrl_c_ends_a_console_script_that_is_shutting_down_at_once(
     assert code == -signal.SIGINT, err
 
 
+def test_robot_rl_deploy_ends_within_its_grace_when_the_dds_release_hangs(
+    tmp_path: Path, hanging_rcl_release: dict[str, str]
+) -> None:
+    """The release after a refused configure (an empty model file) hangs: the ``robot-rl deploy`` console script
+    ends with status 1 after SHUTDOWN_GRACE_S instead of waiting out 60 s. The bound is the console script's own
+    (``robot_rl.entry``); in-process callers of the CLI (these tests) are never ended by it."""
+    (tmp_path / "empty.onnx").write_bytes(b"")
+    config = Path(__file__).parents[2] / "ros2_ws/src/robot_rl_ros/config/quadrotor_sim.yaml"
+    argv = ["deploy", "--params", str(config), "--model", str(tmp_path / "empty.onnx"), "--duration", "1"]
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "robot-rl"), *argv],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=hanging_rcl_release,
+    )
+    code, err = _exit(proc, timeout=40.0)  # about 6 s to start, 6 s of grace; the release alone would take 60 s
+    assert code == 1 and "Timeout" in err and "in run_graph" in err, err
+
+
 def test_a_console_script_refuses_an_unknown_executor_by_name(tmp_path: Path) -> None:
     (tmp_path / "params.yaml").write_text("/x/policy_node: {ros__parameters: {model_path: none.onnx}}\n")
     proc = _console_script("policy_node", "x", tmp_path / "params.yaml", "--executor", "multi")

@@ -18,6 +18,8 @@ the run, Ctrl-C and SIGTERM (``robot-rl deploy`` turns them into a ``stop`` requ
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,7 +35,7 @@ from rclpy.validate_namespace import validate_namespace
 from robot_rl_ros.params import TABLES, ParamError
 from robot_rl_ros.params import read_params as read_param_file
 from robot_rl_ros.policy_node import PolicyNode
-from robot_rl_ros.spin import check_executor, make_executor
+from robot_rl_ros.spin import bounded_release, check_executor, make_executor
 
 
 class DeployError(ValueError):
@@ -111,6 +113,7 @@ def run_graph(
     executor_kind: str = "single",
     episodes: int = 0,
     stop: Callable[[], bool] | None = None,
+    release_grace_s: float | None = None,
 ) -> GraphResult:
     """Run the graph for ``duration_s`` seconds (see the module docstring); with ``record``, the policy node's
     inputs, commands and faults go to that MCAP file (``robot_rl_ros.recording``). ``executor_kind``: see
@@ -118,6 +121,11 @@ def run_graph(
     finished that many episodes (``duration_s`` stays the limit). ``stop() -> True`` ends the run early, checked
     between callbacks: a signal handler sets a flag instead of raising into rclpy's C++ (where an exception
     becomes an unrelated ``RuntimeError``).
+
+    ``release_grace_s``: bound on releasing the nodes, DDS and rclpy's context at the end, s; a release that
+    outlasts it ends the **process** with status 1 (:func:`robot_rl_ros.spin.bounded_release`), the recording
+    already finished. Only a process that is nothing but this graph passes it (``robot-rl``'s console script);
+    ``None`` (in-process callers, tests) leaves the release unbounded.
 
     Raises:
         DeployError: A parameter, the namespace or the executor is malformed, or the policy node refused to
@@ -179,12 +187,20 @@ def run_graph(
     finally:  # Ctrl-C, SIGTERM, an exception: the recording is finished all the same
         if policy is not None and policy.recorder is not None:
             policy.recorder.close()
-        for node in nodes:
-            executor.remove_node(node)
-            node.destroy_node()
-        executor.shutdown()
-        if owns_context:
-            rclpy.try_shutdown()
+        bound = bounded_release("robot-rl deploy", release_grace_s) if release_grace_s is not None else None
+        with bound or contextlib.nullcontext():
+            for node in nodes:
+                executor.remove_node(node)
+                node.destroy_node()
+            executor.shutdown()
+            if bound is not None:
+                # rclpy finalises a node's rcl handle when the node is garbage (its callbacks hold it in cycles):
+                # collected here, inside the bound, not in the interpreter's exit where nothing bounds it
+                nodes.clear()
+                policy = simulated = node = None  # node: the loop's last
+                gc.collect()
+            if owns_context:
+                rclpy.try_shutdown()
 
 
 def _recorder(path: Path, values: dict[str, Any], policy: PolicyNode) -> Any:
