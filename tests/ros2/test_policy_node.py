@@ -234,6 +234,29 @@ def test_robot_rl_deploy_ends_within_its_grace_when_the_dds_release_hangs(
     assert code == 1 and "Timeout" in err and "in run_graph" in err, err
 
 
+@pytest.mark.parametrize("finishes", [True, False], ids=["in-time", "hangs"])
+def test_bounded_release_ends_a_release_that_hangs_in_python_with_one_line(finishes: bool) -> None:
+    """The bound's first watchdog (a thread): a release that hangs while the interpreter stays free (here a Python
+    sleep) ends the process with status 1 and one line, before ``faulthandler``'s watchdog (1 s later, ``Timeout``)
+    fires; a release that finishes in time leaves the process running and its signal handlers restored."""
+    release = "time.sleep(0.05)" if finishes else "time.sleep(30)"
+    script = (
+        "import signal, time\n"
+        "from robot_rl_ros.spin import bounded_release\n"
+        "before = signal.getsignal(signal.SIGINT)\n"
+        f"with bounded_release('probe', 0.5):\n    {release}\n"
+        "time.sleep(2.0)\n"  # past both watchdogs: a bound left armed would end the process here
+        "assert signal.getsignal(signal.SIGINT) is before\n"
+        "print('ran on')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30)
+    if finishes:
+        assert proc.returncode == 0 and proc.stdout == "ran on\n" and proc.stderr == "", proc.stderr
+    else:
+        line = "probe: still shutting down after 0.5 s: exiting without rcl/DDS release\n"
+        assert proc.returncode == 1 and proc.stderr == line and proc.stdout == "", proc.stderr
+
+
 def test_a_console_script_refuses_an_unknown_executor_by_name(tmp_path: Path) -> None:
     (tmp_path / "params.yaml").write_text("/x/policy_node: {ros__parameters: {model_path: none.onnx}}\n")
     proc = _console_script("policy_node", "x", tmp_path / "params.yaml", "--executor", "multi")
