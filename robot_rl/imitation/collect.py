@@ -227,6 +227,7 @@ def collect(
     extra = {
         "task": cfg.task,
         "teacher": teacher_name,
+        "teacher_kind": "scripted" if expert_cls is not None else "ppo",  # a reactive policy: see train_bc
         "obs_groups": STUDENT_VIEW,
         "teacher_obs_groups": cfg.policy.actor_obs,
         "unbiased": list(unbiased),

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import copy
 import math
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,7 +45,7 @@ from robot_rl.checkpoint import BC_FORMAT, CheckpointError, first_non_finite, st
 from robot_rl.imitation.config import BCConfig
 from robot_rl.imitation.dataset import Dataset, DatasetError, Episode, episode_statistics, load_dataset
 from robot_rl.imitation.evaluate import ChunkEvalResult, evaluate_chunk_policy
-from robot_rl.imitation.students import build_student
+from robot_rl.imitation.students import StudentConfig, build_student
 from robot_rl.imitation.windows import Windows
 from robot_rl.logger import TrainingLogger, save_png
 from robot_rl.runs.bc import (
@@ -88,6 +89,20 @@ def noisy_instruction(instruction: torch.Tensor, std: float, tokens: int) -> tor
     kept = (rows.abs().sum(-1, keepdim=True) > 0).to(rows.dtype)
     noisy = torch.nn.functional.normalize(rows + std * torch.randn_like(rows), dim=-1) * kept
     return noisy.reshape(instruction.shape)
+
+
+def execution_note(teacher_kind: object, policy: StudentConfig) -> str | None:
+    """A one-line note for a student of a PPO teacher (``teacher_kind`` from the dataset's ``robot_rl`` metadata)
+    whose config executes chunks blind or ensembles them: the teacher corrects every control period, and such
+    students lost 25-40 points against a plan every period (docs/imitation.md). ``None`` otherwise (scripted
+    experts, whose smooth waypoint motions suit chunks, and datasets that do not say)."""
+    if teacher_kind != "ppo" or (policy.action_horizon == 1 and policy.ensemble_decay is None):
+        return None
+    execution = "temporal ensembling" if policy.ensemble_decay is not None else f"{policy.action_horizon} actions"
+    return (
+        f"note: the dataset's teacher is a PPO policy and this student executes {execution} per plan; "
+        "students of PPO teachers plan every period: --set policy.action_horizon=1 --set policy.ensemble_decay=null"
+    )
 
 
 def lr_factor(step: int, warmup: int, total: int) -> float:
@@ -216,6 +231,8 @@ def train_bc(cfg: BCConfig, resume: Path | None = None, quiet: bool = False, exp
     teacher = meta.get("teacher")
     if teacher is not None and not isinstance(teacher, str):
         raise DatasetError(f"dataset '{dataset.root}': robot_rl.teacher must be text, got {teacher!r}")
+    if resume is None and (note := execution_note(meta.get("teacher_kind"), cfg.policy)) is not None:
+        print(note, file=sys.stderr)
     mounts = meta.get("cameras") if isinstance(meta.get("cameras"), dict) else {}
     visual_plain = meta.get("visual_randomization") if isinstance(meta.get("visual_randomization"), dict) else None
     visual = visual_randomization(visual_plain)

@@ -18,6 +18,8 @@ from policies.runtime.chunking import ChunkedOnnxPolicy
 from robot_rl.config import load_config
 from robot_rl.imitation.dataset import DatasetError, load_dataset
 from robot_rl.imitation.evaluate import evaluate_chunk_policy, evaluate_teacher
+from robot_rl.imitation.students import student_config
+from robot_rl.imitation.train_bc import execution_note
 from robot_rl.runner import OnPolicyRunner
 from robot_rl.runs import PPORun
 from robot_rl.runs.bc import BCRun
@@ -100,6 +102,8 @@ def test_train_bc_evaluates_exports_and_resumes(teacher: Path, dataset: Path, tm
     result = robot_rl_process(*args, "--max-steps", "10")
     assert result.returncode == 0, result.stderr
     assert "10 gradient steps" in result.stdout and "95% CI" in result.stdout
+    # the diffusion config ensembles its plans; the dataset's teacher is a PPO run: one line says how to plan
+    assert "note: the dataset's teacher is a PPO policy and this student executes temporal ensembling" in result.stderr
     (run,) = (tmp_path / "panda-reach").iterdir()
     for name in ("checkpoint.pt", "metrics.csv", "learning_curve.png", "eval.yaml", "eval.png", "policy.onnx"):
         assert (run / name).is_file(), name
@@ -179,6 +183,15 @@ def test_train_bc_evaluates_exports_and_resumes(teacher: Path, dataset: Path, tm
     assert ChunkedOnnxPolicy(tmp_path / "deploy" / "policy.onnx").chunk.obs_horizon == 2
     shown = robot_rl("inspect", tmp_path / "deploy" / "policy.onnx")
     assert shown.returncode == 0 and "chunk" in shown.stdout and "ddim" in shown.stdout
+
+
+def test_execution_note_only_for_students_of_ppo_teachers_that_do_not_plan_every_period() -> None:
+    chunked, every_period = student_config({"kind": "mlp"}), student_config({"kind": "mlp", "action_horizon": 1})
+    ensembled = student_config({"kind": "diffusion", "action_horizon": 1, "ensemble_decay": -0.3})
+    assert "executes 8 actions per plan" in str(execution_note("ppo", chunked))
+    assert "executes temporal ensembling per plan" in str(execution_note("ppo", ensembled))
+    assert execution_note("ppo", every_period) is None
+    assert execution_note("scripted", chunked) is None and execution_note(None, chunked) is None
 
 
 def test_mlp_student_trains_on_the_same_data(dataset: Path, tmp_path: Path) -> None:
