@@ -94,7 +94,7 @@ def noisy_instruction(instruction: torch.Tensor, std: float, tokens: int) -> tor
 def execution_note(teacher_kind: object, policy: StudentConfig) -> str | None:
     """A one-line note for a student of a PPO teacher (``teacher_kind`` from the dataset's ``robot_rl`` metadata)
     whose config executes chunks blind or ensembles them: the teacher corrects every control period, and such
-    students lost 25-40 points against a plan every period (docs/imitation.md). ``None`` otherwise (scripted
+    students lost 25-44 points against a plan every period (docs/imitation.md). ``None`` otherwise (scripted
     experts, whose smooth waypoint motions suit chunks, and datasets that do not say)."""
     if teacher_kind != "ppo" or (policy.action_horizon == 1 and policy.ensemble_decay is None):
         return None
