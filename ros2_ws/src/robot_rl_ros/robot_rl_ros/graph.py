@@ -187,15 +187,15 @@ def run_graph(
     finally:  # Ctrl-C, SIGTERM, an exception: the recording is finished all the same
         if policy is not None and policy.recorder is not None:
             policy.recorder.close()
-        bound = bounded_release("robot-rl deploy", release_grace_s) if release_grace_s is not None else None
-        with bound or contextlib.nullcontext():
+        with (
+            contextlib.nullcontext() if release_grace_s is None else bounded_release("robot-rl deploy", release_grace_s)
+        ):
             for node in nodes:
                 executor.remove_node(node)
                 node.destroy_node()
             executor.shutdown()
-            if bound is not None:
-                # rclpy finalises a node's rcl handle when the node is garbage (its callbacks hold it in cycles):
-                # collected here, inside the bound, not in the interpreter's exit where nothing bounds it
+            if release_grace_s is not None:
+                # the nodes collected inside the bound, as robot_rl_ros.spin.spin_node collects its node
                 nodes.clear()
                 policy = simulated = node = None  # node: the loop's last
                 gc.collect()
