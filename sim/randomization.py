@@ -15,6 +15,12 @@ clipping on a bounded parameter) is refused before any simulation starts.
 
 Sampling is a pure function of (nominal values, term, random generator) and writes into the task's per-env
 parameter tensors ``[N, size]``.
+
+A share of the training resets can be drawn at the corners of the box instead (``corner_share``): every parameter
+of such a world sits at the low or the high edge of its range, each edge with probability 1/2. A policy trained on
+the distribution alone meets a corner (the lightest airframe with the quickest rotors and the longest latency) about
+as rarely as the product of its terms' tails, and can fail there while it flies the average; evaluation always draws
+from the distribution itself (``corner_share`` 0).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
 import torch
 
 from sim.vec_env import TaskConfigError
@@ -106,6 +113,9 @@ class DomainRandomizer:
         num_envs: Batch size ``N``.
         dt: Control period (s), to turn ``interval_s`` into steps.
         device: Torch device of the parameter tensors.
+        corner_share: Share of the worlds reset (``startup``/``reset``) whose draws of that timing sit at an edge of
+            their range (:func:`edge_value`, each edge with probability 1/2, each element of a ``per_element``
+            term on its own), in ``[0, 1]``; ``interval`` re-draws during the episode follow the distribution.
     """
 
     def __init__(
@@ -115,7 +125,11 @@ class DomainRandomizer:
         num_envs: int,
         dt: float,
         device: torch.device,
+        corner_share: float = 0.0,
     ) -> None:
+        if not 0.0 <= corner_share <= 1.0:  # NaN-safe
+            raise RandomizationError(f"randomization corner_share must be in [0, 1], got {corner_share}")
+        self.corner_share = corner_share
         self.terms = list(terms)
         self.specs = specs
         self.device = device
@@ -146,6 +160,9 @@ class DomainRandomizer:
             for term in self.terms:
                 if term.timing in ("reset", "interval"):
                     self.values[term.param][mask] = self.nominal(term.param)
+        at_corner = None
+        if timing != "interval" and self.corner_share > 0:  # no extra draws without it: runs stay reproducible
+            at_corner = torch.rand(mask.shape, generator=gen, device=self.device) < self.corner_share
         for term, every in zip(self.terms, self._interval_steps, strict=True):
             if term.timing != timing and not (timing == "reset" and term.timing == "interval"):
                 continue
@@ -156,8 +173,12 @@ class DomainRandomizer:
             idx = m.nonzero().squeeze(-1)
             if idx.numel() == 0:
                 continue
+            size = self.specs[term.param].size
+            sample = sample_term(term, idx.numel(), size, gen, self.device)
+            if at_corner is not None:
+                edges = sample_edges(term, idx.numel(), size, gen, self.device)
+                sample = torch.where(at_corner[idx, None], edges, sample)
             base = self.nominal(term.param).expand(idx.numel(), -1)
-            sample = sample_term(term, idx.numel(), self.specs[term.param].size, gen, self.device)
             self.values[term.param][idx] = combine(term.operation, base, sample)
 
 
@@ -179,6 +200,17 @@ def sample_term(
     return x.expand(count, size)
 
 
+def sample_edges(
+    term: RandomizationTerm, count: int, size: int, gen: torch.Generator, device: torch.device
+) -> torch.Tensor:
+    """Draw ``[count, size]`` edges of ``term``'s range (:func:`edge_value`), low or high with probability 1/2 (one
+    shared draw per row unless per_element)."""
+    cols = size if term.per_element else 1
+    high = torch.rand((count, cols), generator=gen, device=device) < 0.5
+    lo, hi = edge_value(term, "lo"), edge_value(term, "hi")
+    return torch.where(high, hi, lo).to(torch.float32).expand(count, size)
+
+
 def combine(operation: str, nominal: torch.Tensor, sample: torch.Tensor) -> torch.Tensor:
     """Apply ``operation`` (``scale`` | ``add`` | ``abs``) of a sample to the nominal value."""
     if operation == "scale":
@@ -194,6 +226,18 @@ def sample_bounds(term: RandomizationTerm) -> tuple[float, float]:
         assert term.clip is not None
         return term.clip
     return term.range
+
+
+def edge_value(term: RandomizationTerm, edge: Literal["lo", "hi"] | str) -> float:
+    """The value of ``term`` at ``edge`` (``lo`` | ``hi``): its lowest draw, or its highest (just below ``hi`` for a
+    uniform or log-uniform term, whose draws are in ``[lo, hi)``; a gaussian's upper clip as is). Float32, as the
+    randomiser draws."""
+    lo, hi = sample_bounds(term)
+    if edge == "lo" or hi <= lo:
+        return lo
+    if term.distribution == "gaussian":
+        return hi
+    return float(np.nextafter(np.float32(hi), np.float32(lo)))
 
 
 def validate_term(term: RandomizationTerm, specs: dict[str, ParamSpec], where: str) -> None:

@@ -29,7 +29,6 @@ import dataclasses
 import hashlib
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 import yaml
 
@@ -38,7 +37,7 @@ from policies.runtime.text import printable
 from robot_rl.evaluate import EVAL_SEED_OFFSET, EvalResult, deterministic_policy, evaluate_env, make_eval_env
 from robot_rl.logger import save_png
 from robot_rl.runs.ppo import PPORun
-from sim.randomization import RandomizationTerm, sample_bounds
+from sim.randomization import RandomizationTerm, edge_value, sample_bounds
 from sim.typed_config import ConfigError
 
 EDGES = ("lo", "hi")
@@ -100,18 +99,6 @@ def randomised_params(terms: list[RandomizationTerm]) -> list[str]:
         if hi > lo and term.param not in out:
             out.append(term.param)
     return out
-
-
-def edge_value(term: RandomizationTerm, edge: str) -> float:
-    """The value of ``term`` at ``edge``: its lowest draw, or its highest (just below ``hi`` for a uniform or
-    log-uniform term, whose draws are in ``[lo, hi)``; a gaussian's upper clip as is). Float32, as the randomiser
-    draws."""
-    lo, hi = sample_bounds(term)
-    if edge == "lo" or hi <= lo:
-        return lo
-    if term.distribution == "gaussian":
-        return hi
-    return float(np.nextafter(np.float32(hi), np.float32(lo)))
 
 
 def pin_terms(terms: list[RandomizationTerm], corner: Corner) -> list[RandomizationTerm]:

@@ -192,6 +192,9 @@ class BatchedTask(VecEnv):
         noise: Sensor noise model.
         reward_scales: Scale of each named reward term (terms with scale 0 are skipped).
         max_latency: Largest action latency the buffer holds, control steps.
+        transmit_size: Width of each queued command when it differs from ``num_actions``.
+        corner_share: Share of training resets drawn at the corners of the randomisation
+            (:class:`sim.randomization.DomainRandomizer`).
     """
 
     def __init__(
@@ -211,6 +214,7 @@ class BatchedTask(VecEnv):
         reward_scales: dict[str, float],
         max_latency: int = MAX_LATENCY,
         transmit_size: int | None = None,
+        corner_share: float = 0.0,
     ) -> None:
         if not episode_length_s >= dt:  # NaN-safe: an episode shorter than one control period never runs
             raise TaskConfigError(
@@ -227,7 +231,7 @@ class BatchedTask(VecEnv):
         self.gen.manual_seed(seed)
         check_randomization(randomization, param_specs, max_latency)
         self.randomizer = DomainRandomizer(
-            randomization, {**param_specs, "action_latency": LATENCY_SPEC}, num_envs, dt, device
+            randomization, {**param_specs, "action_latency": LATENCY_SPEC}, num_envs, dt, device, corner_share
         )
         self.params = self.randomizer.values
         self.noise = noise
@@ -356,7 +360,9 @@ class BatchedTask(VecEnv):
 
     def evaluation_mode(self) -> None:
         """This env evaluates a policy (``robot_rl.evaluate.make_eval_env``): a task with a training curriculum
-        switches it off and evaluates over its whole range (rough terrain: every row). Default: nothing changes."""
+        switches it off and evaluates over its whole range (rough terrain: every row). Randomised parameters are drawn
+        from their ranges, none pushed to the corners (``corner_share`` 0) from the next reset on."""
+        self.randomizer.corner_share = 0.0
 
     def filter_defaults(self) -> dict[str, Any]:
         """Defaults for the passivity filter and safety layer, written into the contract's ``filter`` section."""

@@ -14,10 +14,10 @@ import yaml
 
 from robot_rl.evaluate import EvalResult
 from robot_rl.runs.ppo import PPORun
-from robot_rl.transfer.corners import Corner, CornerError, edge_value, pin_terms, randomised_params
+from robot_rl.transfer.corners import Corner, CornerError, pin_terms, randomised_params
 from robot_rl.transfer.harness import TransferError, plug, run_episodes
 from robot_rl.transfer.sweep import Sweep, SweepError, failure_factors, sweep_terms, training_range
-from sim.randomization import RandomizationTerm
+from sim.randomization import RandomizationTerm, edge_value
 from sim.tasks.panda.reach import PandaReach
 from tests.conftest import robot_rl
 

@@ -232,6 +232,37 @@ def test_randomised_parameters_within_declared_ranges() -> None:
     assert set(latency.unique().tolist()) == {0.0, 1.0}
 
 
+def test_a_corner_share_starts_that_share_of_worlds_at_edges_and_evaluation_draws_none() -> None:
+    """``env.randomization_corner_share``: that share of the training resets puts every randomised parameter at the low
+    or the high edge of its range (both edges drawn, independently per parameter); the others, and every world of an
+    evaluation env, are drawn from the ranges; a share outside [0, 1] is refused at config load."""
+    n = 4096
+    env = sim.make("quadrotor-hover", n, cfg=QuadrotorHoverConfig(randomization_corner_share=0.25))
+    env.reset(seed=3)
+    mass = (env.params["mass"][:, 0] / CrazyflieParams().mass).double()
+    up = env.params["motor_time_constant_up"][:, 0].double()
+    at_mass_edge = torch.isclose(mass, torch.tensor(0.95, dtype=torch.float64)) | torch.isclose(
+        mass, torch.tensor(1.3, dtype=torch.float64)
+    )
+    at_up_edge = torch.isclose(up, torch.tensor(0.02, dtype=torch.float64)) | torch.isclose(
+        up, torch.tensor(0.16, dtype=torch.float64)
+    )
+    assert 0.2 < at_mass_edge.double().mean().item() < 0.3
+    assert bool(at_up_edge[at_mass_edge].all())  # a corner world has every parameter at an edge
+    corner_mass = mass[at_mass_edge]
+    assert 0.4 < (corner_mass > 1.0).double().mean().item() < 0.6  # both edges
+    assert mass.min().item() >= 0.95 - 1e-6 and mass.max().item() < 1.3  # the high edge is the largest draw
+    latency = env.params["action_latency"][at_mass_edge, 0].floor()
+    assert set(latency.unique().tolist()) == {0.0, 1.0}
+    env.evaluation_mode()
+    env.reset(seed=3)
+    mass = env.params["mass"][:, 0].double() / CrazyflieParams().mass
+    assert (torch.isclose(mass, torch.tensor(0.95, dtype=torch.float64))).double().mean().item() < 0.01
+    for bad in (-0.1, 1.5, float("nan")):
+        with pytest.raises(TaskConfigError, match=r"env.randomization_corner_share must be in \[0, 1\]"):
+            QuadrotorHoverConfig(randomization_corner_share=bad)
+
+
 def test_the_contract_states_every_training_range_latency_included() -> None:
     """What an integrator reads (``robot-rl inspect``): each randomised parameter's extremes in SI units, and the
     command latency in whole control periods (the value is floored, so ``[0, 2)`` means 0 or 1 period)."""

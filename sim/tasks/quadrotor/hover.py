@@ -174,6 +174,9 @@ class QuadrotorHoverConfig:
             success window: the episode is judged on how it settles).
         reward_scales: Scale of each named reward term, per second.
         randomization: Domain randomisation terms.
+        randomization_corner_share: Share of the training episodes whose randomised parameters all start at an edge
+            of their ranges (:class:`sim.randomization.DomainRandomizer`), in ``[0, 1]``; evaluation draws from the
+            ranges themselves.
         noise: Onboard sensor noise.
         robot: Nominal physical parameters.
     """
@@ -200,6 +203,7 @@ class QuadrotorHoverConfig:
     setpoint_step_window_s: tuple[float, float] = (0.5, 2.0)
     reward_scales: dict[str, float] = field(default_factory=_default_rewards)
     randomization: list[RandomizationTerm] = field(default_factory=_default_randomization)
+    randomization_corner_share: float = 0.0
     noise: SensorNoise = field(default_factory=_default_noise)
     robot: CrazyflieParams = field(default_factory=CrazyflieParams)
 
@@ -231,6 +235,10 @@ class QuadrotorHoverConfig:
                     f"env.max_command_thrust_n must be in [1.25 x the hover thrust, the rotors' maximum] = "
                     f"[{1.25 * hover:.4g}, {top:.4g}] N, got {self.max_command_thrust_n}"
                 )
+        if not 0.0 <= self.randomization_corner_share <= 1.0:  # NaN-safe
+            raise TaskConfigError(
+                f"env.randomization_corner_share must be in [0, 1], got {self.randomization_corner_share}"
+            )
         if not 0.0 <= self.setpoint_step_prob <= 1.0:
             raise TaskConfigError(f"env.setpoint_step_prob must be in [0, 1], got {self.setpoint_step_prob}")
         if not 0.0 <= self.setpoint_step_radius <= self.init_pos_radius:
@@ -331,6 +339,7 @@ class QuadrotorHover(BatchedTask):
             privileged_size=3 + 9 + 3 + 3 + 4 + 3 + 10 + (3 if self.integral else 0),
             param_specs=specs,
             randomization=cfg.randomization,
+            corner_share=cfg.randomization_corner_share,
             noise=cfg.noise,
             reward_scales=cfg.reward_scales,
         )

@@ -507,6 +507,7 @@ class QuadrupedVelocity(BatchedTask):
 
     def evaluation_mode(self) -> None:
         """Evaluate over every terrain row, no curriculum (from the next reset on)."""
+        super().evaluation_mode()
         self._evaluating = True
 
     def height_scan(self) -> torch.Tensor:
