@@ -228,7 +228,7 @@ def sample_bounds(term: RandomizationTerm) -> tuple[float, float]:
     return term.range
 
 
-def edge_value(term: RandomizationTerm, edge: Literal["lo", "hi"] | str) -> float:
+def edge_value(term: RandomizationTerm, edge: str) -> float:
     """The value of ``term`` at ``edge`` (``lo`` | ``hi``): its lowest draw, or its highest (just below ``hi`` for a
     uniform or log-uniform term, whose draws are in ``[lo, hi)``; a gaussian's upper clip as is). Float32, as the
     randomiser draws."""
