@@ -80,6 +80,10 @@ class RunnerConfig:
             episodes a 99 % bar is one crash from chance: quadrotor hover met it there and held 98.4 % on the
             held-out seeds (docs/benchmarks.md, "The last centimetres"). A confirmed evaluation outranks every
             unconfirmed one for ``best.pt``.
+        selection_corner_share: Share of the worlds of the selection evaluations (and their confirmation) that draw
+            every randomised parameter at an edge of its range, in ``[0, 1]``; the stop on the quality bar and the
+            choice of ``best.pt`` then cover the corners of the randomisation too. 0: the ranges alone. Held-out
+            evaluations always draw from the ranges.
         save_interval: Write a checkpoint every this many iterations.
         log_interval: Refresh the progress bar and logs every this many iterations.
         spread_episode_starts: Start worlds at random points of their first episode.
@@ -99,6 +103,7 @@ class RunnerConfig:
     stop_on_success: bool = True
     stop_on_quality: bool = False
     quality_confirm_episodes: int = 0
+    selection_corner_share: float = 0.0
     save_interval: int = 50
     log_interval: int = 1
     spread_episode_starts: bool = True
@@ -116,6 +121,9 @@ class RunnerConfig:
         if self.quality_confirm_episodes < 0:
             n = self.quality_confirm_episodes
             raise ValueError(f"runner.quality_confirm_episodes must be >= 0 (0: no confirmation), got {n}")
+        if not 0.0 <= self.selection_corner_share <= 1.0:  # NaN-safe
+            share = self.selection_corner_share
+            raise ValueError(f"runner.selection_corner_share must be in [0, 1] (0: the ranges alone), got {share}")
         if not 0.0 <= self.eval_gate <= 1.0:
             raise ValueError(f"runner.eval_gate must be in [0, 1] (a success rate; 0: no gate), got {self.eval_gate}")
         if self.max_time_s is not None:

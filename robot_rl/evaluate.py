@@ -20,6 +20,7 @@ from policies.nets import ActorCritic
 from policies.runtime.onnx_policy import OnnxPolicy
 from robot_rl.logger import save_png
 from sim.tasks.base import EnvVariant
+from sim.typed_config import ConfigError
 from sim.vec_env import Obs, VecEnv
 
 PolicyFn = Callable[[Obs], torch.Tensor]
@@ -219,15 +220,42 @@ def measured_latency(env: VecEnv) -> EnvVariant | None:
     return hook() if hook is not None else None
 
 
+def corner_randomizer(env: VecEnv, task: str) -> Any:
+    """``env``'s :class:`sim.randomization.DomainRandomizer`, whose ``corner_share`` draws worlds at the corners of
+    the randomisation.
+
+    Raises:
+        ConfigError: ``task`` randomises no parameter, so it has no corners.
+    """
+    randomizer = getattr(env, "randomizer", None)
+    if randomizer is None or not randomizer.terms:
+        raise ConfigError(f"task '{task}' randomises no parameter: it has no corners of the randomisation to draw")
+    return randomizer
+
+
 def make_eval_env(
-    task: str, env_cfg: Any, episodes: int, device: torch.device, randomize: bool, compile: bool = False
+    task: str,
+    env_cfg: Any,
+    episodes: int,
+    device: torch.device,
+    randomize: bool,
+    compile: bool = False,
+    corner_share: float = 0.0,
 ) -> VecEnv:
     """An env with one world per evaluation episode, randomisation switched as asked (physics compiled if asked);
-    a task with a training curriculum is told to evaluate over its whole range (``evaluation_mode``)."""
+    a task with a training curriculum is told to evaluate over its whole range (``evaluation_mode``). With a
+    ``corner_share`` in ``(0, 1]``, that share of the worlds draws every randomised parameter at an edge of its range
+    (the selection evaluations of ``runner.selection_corner_share``); held-out evaluations keep 0.
+
+    Raises:
+        ConfigError: ``corner_share`` is above 0 for a task without domain randomisation.
+    """
     env = sim.make(task, episodes, device, env_cfg)
     env.set_randomization(randomize)
     if hasattr(env, "evaluation_mode"):
         env.evaluation_mode()
+    if corner_share > 0:
+        corner_randomizer(env, task).corner_share = corner_share
     if compile:
         env.compile()
     return env

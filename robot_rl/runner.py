@@ -32,6 +32,7 @@ from robot_rl.evaluate import (
     SELECTION_SEED_OFFSET,
     EvalResult,
     PolicyFn,
+    corner_randomizer,
     deterministic_policy,
     evaluate_env,
     make_eval_env,
@@ -140,6 +141,8 @@ class OnPolicyRunner:
         self.fade = runner_fade(cfg)
         if self.fade is not None and self.fade.scales and not isinstance(self.env, BatchedTask):
             raise ConfigError(f"runner.reward_fade needs a task that can change its reward scales; {cfg.task} cannot")
+        if cfg.runner.selection_corner_share > 0:
+            corner_randomizer(self.env, cfg.task)  # refused now, not at the first selection evaluation
         self.iteration = 0
         self.env_steps = 0
         self.elapsed_s = 0.0
@@ -149,7 +152,7 @@ class OnPolicyRunner:
         self._partial = torch.zeros(self.local_envs, dtype=torch.bool, device=self.device)
         if resume is not None:
             self._resume(resume)
-        self._eval_env: VecEnv | None = None
+        self._eval_envs: dict[float, VecEnv] = {}  # by corner share: the selection's and the held-out one
         self._boundary = self._capture()
         self.best: dict[str, Any] | None = None  # see TrainResult.best
         self._best_file: Path | None = None  # the resumed run's best.pt, carried into this run's folder
@@ -257,7 +260,8 @@ class OnPolicyRunner:
                     ep_stats.clear()
                     if main and rc.eval_interval and self.iteration % rc.eval_interval == 0:
                         if self._gate_open(window):
-                            last_eval = self.evaluate(randomize=True, seed_offset=SELECTION_SEED_OFFSET)
+                            share = rc.selection_corner_share
+                            last_eval = self.evaluate(True, seed_offset=SELECTION_SEED_OFFSET, corner_share=share)
                             row.update({f"eval/{k}": float(v) for k, v in last_eval.summary().items()})
                             if last_eval.met and not met:
                                 met, t_met = True, time.monotonic() - start
@@ -314,7 +318,8 @@ class OnPolicyRunner:
             return result.quality_met
         if self.best is not None and self.best["quality_met"] and result.score <= self.best["score"]:
             return False  # it could not replace the confirmed best: not worth a second evaluation
-        check = self.evaluate(randomize=True, episodes=episodes, seed_offset=CONFIRM_SEED_OFFSET)
+        share = self.cfg.runner.selection_corner_share
+        check = self.evaluate(randomize=True, episodes=episodes, seed_offset=CONFIRM_SEED_OFFSET, corner_share=share)
         row.update({f"confirm/{k}": float(v) for k, v in check.summary().items()})
         return check.quality_met
 
@@ -444,17 +449,24 @@ class OnPolicyRunner:
         return deterministic_policy(self.model, self.cfg.policy.actor_obs)
 
     def evaluate(
-        self, randomize: bool = True, episodes: int | None = None, seed_offset: int = EVAL_SEED_OFFSET
+        self,
+        randomize: bool = True,
+        episodes: int | None = None,
+        seed_offset: int = EVAL_SEED_OFFSET,
+        corner_share: float = 0.0,
     ) -> EvalResult:
         """Run the task's evaluation with the current policy (``runner.eval_episodes`` episodes by default) on the
-        held-out seeds (or those of ``seed_offset``)."""
+        held-out seeds (or those of ``seed_offset``), ``corner_share`` of the worlds at the corners of the
+        randomisation (:func:`~robot_rl.evaluate.make_eval_env`)."""
         n = episodes or self.cfg.runner.eval_episodes
         if randomize and episodes is None:
-            if self._eval_env is None:
-                self._eval_env = make_eval_env(self.cfg.task, self.cfg.env, n, self.device, True, self.cfg.compile)
-            env = self._eval_env
+            env = self._eval_envs.get(corner_share)
+            if env is None:
+                cfg = self.cfg
+                env = make_eval_env(cfg.task, cfg.env, n, self.device, True, cfg.compile, corner_share)
+                self._eval_envs[corner_share] = env
         else:
-            env = make_eval_env(self.cfg.task, self.cfg.env, n, self.device, randomize)
+            env = make_eval_env(self.cfg.task, self.cfg.env, n, self.device, randomize, corner_share=corner_share)
         return evaluate_env(env, self.policy_fn(), seed=self.cfg.seed + seed_offset)
 
     def save(self, elapsed_s: float) -> Path:

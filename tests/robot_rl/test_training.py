@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
@@ -19,6 +20,8 @@ from robot_rl.evaluate import CONFIRM_SEED_OFFSET, EVAL_SEED_OFFSET, SELECTION_S
 from robot_rl.logger import TrainingLogger
 from robot_rl.runner import OnPolicyRunner, TrainResult, build_model
 from robot_rl.runs.ppo import PPORun
+from sim.randomization import edge_value
+from sim.typed_config import ConfigError
 
 MakeCfg = Callable[..., TrainConfig]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -145,10 +148,13 @@ def test_the_quality_bar_counts_only_when_a_second_evaluation_confirms_it(
     real = runner.evaluate
 
     def scripted(
-        randomize: bool = True, episodes: int | None = None, seed_offset: int = EVAL_SEED_OFFSET
+        randomize: bool = True,
+        episodes: int | None = None,
+        seed_offset: int = EVAL_SEED_OFFSET,
+        corner_share: float = 0.0,
     ) -> EvalResult:
         calls.append((runner.iteration, seed_offset, episodes))
-        result = real(randomize, episodes, seed_offset)
+        result = real(randomize, episodes, seed_offset, corner_share)
         if seed_offset == CONFIRM_SEED_OFFSET:
             result.quality_met = next(confirmations)
         else:
@@ -170,6 +176,41 @@ def test_the_quality_bar_counts_only_when_a_second_evaluation_confirms_it(
     assert rows[0]["confirm/episodes"] == "8.0"
     with pytest.raises(ValueError, match=re.escape("runner.quality_confirm_episodes must be >= 0 (0: no confirm")):
         make_cfg("runner.quality_confirm_episodes=-1")
+
+
+def test_selection_evaluations_draw_their_share_at_the_corners_and_held_out_ones_draw_none(
+    make_cfg: MakeCfg, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # runner.selection_corner_share=1: the selection evaluation and its confirmation start every world with every
+    # randomised parameter at an edge (the rotor time constant is recognised by its exact float32 edge, a value a
+    # draw never hits); the held-out evaluation (the default) draws from the ranges alone.
+    cfg = make_cfg(
+        "runner.max_iterations=1", "runner.eval_interval=1", "runner.stop_on_success=false",
+        "runner.quality_confirm_episodes=8", "runner.selection_corner_share=1.0",
+    )  # fmt: skip
+    runner = OnPolicyRunner(cfg, tmp_path, quiet=True)
+    (term,) = [t for t in cfg.env.randomization if t.param == "motor_time_constant_up"]
+    edges = np.array([edge_value(term, "lo"), edge_value(term, "hi")], dtype=np.float32)
+
+    def at_corner(result: EvalResult) -> np.ndarray:
+        return np.isin(result.start_params["motor_time_constant_up"][:, 0], edges)
+
+    calls, real = [], runner.evaluate
+
+    def spy(*args: Any, **kwargs: Any) -> EvalResult:
+        result = real(*args, **kwargs)
+        asked = (kwargs["seed_offset"], kwargs.get("episodes"), kwargs["corner_share"])
+        calls.append((*asked, float(at_corner(result).mean())))
+        result.met = result.quality_met = True  # so that the confirmation runs
+        return result
+
+    monkeypatch.setattr(runner, "evaluate", spy)
+    runner.train()
+    assert calls == [(SELECTION_SEED_OFFSET, None, 1.0, 1.0), (CONFIRM_SEED_OFFSET, 8, 1.0, 1.0)]
+    assert not at_corner(real()).any() and not at_corner(real(episodes=8)).any()
+    flat = make_cfg("env.randomization=[]", "runner.selection_corner_share=0.5")
+    with pytest.raises(ConfigError, match="task 'quadrotor-hover' randomises no parameter: it has no corners"):
+        OnPolicyRunner(flat, tmp_path / "flat", quiet=True)
 
 
 def test_the_kept_policy_is_the_best_on_selection_seeds_not_the_last(
