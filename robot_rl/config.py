@@ -80,10 +80,11 @@ class RunnerConfig:
             episodes a 99 % bar is one crash from chance: quadrotor hover met it there and held 98.4 % on the
             held-out seeds (docs/benchmarks.md, "The last centimetres"). A confirmed evaluation outranks every
             unconfirmed one for ``best.pt``.
-        selection_corner_share: Share of the worlds of the selection evaluations (and their confirmation) that draw
-            every randomised parameter at an edge of its range, in ``[0, 1]``; the stop on the quality bar and the
-            choice of ``best.pt`` then cover the corners of the randomisation too. 0: the ranges alone. Held-out
-            evaluations always draw from the ranges.
+        selection_corner_episodes: Each selection evaluation also runs this many episodes at corners of the
+            randomisation (every randomised parameter at the low or the high edge of its range, drawn per world and
+            parameter); the quality bar then counts only where they meet it too, and ``best.pt`` ranks by the mean of
+            the two scores (0: the ranges alone). The success criterion, ``ppo.refine_kl``'s switch and the held-out
+            evaluations stay on the ranges, so the training itself is unchanged.
         save_interval: Write a checkpoint every this many iterations.
         log_interval: Refresh the progress bar and logs every this many iterations.
         spread_episode_starts: Start worlds at random points of their first episode.
@@ -103,7 +104,7 @@ class RunnerConfig:
     stop_on_success: bool = True
     stop_on_quality: bool = False
     quality_confirm_episodes: int = 0
-    selection_corner_share: float = 0.0
+    selection_corner_episodes: int = 0
     save_interval: int = 50
     log_interval: int = 1
     spread_episode_starts: bool = True
@@ -121,9 +122,9 @@ class RunnerConfig:
         if self.quality_confirm_episodes < 0:
             n = self.quality_confirm_episodes
             raise ValueError(f"runner.quality_confirm_episodes must be >= 0 (0: no confirmation), got {n}")
-        if not 0.0 <= self.selection_corner_share <= 1.0:  # NaN-safe
-            share = self.selection_corner_share
-            raise ValueError(f"runner.selection_corner_share must be in [0, 1] (0: the ranges alone), got {share}")
+        if self.selection_corner_episodes < 0:
+            n = self.selection_corner_episodes
+            raise ValueError(f"runner.selection_corner_episodes must be >= 0 (0: the ranges alone), got {n}")
         if not 0.0 <= self.eval_gate <= 1.0:
             raise ValueError(f"runner.eval_gate must be in [0, 1] (a success rate; 0: no gate), got {self.eval_gate}")
         if self.max_time_s is not None:

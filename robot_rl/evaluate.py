@@ -245,7 +245,7 @@ def make_eval_env(
     """An env with one world per evaluation episode, randomisation switched as asked (physics compiled if asked);
     a task with a training curriculum is told to evaluate over its whole range (``evaluation_mode``). With a
     ``corner_share`` in ``(0, 1]``, that share of the worlds draws every randomised parameter at an edge of its range
-    (the selection evaluations of ``runner.selection_corner_share``); held-out evaluations keep 0.
+    (``runner.selection_corner_episodes``: 1); held-out evaluations keep 0.
 
     Raises:
         ConfigError: ``corner_share`` is above 0 for a task without domain randomisation.

@@ -78,6 +78,8 @@ class TrainingLogger:
             post["eval"] = "met" if row["eval/criterion_met"] else "not met"
             if "eval/success_rate" in row:  # the figure the selection keeps the best checkpoint by
                 post["eval"] = f"{row['eval/success_rate']:.1%} ({post['eval']})"
+            if "corners/success_rate" in row:  # runner.selection_corner_episodes
+                post["eval"] += f", corners {row['corners/success_rate']:.1%}"
             if row.get("eval/quality_met"):
                 post["eval"] += ", quality met"
                 if "confirm/quality_met" in row:  # runner.quality_confirm_episodes
@@ -142,6 +144,8 @@ class TrainingLogger:
         ax_r.grid(alpha=0.3)
         ax_s.plot(*series("episode/success"), label="training episodes: success")
         ax_s.plot(*series("eval/success_rate"), "o-", label="evaluation: success")
+        if any("corners/success_rate" in r for r in self.rows):  # runner.selection_corner_episodes
+            ax_s.plot(*series("corners/success_rate"), "^-", label="evaluation at corners: success")
         for k in rates:
             ax_s.plot(*series(k), "s--", label=f"evaluation: {k.removeprefix('eval/')}")
         ax_s.set_xlabel("env steps")

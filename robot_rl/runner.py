@@ -10,6 +10,7 @@ written (atomically) before the runner returns.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import shutil
 import time
@@ -141,7 +142,7 @@ class OnPolicyRunner:
         self.fade = runner_fade(cfg)
         if self.fade is not None and self.fade.scales and not isinstance(self.env, BatchedTask):
             raise ConfigError(f"runner.reward_fade needs a task that can change its reward scales; {cfg.task} cannot")
-        if cfg.runner.selection_corner_share > 0:
+        if cfg.runner.selection_corner_episodes > 0:
             corner_randomizer(self.env, cfg.task)  # refused now, not at the first selection evaluation
         self.iteration = 0
         self.env_steps = 0
@@ -152,7 +153,7 @@ class OnPolicyRunner:
         self._partial = torch.zeros(self.local_envs, dtype=torch.bool, device=self.device)
         if resume is not None:
             self._resume(resume)
-        self._eval_envs: dict[float, VecEnv] = {}  # by corner share: the selection's and the held-out one
+        self._eval_envs: dict[tuple[int, float], VecEnv] = {}  # by episodes and corner share
         self._boundary = self._capture()
         self.best: dict[str, Any] | None = None  # see TrainResult.best
         self._best_file: Path | None = None  # the resumed run's best.pt, carried into this run's folder
@@ -260,16 +261,16 @@ class OnPolicyRunner:
                     ep_stats.clear()
                     if main and rc.eval_interval and self.iteration % rc.eval_interval == 0:
                         if self._gate_open(window):
-                            share = rc.selection_corner_share
-                            last_eval = self.evaluate(True, seed_offset=SELECTION_SEED_OFFSET, corner_share=share)
+                            last_eval = self.evaluate(randomize=True, seed_offset=SELECTION_SEED_OFFSET)
                             row.update({f"eval/{k}": float(v) for k, v in last_eval.summary().items()})
                             if last_eval.met and not met:
                                 met, t_met = True, time.monotonic() - start
                                 self.ppo.refine()
-                            quality = self._confirmed(last_eval, row)
+                            selection = self._with_corners(last_eval, row)
+                            quality = self._confirmed(selection, row)
                             if quality and t_quality is None:
                                 t_quality = time.monotonic() - start
-                            self._keep_if_best(last_eval, quality, time.monotonic() - start)
+                            self._keep_if_best(selection, quality, time.monotonic() - start)
                         else:
                             row["eval/skipped"] = 1.0
                         window = []
@@ -309,6 +310,19 @@ class OnPolicyRunner:
             self.best,
         )
 
+    def _with_corners(self, result: EvalResult, row: dict[str, float]) -> EvalResult:
+        """The selection evaluation ``result`` (over the ranges) joined with ``runner.selection_corner_episodes`` more
+        episodes at corners of the randomisation, on the same seeds (their figures go into ``row``): the quality bar
+        holds only where both meet it, and the score is their mean. ``result`` itself without corner episodes. The
+        success criterion, and with it ``ppo.refine_kl``'s switch, stays the ranges' alone."""
+        episodes = self.cfg.runner.selection_corner_episodes
+        if episodes == 0:
+            return result
+        corners = self.evaluate(randomize=True, episodes=episodes, seed_offset=SELECTION_SEED_OFFSET, corner_share=1.0)
+        row.update({f"corners/{k}": float(v) for k, v in corners.summary().items()})
+        quality = result.quality_met and corners.quality_met
+        return dataclasses.replace(result, quality_met=quality, score=0.5 * (result.score + corners.score))
+
     def _confirmed(self, result: EvalResult, row: dict[str, float]) -> bool:
         """Whether the selection evaluation ``result`` meets the quality bar, confirmed by a second evaluation of
         ``runner.quality_confirm_episodes`` on other seeds where that is set (its figures go into ``row``). An
@@ -318,8 +332,7 @@ class OnPolicyRunner:
             return result.quality_met
         if self.best is not None and self.best["quality_met"] and result.score <= self.best["score"]:
             return False  # it could not replace the confirmed best: not worth a second evaluation
-        share = self.cfg.runner.selection_corner_share
-        check = self.evaluate(randomize=True, episodes=episodes, seed_offset=CONFIRM_SEED_OFFSET, corner_share=share)
+        check = self.evaluate(randomize=True, episodes=episodes, seed_offset=CONFIRM_SEED_OFFSET)
         row.update({f"confirm/{k}": float(v) for k, v in check.summary().items()})
         return check.quality_met
 
@@ -459,12 +472,12 @@ class OnPolicyRunner:
         held-out seeds (or those of ``seed_offset``), ``corner_share`` of the worlds at the corners of the
         randomisation (:func:`~robot_rl.evaluate.make_eval_env`)."""
         n = episodes or self.cfg.runner.eval_episodes
-        if randomize and episodes is None:
-            env = self._eval_envs.get(corner_share)
+        if randomize and (episodes is None or corner_share > 0):  # those of every selection evaluation: built once
+            env = self._eval_envs.get((n, corner_share))
             if env is None:
                 cfg = self.cfg
                 env = make_eval_env(cfg.task, cfg.env, n, self.device, True, cfg.compile, corner_share)
-                self._eval_envs[corner_share] = env
+                self._eval_envs[(n, corner_share)] = env
         else:
             env = make_eval_env(self.cfg.task, self.cfg.env, n, self.device, randomize, corner_share=corner_share)
         return evaluate_env(env, self.policy_fn(), seed=self.cfg.seed + seed_offset)

@@ -214,8 +214,8 @@ def finish_run(run_dir: Path, result: TrainResult, export: bool) -> int:
     if result.time_to_quality_s is not None:
         print(f"quality bar first met after {result.time_to_quality_s:.1f} s of training")
     if result.best is not None:
-        b, share = result.best, run.cfg.runner.selection_corner_share
-        corners = f" with {share:.0%} of their worlds at corners of the randomisation" if share > 0 else ""
+        b, at_corners = result.best, run.cfg.runner.selection_corner_episodes
+        corners = f" with {at_corners} episodes each at corners of the randomisation" if at_corners else ""
         print(
             f"kept the policy of iteration {b['iteration']} (best of the selection evaluations{corners}, score "
             f"{b['score']:.4g}{', quality bar met' if b['quality_met'] else ''}"

@@ -178,15 +178,17 @@ def test_the_quality_bar_counts_only_when_a_second_evaluation_confirms_it(
         make_cfg("runner.quality_confirm_episodes=-1")
 
 
-def test_selection_evaluations_draw_their_share_at_the_corners_and_held_out_ones_draw_none(
+def test_selection_evaluations_run_their_corner_episodes_at_edges_and_rank_by_both(
     make_cfg: MakeCfg, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # runner.selection_corner_share=1: the selection evaluation and its confirmation start every world with every
-    # randomised parameter at an edge (the rotor time constant is recognised by its exact float32 edge, a value a
-    # draw never hits); the held-out evaluation (the default) draws from the ranges alone.
+    # runner.selection_corner_episodes=8: each selection evaluation (over the ranges) is followed by 8 episodes on the
+    # same seeds with every world at a corner (the rotor time constant recognised by its exact float32 edge, a value
+    # a draw never hits). Scripted: the ranges meet the bar at both iterations, the corners only at the second. The
+    # bar counts from iteration 2, whose confirmation (over the ranges) runs; best.pt ranks by the mean score; the
+    # held-out evaluation draws from the ranges alone.
     cfg = make_cfg(
-        "runner.max_iterations=1", "runner.eval_interval=1", "runner.stop_on_success=false",
-        "runner.quality_confirm_episodes=8", "runner.selection_corner_share=1.0",
+        "runner.max_iterations=2", "runner.eval_interval=1", "runner.stop_on_success=false",
+        "runner.quality_confirm_episodes=8", "runner.selection_corner_episodes=8",
     )  # fmt: skip
     runner = OnPolicyRunner(cfg, tmp_path, quiet=True)
     (term,) = [t for t in cfg.env.randomization if t.param == "motor_time_constant_up"]
@@ -196,19 +198,27 @@ def test_selection_evaluations_draw_their_share_at_the_corners_and_held_out_ones
         return np.isin(result.start_params["motor_time_constant_up"][:, 0], edges)
 
     calls, real = [], runner.evaluate
+    corner_quality, corner_score = iter([False, True]), iter([-0.5, -0.3])
 
-    def spy(*args: Any, **kwargs: Any) -> EvalResult:
+    def scripted(*args: Any, **kwargs: Any) -> EvalResult:
         result = real(*args, **kwargs)
-        asked = (kwargs["seed_offset"], kwargs.get("episodes"), kwargs["corner_share"])
-        calls.append((*asked, float(at_corner(result).mean())))
-        result.met = result.quality_met = True  # so that the confirmation runs
+        share = kwargs.get("corner_share", 0.0)
+        calls.append((runner.iteration, kwargs["seed_offset"], kwargs.get("episodes"), share, at_corner(result).mean()))
+        result.met, result.quality_met, result.score = True, True, -0.1
+        if share:
+            result.quality_met, result.score = next(corner_quality), next(corner_score)
         return result
 
-    monkeypatch.setattr(runner, "evaluate", spy)
-    runner.train()
-    assert calls == [(SELECTION_SEED_OFFSET, None, 1.0, 1.0), (CONFIRM_SEED_OFFSET, 8, 1.0, 1.0)]
-    assert not at_corner(real()).any() and not at_corner(real(episodes=8)).any()
-    flat = make_cfg("env.randomization=[]", "runner.selection_corner_share=0.5")
+    monkeypatch.setattr(runner, "evaluate", scripted)
+    result = runner.train()
+    select, confirm = SELECTION_SEED_OFFSET, CONFIRM_SEED_OFFSET
+    assert calls == [(1, select, None, 0.0, 0.0), (1, select, 8, 1.0, 1.0), (2, select, None, 0.0, 0.0),
+                     (2, select, 8, 1.0, 1.0), (2, confirm, 8, 0.0, 0.0)]  # fmt: skip
+    assert result.best is not None and result.best["quality_met"] and result.best["iteration"] == 2
+    assert result.best["score"] == pytest.approx(-0.2)
+    assert [r.get("corners/success_rate", "") != "" for r in read_rows(tmp_path / "metrics.csv")] == [True, True]
+    assert not at_corner(real()).any()
+    flat = make_cfg("env.randomization=[]", "runner.selection_corner_episodes=8")
     with pytest.raises(ConfigError, match="task 'quadrotor-hover' randomises no parameter: it has no corners"):
         OnPolicyRunner(flat, tmp_path / "flat", quiet=True)
 
