@@ -19,6 +19,7 @@ import sim
 from policies.nets import ActorCritic
 from policies.runtime.onnx_policy import OnnxPolicy
 from robot_rl.logger import save_png
+from sim.randomization import DomainRandomizer
 from sim.tasks.base import EnvVariant
 from sim.typed_config import ConfigError
 from sim.vec_env import Obs, VecEnv
@@ -220,15 +221,14 @@ def measured_latency(env: VecEnv) -> EnvVariant | None:
     return hook() if hook is not None else None
 
 
-def corner_randomizer(env: VecEnv, task: str) -> Any:
-    """``env``'s :class:`sim.randomization.DomainRandomizer`, whose ``corner_share`` draws worlds at the corners of
-    the randomisation.
+def corner_randomizer(env: VecEnv, task: str) -> DomainRandomizer:
+    """``env``'s randomiser, whose ``corner_share`` draws worlds at the corners of the randomisation.
 
     Raises:
         ConfigError: ``task`` randomises no parameter, so it has no corners.
     """
     randomizer = getattr(env, "randomizer", None)
-    if randomizer is None or not randomizer.terms:
+    if not isinstance(randomizer, DomainRandomizer) or not randomizer.terms:
         raise ConfigError(f"task '{task}' randomises no parameter: it has no corners of the randomisation to draw")
     return randomizer
 

@@ -80,7 +80,9 @@ class TrainingLogger:
                 post["eval"] = f"{row['eval/success_rate']:.1%} ({post['eval']})"
             if "corners/success_rate" in row:  # runner.selection_corner_episodes
                 post["eval"] += f", corners {row['corners/success_rate']:.1%}"
-            if row.get("eval/quality_met"):
+            if row.get("eval/quality_met") and not row.get("corners/quality_met", 1.0):
+                post["eval"] += ", quality met over the ranges, not at the corners"
+            elif row.get("eval/quality_met"):
                 post["eval"] += ", quality met"
                 if "confirm/quality_met" in row:  # runner.quality_confirm_episodes
                     confirm = f"over {int(row['confirm/episodes'])} more episodes"

@@ -126,9 +126,14 @@ def test_a_log_file_shows_each_evaluations_success(tmp_path: Path, capsys: pytes
     log.log({"eval/criterion_met": 0.0, "eval/success_rate": 0.21875}, 1)
     log.log({"eval/skipped": 1.0}, 2)
     log.log({"train/loss": 0.5, "eval/success_rate": 0.5}, 3)  # behaviour cloning: no criterion
+    met = {"eval/criterion_met": 1.0, "eval/success_rate": 1.0, "eval/quality_met": 1.0}
+    log.log({**met, "corners/success_rate": 0.5, "corners/quality_met": 0.0}, 4)  # runner.selection_corner_episodes
+    log.log({**met, "corners/success_rate": 1.0, "corners/quality_met": 1.0}, 5)
     lines = capsys.readouterr().err.splitlines()
     assert [line.split(" | ")[-1] for line in lines] == [
-        "eval 21.9% (not met)", "eval skipped (runner.eval_gate)", "eval 50.0%"
+        "eval 21.9% (not met)", "eval skipped (runner.eval_gate)", "eval 50.0%",
+        "eval 100.0% (met), corners 50.0%, quality met over the ranges, not at the corners",
+        "eval 100.0% (met), corners 100.0%, quality met",
     ]  # fmt: skip
     log.close()
 
