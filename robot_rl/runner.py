@@ -182,6 +182,11 @@ class OnPolicyRunner:
                 raise CheckpointError(f"checkpoint '{path}' is damaged: reward_fade_start is {start!r}")
             self.fade.start = start
             self._apply_fade()
+        refined = state.get("kl_refined", False)  # absent from checkpoints written before it was kept
+        if type(refined) is not bool:
+            raise CheckpointError(f"checkpoint '{path}' is damaged: kl_refined is {refined!r}, not true or false")
+        if refined:  # the run had met its criterion: it goes on at ppo.refine_kl, not back at ppo.desired_kl
+            self.ppo.refine()
         lr_given = cfg.ppo.learning_rate != saved.get("ppo", {}).get("learning_rate")
         self.ppo.set_learning_rate(cfg.ppo.learning_rate if lr_given else float(state["learning_rate"]))
         changed = [k for k in ("num_envs", "seed", "device", "env") if saved.get(k) != to_dict(getattr(cfg, k))]
@@ -407,6 +412,7 @@ class OnPolicyRunner:
             "iteration": self.iteration,
             "env_steps": self.env_steps,
             "learning_rate": self.ppo.learning_rate,
+            "kl_refined": self.ppo.refined,
             "reward_fade_start": None if self.fade is None else self.fade.start,
             "training": None
             if env_state is None

@@ -141,6 +141,7 @@ class PPO:
         self.dist = dist or SingleProcess()
         self.learning_rate = cfg.learning_rate
         self.desired_kl = cfg.desired_kl  # the adaptive schedule's target now (see refine)
+        self.refined = False  # whether refine() switched it (a checkpoint keeps this)
         # The entropy bonus's weight now (a curriculum may fade it: set_entropy_coef); a tensor, so that a compiled
         # loss reads it as an input instead of compiling anew for each value.
         self._entropy_coef = torch.tensor(cfg.entropy_coef, device=device)
@@ -294,6 +295,7 @@ class PPO:
 
     def refine(self) -> None:
         """Switch the adaptive schedule to ``refine_kl`` (if set): the policy met its criterion."""
+        self.refined = True
         if self.cfg.refine_kl is not None:
             self.desired_kl = self.cfg.refine_kl
 

@@ -340,6 +340,36 @@ def test_checkpoint_and_resume_continue_the_counters(make_cfg: MakeCfg, tmp_path
     assert read_checkpoint(ckpt)["iteration"] == 2  # the original run is untouched
 
 
+def test_a_resume_goes_on_at_the_refined_kl_target(
+    make_cfg: MakeCfg, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The first evaluation "meets the criterion", so PPO switches to ppo.refine_kl; a resume of that run starts at
+    # refine_kl, not back at ppo.desired_kl until an evaluation meets the criterion again; a fresh run starts at
+    # desired_kl; a checkpoint whose flag is not a bool is refused as damaged.
+    kl = ("ppo.desired_kl=0.05", "ppo.refine_kl=0.002")
+    cfg = make_cfg("runner.max_iterations=2", "runner.eval_interval=1", "runner.stop_on_success=false", *kl)
+    (tmp_path / "first").mkdir()
+    runner = OnPolicyRunner(cfg, tmp_path / "first", quiet=True)
+    real = runner.evaluate
+
+    def met(*args: Any, **kwargs: Any) -> EvalResult:
+        result = real(*args, **kwargs)
+        result.met = True
+        return result
+
+    monkeypatch.setattr(runner, "evaluate", met)
+    runner.train()
+    ckpt = tmp_path / "first" / "checkpoint.pt"
+    assert read_checkpoint(ckpt)["kl_refined"] is True
+    resumed = OnPolicyRunner(make_cfg("runner.max_iterations=3", *kl), tmp_path / "second", resume=ckpt, quiet=True)
+    assert resumed.ppo.desired_kl == 0.002
+    assert OnPolicyRunner(cfg, tmp_path / "third", quiet=True).ppo.desired_kl == 0.05
+    state = read_checkpoint(ckpt)
+    torch.save({**state, "kl_refined": "yes"}, tmp_path / "damaged.pt")
+    with pytest.raises(CheckpointError, match="is damaged: kl_refined is 'yes', not true or false"):
+        OnPolicyRunner(make_cfg("runner.max_iterations=3", *kl), tmp_path / "fourth", resume=tmp_path / "damaged.pt")
+
+
 @pytest.fixture
 def fresh_model(make_cfg: MakeCfg) -> torch.nn.Module:
     cfg = make_cfg("num_envs=2")
