@@ -264,13 +264,13 @@ class OnPolicyRunner:
                     if rc.eval_gate > 0 and rc.eval_interval:
                         window += ep_stats.get("episode/success", [])
                     ep_stats.clear()
-                    if main and rc.eval_interval and self.iteration % rc.eval_interval == 0:
+                    scheduled = bool(rc.eval_interval) and self.iteration % rc.eval_interval == 0
+                    if main and scheduled:
                         if self._gate_open(window):
                             last_eval = self.evaluate(randomize=True, seed_offset=SELECTION_SEED_OFFSET)
                             row.update({f"eval/{k}": float(v) for k, v in last_eval.summary().items()})
                             if last_eval.met and not met:
                                 met, t_met = True, time.monotonic() - start
-                                self.ppo.refine()
                             selection = self._with_corners(last_eval, row)
                             quality = self._confirmed(selection, row)
                             if quality and t_quality is None:
@@ -279,6 +279,10 @@ class OnPolicyRunner:
                         else:
                             row["eval/skipped"] = 1.0
                         window = []
+                    # rank 0 evaluates; every rank switches its KL target at the same iteration (one collective per
+                    # scheduled evaluation until then), or their learning rates, and with them the weights, part
+                    if scheduled and not self.ppo.refined and self.dist.any(met):
+                        self.ppo.refine()
                     row["perf/wall_time_s"] = time.monotonic() - start
                     logger.log(row, self.env_steps)
                     if self.iteration % rc.save_interval == 0:

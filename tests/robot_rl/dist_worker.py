@@ -1,8 +1,10 @@
 """Run by ``torchrun`` from test_distributed.py (not a test module): one rank of a tiny data-parallel training.
 
 Modes:
-    train TASK OUT      a few PPO iterations; records every rank's parameters after every update and the raw actor
-                        observations its normaliser saw, into OUT/rank<r>.pt
+    train TASK OUT [refine]
+                        a few PPO iterations; records every rank's parameters after every update and the raw actor
+                        observations its normaliser saw, into OUT/rank<r>.pt; with ``refine``, rank 0's first
+                        evaluation "meets the criterion" (ppo.refine_kl then applies) and each rank's KL target is saved
     first-update OUT    one PPO update on synthetic rollout data split by worlds; writes OUT/update-<world>-<r>.pt
                         (run with 1 process and with 2 to compare)
 """
@@ -25,10 +27,20 @@ SMALL = [
 ]  # fmt: skip
 
 
-def train(task: str, out: Path) -> None:
-    cfg = load_config(task, None, SMALL)
+def train(task: str, out: Path, refine: bool = False) -> None:
+    extra = ["runner.eval_interval=1", "runner.stop_on_success=false", "ppo.refine_kl=0.0001"] if refine else []
+    cfg = load_config(task, None, [*SMALL, *extra])
     role, device = from_environment(cfg.device)
     runner = OnPolicyRunner(cfg, out, quiet=True, dist=role, device=device)
+    if refine:
+        real = runner.evaluate
+
+        def met(*args: object, **kwargs: object) -> object:
+            result = real(*args, **kwargs)  # type: ignore[arg-type]
+            result.met = True
+            return result
+
+        runner.evaluate = met  # type: ignore[method-assign,assignment]
     params: list[torch.Tensor] = []
     seen: list[torch.Tensor] = []
     update, norm = PPO.update, runner.model.actor_normalizer.update
@@ -49,7 +61,14 @@ def train(task: str, out: Path) -> None:
     runner.train()
     n = runner.model.actor_normalizer
     torch.save(
-        {"params": params, "seen": torch.cat(seen), "mean": n.mean.clone(), "var": n.var.clone(), "count": n.count},
+        {
+            "params": params,
+            "seen": torch.cat(seen),
+            "mean": n.mean.clone(),
+            "var": n.var.clone(),
+            "count": n.count,
+            "desired_kl": runner.ppo.desired_kl,
+        },
         out / f"rank{role.rank}.pt",
     )
     role.close()
@@ -129,7 +148,7 @@ def union_minibatches(ppo: PPO, num_minibatches: int, num_epochs: int):  # type:
 if __name__ == "__main__":
     torch.set_num_threads(1)
     if sys.argv[1] == "train":
-        train(sys.argv[2], Path(sys.argv[3]))
+        train(sys.argv[2], Path(sys.argv[3]), refine=sys.argv[4:] == ["refine"])
     else:
         first_update(Path(sys.argv[2]))
     exit_rank(0)  # as robot-rl does: the interpreter's teardown aborts a finished rank now and then

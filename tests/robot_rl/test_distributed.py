@@ -41,6 +41,17 @@ def test_two_ranks_keep_identical_weights_and_merge_the_normaliser_exactly(task:
     assert torch.equal(r0["mean"], r1["mean"]) and torch.equal(r0["var"], r1["var"])
 
 
+def test_every_rank_switches_to_the_refined_kl_target_with_rank_0(tmp_path: Path) -> None:
+    # Rank 0 alone evaluates; its first evaluation meets the criterion, and every rank then adapts its learning rate
+    # to ppo.refine_kl: the KL targets, and so the weights after every update, stay the same on both ranks.
+    proc = torchrun(2, str(HERE / "dist_worker.py"), "train", "quadrotor-hover", str(tmp_path), "refine")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    r0, r1 = (torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in (0, 1))
+    assert r0["desired_kl"] == r1["desired_kl"] == 0.0001
+    for a, b in zip(r0["params"], r1["params"], strict=True):
+        assert torch.equal(a, b)
+
+
 def test_two_ranks_of_half_the_worlds_make_the_same_first_update_as_one(tmp_path: Path) -> None:
     for nproc in (1, 2):
         proc = torchrun(nproc, str(HERE / "dist_worker.py"), "first-update", str(tmp_path))
