@@ -250,8 +250,10 @@ def from_plain(data: dict[str, Any]) -> TrainConfig:
         raise ConfigError(f"num_envs must be in [1, {MAX_NUM_ENVS}], got {cfg.num_envs}")
     if not 0 <= cfg.seed <= MAX_SEED:
         raise ConfigError(f"seed must be in [0, {MAX_SEED}], got {cfg.seed}")
-    if cfg.runner.eval_episodes > MAX_NUM_ENVS:
-        raise ConfigError(f"runner.eval_episodes must be <= {MAX_NUM_ENVS}, got {cfg.runner.eval_episodes}")
+    for key in ("eval_episodes", "quality_confirm_episodes", "selection_corner_episodes"):
+        # each of these evaluations steps one world per episode at once
+        if getattr(cfg.runner, key) > MAX_NUM_ENVS:
+            raise ConfigError(f"runner.{key} must be <= {MAX_NUM_ENVS}, got {getattr(cfg.runner, key)}")
     if cfg.ppo.num_steps * cfg.num_envs < cfg.ppo.num_minibatches:
         raise ConfigError(
             f"ppo.num_minibatches ({cfg.ppo.num_minibatches}) exceeds the samples per iteration "

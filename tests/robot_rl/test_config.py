@@ -211,6 +211,16 @@ BAD_OVERRIDES = [
     pytest.param(
         ["runner.selection_corner_episodes=-2"], ["runner.selection_corner_episodes must be >= 0", "-2"], id="corners"
     ),
+    pytest.param(
+        ["runner.selection_corner_episodes=99999999"],
+        ["runner.selection_corner_episodes must be <= 16777216", "99999999"],
+        id="corners-too-many",
+    ),
+    pytest.param(
+        ["runner.quality_confirm_episodes=99999999"],
+        ["runner.quality_confirm_episodes must be <= 16777216"],
+        id="confirm-episodes-too-many",
+    ),
     pytest.param(["num_envs=0"], ["num_envs must be in [1, 16777216], got 0"], id="num-envs-0"),
     pytest.param(["ppo.learning_rate"], ["'ppo.learning_rate'", "key.subkey=value"], id="override-without-equals"),
     pytest.param(["=3"], ["key.subkey=value"], id="override-without-key"),
