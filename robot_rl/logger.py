@@ -36,10 +36,19 @@ class TrainingLogger:
             success criterion, so no misleading time estimate is shown).
         tensorboard: Also write TensorBoard event files.
         quiet: No progress output (tests).
+        start_iteration: Iterations done before this call (a resumed run): the plain log and the progress bar count
+            the run's iterations, not this session's.
+        start_s: Training seconds before this call (a resumed run), added to the plain log's clock.
     """
 
     def __init__(
-        self, run_dir: Path, total_iterations: int | None, tensorboard: bool = True, quiet: bool = False
+        self,
+        run_dir: Path,
+        total_iterations: int | None,
+        tensorboard: bool = True,
+        quiet: bool = False,
+        start_iteration: int = 0,
+        start_s: float = 0.0,
     ) -> None:
         self.run_dir = run_dir
         self.rows: list[dict[str, float]] = []
@@ -50,10 +59,16 @@ class TrainingLogger:
 
             self._writer = SummaryWriter(log_dir=str(run_dir / "tb"))
         self.bar = tqdm(
-            total=total_iterations, unit="it", dynamic_ncols=True, disable=quiet or not interactive(), leave=True
+            total=total_iterations,
+            initial=start_iteration,
+            unit="it",
+            dynamic_ncols=True,
+            disable=quiet or not interactive(),
+            leave=True,
         )
         self._plain = not quiet and not interactive()
-        self.start = time.monotonic()
+        self.start_iteration = start_iteration
+        self.start = time.monotonic() - start_s
         self._last_line = -math.inf
 
     def log(self, row: dict[str, float], step: int) -> None:
@@ -96,7 +111,8 @@ class TrainingLogger:
         if self._plain and ("eval" in post or now - self._last_line >= PLAIN_INTERVAL_S):
             self._last_line = now
             fields = " | ".join(f"{k} {v}" for k, v in post.items())
-            print(f"iteration {len(self.rows)} | {now - self.start:.1f} s | {fields}", file=sys.stderr, flush=True)
+            it = self.start_iteration + len(self.rows)
+            print(f"iteration {it} | {now - self.start:.1f} s | {fields}", file=sys.stderr, flush=True)
         if len(self.rows) % 20 == 0:  # keep metrics.csv current for anyone watching the run
             self.write_csv()
 

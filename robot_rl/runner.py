@@ -72,7 +72,9 @@ def build_model(cfg: TrainConfig, env: VecEnv) -> ActorCritic:
 
 @dataclass
 class TrainResult:
-    """What a training run produced."""
+    """What a training run produced. ``criterion_met``: a selection evaluation of this call met the success
+    criterion; ``time_to_criterion_s`` / ``time_to_quality_s``: training seconds to the run's first success and first
+    flight quality, kept across resumes (``None``: not met)."""
 
     run_dir: Path
     iterations: int
@@ -147,6 +149,9 @@ class OnPolicyRunner:
         self.iteration = 0
         self.env_steps = 0
         self.elapsed_s = 0.0
+        # training seconds to the criterion's and the quality bar's first meeting in this run, a resume's included
+        self.time_to_criterion_s: float | None = None
+        self.time_to_quality_s: float | None = None
         self.resume_note: str | None = None
         self._saved_iteration: int | None = None
         self._obs: Obs | None = None  # set when the env's state was restored from a checkpoint
@@ -176,6 +181,11 @@ class OnPolicyRunner:
         load_checkpoint(path, self.model, self.ppo.optimizer, self.device)
         self.iteration, self.env_steps = state["iteration"], state["env_steps"]
         self.elapsed_s = float(state.get("elapsed_s", 0.0))
+        for key in ("time_to_criterion_s", "time_to_quality_s"):  # absent from checkpoints written before they were
+            t = state.get(key)
+            if not (t is None or (type(t) is float and 0.0 <= t <= self.elapsed_s)):
+                raise CheckpointError(f"checkpoint '{path}' is damaged: {key} is {t!r}")
+            setattr(self, key, t)
         if self.fade is not None:
             start = state.get("reward_fade_start")
             if not (start is None or (type(start) is int and 0 <= start <= self.iteration)):
@@ -230,7 +240,16 @@ class OnPolicyRunner:
         total = None if rc.stop_on_success and rc.eval_interval else rc.max_iterations
         main = self.dist.is_main
         logger: TrainingLogger | NullLogger = (
-            TrainingLogger(self.run_dir, total, tensorboard=not self.quiet, quiet=self.quiet) if main else NullLogger()
+            TrainingLogger(
+                self.run_dir,
+                total,
+                tensorboard=not self.quiet,
+                quiet=self.quiet,
+                start_iteration=self.iteration,
+                start_s=self.elapsed_s,
+            )
+            if main
+            else NullLogger()
         )
         obs = self._obs if self._obs is not None else self._start_episodes()
         self._boundary = self._capture()
@@ -239,7 +258,8 @@ class OnPolicyRunner:
                 shutil.copyfile(self._best_file, tmp)
         session = time.monotonic()  # the time budget counts this call: a resumed run gets max_time_s more
         start = session - self.elapsed_s
-        met, t_met, t_quality, last_eval = False, None, None, None
+        # met / quality: in this call (what stop_on_success stops on: a resumed run trains until it meets them again)
+        met, quality_now, last_eval = False, False, None
         ep_stats: dict[str, list[torch.Tensor]] = {}
         window: list[torch.Tensor] = []  # success flags of the training episodes since the last scheduled evaluation
         stop, finished = StopRequest(), False
@@ -269,12 +289,14 @@ class OnPolicyRunner:
                         if self._gate_open(window):
                             last_eval = self.evaluate(randomize=True, seed_offset=SELECTION_SEED_OFFSET)
                             row.update({f"eval/{k}": float(v) for k, v in last_eval.summary().items()})
-                            if last_eval.met and not met:
-                                met, t_met = True, time.monotonic() - start
+                            met = met or last_eval.met
+                            if met and self.time_to_criterion_s is None:
+                                self.time_to_criterion_s = time.monotonic() - start
                             selection = self._with_corners(last_eval, row)
                             quality = self._confirmed(selection, row)
-                            if quality and t_quality is None:
-                                t_quality = time.monotonic() - start
+                            quality_now = quality_now or quality
+                            if quality and self.time_to_quality_s is None:
+                                self.time_to_quality_s = time.monotonic() - start
                             self._keep_if_best(selection, quality, time.monotonic() - start)
                         else:
                             row["eval/skipped"] = 1.0
@@ -287,7 +309,7 @@ class OnPolicyRunner:
                     logger.log(row, self.env_steps)
                     if self.iteration % rc.save_interval == 0:
                         self.save(time.monotonic() - start)
-                    reached = t_quality is not None if rc.stop_on_quality else met
+                    reached = quality_now if rc.stop_on_quality else met
                     done = (reached and rc.stop_on_success) or (
                         rc.max_time_s is not None and time.monotonic() - session >= rc.max_time_s
                     )
@@ -313,9 +335,9 @@ class OnPolicyRunner:
             wall,
             stop.requested,
             met,
-            t_met,
+            self.time_to_criterion_s,
             last_eval,
-            t_quality,
+            self.time_to_quality_s,
             self.best,
         )
 
@@ -496,10 +518,14 @@ class OnPolicyRunner:
         """Write ``checkpoint.pt`` from the last iteration boundary, atomically (rank 0 only); returns its path."""
         if not self.dist.is_main:
             return self.run_dir / "checkpoint.pt"
-        state = {**self._boundary, "config": to_dict(self.cfg), "elapsed_s": elapsed_s}
+        state = {**self._boundary, "config": to_dict(self.cfg), "elapsed_s": elapsed_s, **self._first_times()}
         path = save_checkpoint(self.run_dir / "checkpoint.pt", state)
         self._saved_iteration = self._boundary["iteration"]
         return path
+
+    def _first_times(self) -> dict[str, float | None]:
+        """The run's times to its first success and to flight quality (training seconds; ``None``: not yet)."""
+        return {"time_to_criterion_s": self.time_to_criterion_s, "time_to_quality_s": self.time_to_quality_s}
 
     def _kept(self) -> str:
         if self._saved_iteration is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -368,6 +369,46 @@ def test_a_resume_goes_on_at_the_refined_kl_target(
     torch.save({**state, "kl_refined": "yes"}, tmp_path / "damaged.pt")
     with pytest.raises(CheckpointError, match="is damaged: kl_refined is 'yes', not true or false"):
         OnPolicyRunner(make_cfg("runner.max_iterations=3", *kl), tmp_path / "fourth", resume=tmp_path / "damaged.pt")
+
+
+def test_a_resume_keeps_the_runs_first_times_and_counts_on(
+    make_cfg: MakeCfg, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The run met its criterion and quality bar at its first evaluation; a resume reports those times (training
+    # seconds of the whole run), not the resumed session's meetings, still trains until this session meets them
+    # again (stop_on_success), and its plain log counts the run's iterations; a damaged time is refused.
+    cfg = make_cfg("runner.max_iterations=2", "runner.eval_interval=1", "runner.stop_on_success=false")
+    (tmp_path / "first").mkdir()
+    runner = OnPolicyRunner(cfg, tmp_path / "first", quiet=True)
+
+    def judged(runner: OnPolicyRunner, flies: bool) -> None:
+        real = runner.evaluate
+        evaluate = lambda *a, **k: dataclasses.replace(real(*a, **k), met=flies, quality_met=flies)  # noqa: E731
+        monkeypatch.setattr(runner, "evaluate", evaluate)
+
+    judged(runner, flies=True)
+    first = runner.train()
+    assert first.time_to_criterion_s is not None and first.time_to_quality_s is not None
+    ckpt = tmp_path / "first" / "checkpoint.pt"
+    state = read_checkpoint(ckpt)
+    assert (state["time_to_criterion_s"], state["time_to_quality_s"]) == (
+        first.time_to_criterion_s,
+        first.time_to_quality_s,
+    )
+    more = make_cfg("runner.max_iterations=4", "runner.eval_interval=1")
+    resumed = OnPolicyRunner(more, tmp_path / "second", resume=ckpt)
+    judged(resumed, flies=False)
+    second = resumed.train()
+    assert second.iterations == 4 and not second.criterion_met  # stop_on_success waits for this session's meeting
+    assert (second.time_to_criterion_s, second.time_to_quality_s) == (
+        first.time_to_criterion_s,
+        first.time_to_quality_s,
+    )
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("iteration ")]
+    assert [line.split(" | ")[0] for line in lines] == ["iteration 3", "iteration 4"]
+    torch.save({**state, "time_to_quality_s": -1.0}, tmp_path / "damaged.pt")
+    with pytest.raises(CheckpointError, match=re.escape("is damaged: time_to_quality_s is -1.0")):
+        OnPolicyRunner(more, tmp_path / "third", resume=tmp_path / "damaged.pt")
 
 
 @pytest.fixture
