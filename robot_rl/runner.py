@@ -152,6 +152,7 @@ class OnPolicyRunner:
         # training seconds to the criterion's and the quality bar's first meeting in this run, a resume's included
         self.time_to_criterion_s: float | None = None
         self.time_to_quality_s: float | None = None
+        self._first_times_known = True  # False: resumed from a checkpoint that met its criterion but kept no times
         self.resume_note: str | None = None
         self._saved_iteration: int | None = None
         self._obs: Obs | None = None  # set when the env's state was restored from a checkpoint
@@ -181,7 +182,10 @@ class OnPolicyRunner:
         load_checkpoint(path, self.model, self.ppo.optimizer, self.device)
         self.iteration, self.env_steps = state["iteration"], state["env_steps"]
         self.elapsed_s = float(state.get("elapsed_s", 0.0))
-        for key in ("time_to_criterion_s", "time_to_quality_s"):  # absent from checkpoints written before they were
+        # absent from checkpoints written before 2026-12-07: unknown then, unless the run never met its criterion
+        # (kl_refined false), and kept unknown in this run's checkpoints rather than replaced by a later meeting
+        self._first_times_known = "time_to_criterion_s" in state or state.get("kl_refined") is False
+        for key in ("time_to_criterion_s", "time_to_quality_s"):
             t = state.get(key)
             if not (t is None or (type(t) is float and 0.0 <= t <= self.elapsed_s)):
                 raise CheckpointError(f"checkpoint '{path}' is damaged: {key} is {t!r}")
@@ -290,12 +294,13 @@ class OnPolicyRunner:
                             last_eval = self.evaluate(randomize=True, seed_offset=SELECTION_SEED_OFFSET)
                             row.update({f"eval/{k}": float(v) for k, v in last_eval.summary().items()})
                             met = met or last_eval.met
-                            if met and self.time_to_criterion_s is None:
+                            first = self._first_times_known
+                            if met and first and self.time_to_criterion_s is None:
                                 self.time_to_criterion_s = time.monotonic() - start
                             selection = self._with_corners(last_eval, row)
                             quality = self._confirmed(selection, row)
                             quality_now = quality_now or quality
-                            if quality and self.time_to_quality_s is None:
+                            if quality and first and self.time_to_quality_s is None:
                                 self.time_to_quality_s = time.monotonic() - start
                             self._keep_if_best(selection, quality, time.monotonic() - start)
                         else:
@@ -524,7 +529,10 @@ class OnPolicyRunner:
         return path
 
     def _first_times(self) -> dict[str, float | None]:
-        """The run's times to its first success and to flight quality (training seconds; ``None``: not yet)."""
+        """The run's times to its first success and to flight quality (training seconds; ``None``: not yet; no keys:
+        unknown)."""
+        if not self._first_times_known:
+            return {}
         return {"time_to_criterion_s": self.time_to_criterion_s, "time_to_quality_s": self.time_to_quality_s}
 
     def _kept(self) -> str:

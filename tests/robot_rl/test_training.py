@@ -409,6 +409,21 @@ def test_a_resume_keeps_the_runs_first_times_and_counts_on(
     torch.save({**state, "time_to_quality_s": -1.0}, tmp_path / "damaged.pt")
     with pytest.raises(CheckpointError, match=re.escape("is damaged: time_to_quality_s is -1.0")):
         OnPolicyRunner(more, tmp_path / "third", resume=tmp_path / "damaged.pt")
+    # a checkpoint written before the times were kept, of a run that had met its criterion: the times are unknown,
+    # so a resumed run's meetings are not reported as the run's first, and its checkpoints keep them unknown
+    old = {k: v for k, v in state.items() if k not in ("time_to_criterion_s", "time_to_quality_s")}
+    torch.save(old, tmp_path / "old.pt")
+    (tmp_path / "fourth").mkdir()
+    older = OnPolicyRunner(
+        make_cfg("runner.max_iterations=3", "runner.eval_interval=1"),
+        tmp_path / "fourth",
+        resume=tmp_path / "old.pt",
+        quiet=True,
+    )
+    judged(older, flies=True)
+    third = older.train()
+    assert third.criterion_met and (third.time_to_criterion_s, third.time_to_quality_s) == (None, None)
+    assert "time_to_criterion_s" not in read_checkpoint(tmp_path / "fourth" / "checkpoint.pt")
 
 
 @pytest.fixture
