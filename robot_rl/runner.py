@@ -181,7 +181,15 @@ class OnPolicyRunner:
                 )
         load_checkpoint(path, self.model, self.ppo.optimizer, self.device)
         self.iteration, self.env_steps = state["iteration"], state["env_steps"]
-        self.elapsed_s = float(state.get("elapsed_s", 0.0))
+        elapsed = state.get("elapsed_s", 0.0)
+        if (
+            type(elapsed) not in (int, float)
+            or not 0.0 <= elapsed < math.inf
+            or min(self.iteration, self.env_steps) < 0
+        ):
+            n = (self.iteration, self.env_steps, elapsed)
+            raise CheckpointError(f"checkpoint '{path}' is damaged: iteration, env_steps, elapsed_s are {n!r}")
+        self.elapsed_s = float(elapsed)
         # absent from checkpoints written before 2026-12-07: unknown then, unless the run never met its criterion
         # (kl_refined false), and kept unknown in this run's checkpoints rather than replaced by a later meeting
         self._first_times_known = "time_to_criterion_s" in state or state.get("kl_refined") is False

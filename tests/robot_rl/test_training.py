@@ -406,9 +406,14 @@ def test_a_resume_keeps_the_runs_first_times_and_counts_on(
     )
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("iteration ")]
     assert [line.split(" | ")[0] for line in lines] == ["iteration 3", "iteration 4"]
-    torch.save({**state, "time_to_quality_s": -1.0}, tmp_path / "damaged.pt")
-    with pytest.raises(CheckpointError, match=re.escape("is damaged: time_to_quality_s is -1.0")):
-        OnPolicyRunner(more, tmp_path / "third", resume=tmp_path / "damaged.pt")
+    for damage, message in (
+        ({"time_to_quality_s": -1.0}, "time_to_quality_s is -1.0"),
+        ({"elapsed_s": float("nan")}, "iteration, env_steps, elapsed_s are (2, "),
+        ({"iteration": -3}, "iteration, env_steps, elapsed_s are (-3, "),
+    ):
+        torch.save({**state, **damage}, tmp_path / "damaged.pt")
+        with pytest.raises(CheckpointError, match=re.escape(f"is damaged: {message}")):
+            OnPolicyRunner(more, tmp_path / "third", resume=tmp_path / "damaged.pt")
     # a checkpoint written before the times were kept, of a run that had met its criterion: the times are unknown,
     # so a resumed run's meetings are not reported as the run's first, and its checkpoints keep them unknown
     old = {k: v for k, v in state.items() if k not in ("time_to_criterion_s", "time_to_quality_s")}
