@@ -67,6 +67,13 @@ def add_parser(sub: Any) -> None:
         help="--corner worst: grow the worst corner to K parameters (default: 3)",
     )
     ev.add_argument(
+        "--corner-beam",
+        type=int,
+        metavar="B",
+        help="--corner worst: grow the B worst corners at each size, not only the worst (default: 1, greedy; "
+        "about B times the evaluations, a firmer bound on the worst corner)",
+    )
+    ev.add_argument(
         "--control-rate",
         type=float,
         metavar="HZ",
@@ -191,7 +198,7 @@ def run(args: argparse.Namespace) -> int:
     if args.trajectory:
         return _eval_trajectory(loaded, args.trajectory, args.episodes)
     if args.corner:
-        return _eval_corner(loaded, corner, args.episodes, args.corner_depth)
+        return _eval_corner(loaded, corner, args.episodes, args.corner_depth, args.corner_beam)
     stem = "eval"
     if args.set:
         loaded.set_env(args.set)
@@ -419,19 +426,21 @@ def _eval_sweep(run: Any, sweep: Any, episodes: int) -> int:
 
 def _parse_corner(args: argparse.Namespace) -> Any:
     """``--corner``'s corner (``None`` for ``worst`` or none given); malformed specs fail before any loading."""
-    from robot_rl.transfer.corners import DEFAULT_DEPTH, MAX_DEPTH, WORST, Corner
+    from robot_rl.transfer.corners import DEFAULT_DEPTH, MAX_BEAM, MAX_DEPTH, WORST, Corner
 
-    if args.corner_depth is None:
-        args.corner_depth = DEFAULT_DEPTH
-    elif args.corner != WORST:
-        raise ConfigError(f"--corner-depth applies to --corner {WORST}; give that as well")
-    in_range("--corner-depth", args.corner_depth, 2, MAX_DEPTH)
+    for flag, key, default, low, top in (("--corner-depth", "corner_depth", DEFAULT_DEPTH, 2, MAX_DEPTH),
+                                          ("--corner-beam", "corner_beam", 1, 1, MAX_BEAM)):  # fmt: skip
+        if getattr(args, key) is None:
+            setattr(args, key, default)
+        elif args.corner != WORST:
+            raise ConfigError(f"{flag} applies to --corner {WORST}; give that as well")
+        in_range(flag, getattr(args, key), low, top)
     if args.corner is None or args.corner == WORST:
         return None
     return Corner.parse(args.corner)
 
 
-def _eval_corner(run: Any, corner: Any, episodes: int, depth: int) -> int:
+def _eval_corner(run: Any, corner: Any, episodes: int, depth: int, beam: int) -> int:
     """``robot-rl eval RUN --corner SPEC``: one corner of the randomisation, or the search for the worst."""
     from robot_rl.transfer.corners import evaluate_corner, row, search_worst, write_corner, write_search
 
@@ -446,7 +455,7 @@ def _eval_corner(run: Any, corner: Any, episodes: int, depth: int) -> int:
         print(line(row(corner.name, result)))
         print(f"wrote {run.run_dir / write_corner(run, corner, result)}")
         return 0
-    rows = search_worst(run, episodes, depth)
+    rows = search_worst(run, episodes, depth, beam)
     for r in rows:
         print(line(r))
     worst = min(rows, key=lambda r: float(r["score"]))

@@ -12,7 +12,10 @@ named parameters pinned:
   (``2 (P - 1) + 2 (P - 2) + ...`` evaluations more). "Worst" is the lowest ranking score of the task
   (:meth:`sim.vec_env.VecEnv.quality`: the success rate, or the quadrotor's tail error with crashes counted at
   10 cm). A greedy search finds a bad corner, not provably the worst one: a corner whose parameters do little alone
-  and much together can stay unfound (name it with ``--corner P=EDGE,...``).
+  and much together can stay unfound (name it with ``--corner P=EDGE,...``). ``--corner-beam B`` keeps the ``B``
+  worst corners at each size instead of one and grows each of them (each set of edges evaluated once): about ``B``
+  times the evaluations, a firmer bound (on a corner-trained quadrotor the greedy search reported 61.7 % success in
+  its worst corner where a corner it missed gave 45.7 %).
 
 The high edge of a uniform term is the largest value its draws can take (they are in ``[lo, hi)``): for the action
 latency of ``[0, 2)`` control periods, which the task floors, that is 1 period, not 2.
@@ -48,6 +51,8 @@ DEFAULT_DEPTH = 3
 """Parameters ``--corner worst`` pins together unless ``--corner-depth`` says otherwise."""
 MAX_DEPTH = 8
 """Most parameters ``--corner worst`` pins together."""
+MAX_BEAM = 8
+"""Most corners ``--corner worst`` grows at each size (``--corner-beam``)."""
 MAX_STEM = 120
 """Longest file name stem of a single corner's evaluation, characters."""
 
@@ -144,28 +149,40 @@ def row(label: str, result: EvalResult) -> dict[str, float | str | bool]:
     return {"corner": label, **numbers, "score": result.score}
 
 
-def search_worst(run: PPORun, episodes: int, depth: int) -> list[dict[str, float | str | bool]]:
-    """``--corner worst``: every randomised parameter at each edge alone, then forward selection: the worst corner
-    so far grows by the parameter and edge that make it worst together, until ``depth`` parameters are pinned (see
-    the module docstring). Rows in the order evaluated, the first one the policy with everything randomised as
-    trained."""
+def search_worst(run: PPORun, episodes: int, depth: int, beam: int = 1) -> list[dict[str, float | str | bool]]:
+    """``--corner worst``: every randomised parameter at each edge alone, then forward selection: each of the
+    ``beam`` worst corners so far grows by every other parameter at each edge, and the ``beam`` worst of those are
+    kept, until ``depth`` parameters are pinned (see the module docstring; a set of edges reached twice is evaluated
+    once). Rows in the order evaluated, the first one the policy with everything randomised as trained."""
     params = randomised_params(list(run.cfg.env.randomization))
     if not params:
         raise CornerError(f"--corner {WORST}: run '{run.run_dir}' trained without randomisation; there is no corner")
     rows = [row("as trained", evaluate_corner(run, Corner(()), episodes))]
 
-    def worst_of(candidates: list[Corner]) -> Corner:
+    seen: set[frozenset[tuple[str, str]]] = set()
+
+    def worst_of(candidates: list[Corner]) -> list[Corner]:
         scored: list[tuple[float, int, Corner]] = []
         for corner in candidates:
+            if frozenset(corner.edges) in seen:
+                continue
+            seen.add(frozenset(corner.edges))
             result = evaluate_corner(run, corner, episodes)
             rows.append(row(corner.name, result))
             scored.append((result.score, len(scored), corner))
-        return min(scored)[2]
+        return [corner for _, _, corner in sorted(scored)[:beam]]
 
-    worst = worst_of([Corner(((p, e),)) for p in params for e in EDGES])
+    frontier = worst_of([Corner(((p, e),)) for p in params for e in EDGES])
     for _ in range(min(depth, len(params)) - 1):
-        pinned = {p for p, _ in worst.edges}
-        worst = worst_of([Corner((*worst.edges, (p, e))) for p in params if p not in pinned for e in EDGES])
+        frontier = worst_of(
+            [
+                Corner((*c.edges, (p, e)))
+                for c in frontier
+                for p in params
+                if p not in {q for q, _ in c.edges}
+                for e in EDGES
+            ]
+        )
     return rows
 
 

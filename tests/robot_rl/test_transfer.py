@@ -93,6 +93,8 @@ def test_sim_to_sim_reads_the_training_simulators_success_in_the_runs_setting(tm
         (["--corner", "mass=hi,mass=lo"], "--corner names 'mass' twice"),
         (["--corner", "mass=hi", "--corner-depth", "4"], "--corner-depth applies to --corner worst"),
         (["--corner", "worst", "--corner-depth", "1"], "--corner-depth must be in [2, 8]"),
+        (["--corner", "mass=hi", "--corner-beam", "2"], "--corner-beam applies to --corner worst"),
+        (["--corner", "worst", "--corner-beam", "0"], "--corner-beam must be in [1, 8]"),
         (["--corner", "worst", "--sweep", "mass=0.5:1.5"], "--sim, --sweep, --corner, --control-rate"),
         (["--sweep", "link_mass=0.5:1.5", "--sweep-others", "x"], "--sweep-others must be one of randomised, nominal"),
         (["--sweep-others", "nominal"], "--sweep-others applies to a --sweep"),
@@ -150,6 +152,35 @@ def test_hover_corners_of_the_randomisation(trained_hover: Any) -> None:
     assert out.returncode == 0, out.stderr
     one = yaml.safe_load((run / "corner_mass-hi_action_latency-hi.yaml").read_text())
     assert one["corner"] == "mass=hi,action_latency=hi" and one["episodes"] == 8
+
+
+def test_a_beam_finds_the_worst_corner_the_greedy_search_misses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two parameters that do little alone and much together: the greedy search grows the worst single edge and
+    misses them; a beam of 3 grows the three worst single edges, finds the pair, and evaluates it once although two
+    frontier corners reach it."""
+    import robot_rl.transfer.corners as corners
+
+    terms = [RandomizationTerm(p, "uniform", (0.9, 1.1), "scale") for p in ("mass", "inertia", "thrust_to_weight")]
+    run = type("Run", (), {"cfg": type("Cfg", (), {"env": type("Env", (), {"randomization": terms})})})()
+
+    def edges(text: str) -> frozenset[tuple[str, str]]:
+        return frozenset(Corner.parse(text).edges)
+
+    scores = {edges(c): v for c, v in (("mass=lo", -0.3), ("inertia=hi", -0.2), ("thrust_to_weight=hi", -0.2),
+                                       ("inertia=hi,thrust_to_weight=hi", -0.9))}  # fmt: skip
+
+    def fake(_run: Any, corner: Corner, episodes: int) -> EvalResult:
+        score = scores.get(frozenset(corner.edges), -0.1)
+        episodes_ = {"return": np.zeros(episodes), "success": np.full(episodes, score > -0.5)}
+        return EvalResult(episodes_, met=score > -0.5, figures={}, score=score)
+
+    monkeypatch.setattr(corners, "evaluate_corner", fake)
+    greedy = corners.search_worst(run, 4, depth=2)  # type: ignore[arg-type]
+    assert len(greedy) == 1 + 6 + 4 and min(r["score"] for r in greedy) == -0.3
+    beam = corners.search_worst(run, 4, depth=2, beam=3)  # type: ignore[arg-type]
+    names = [str(r["corner"]) for r in beam]
+    assert len(names) == len(set(names)) == 1 + 6 + 4 + 3 + 2  # three frontiers of 4 pairs; 3 pairs reached twice
+    assert edges(str(min(beam, key=lambda r: r["score"])["corner"])) == edges("inertia=hi,thrust_to_weight=hi")
 
 
 def test_corner_edges_are_the_extreme_draws_of_each_term() -> None:
