@@ -451,7 +451,6 @@ class OnPolicyRunner:
             "iteration": self.iteration,
             "env_steps": self.env_steps,
             "learning_rate": self.ppo.learning_rate,
-            "kl_refined": self.ppo.refined,
             "reward_fade_start": None if self.fade is None else self.fade.start,
             "training": None
             if env_state is None
@@ -531,17 +530,17 @@ class OnPolicyRunner:
         """Write ``checkpoint.pt`` from the last iteration boundary, atomically (rank 0 only); returns its path."""
         if not self.dist.is_main:
             return self.run_dir / "checkpoint.pt"
-        state = {**self._boundary, "config": to_dict(self.cfg), "elapsed_s": elapsed_s, **self._first_times()}
+        state = {**self._boundary, "config": to_dict(self.cfg), "elapsed_s": elapsed_s, **self._run_state()}
         path = save_checkpoint(self.run_dir / "checkpoint.pt", state)
         self._saved_iteration = self._boundary["iteration"]
         return path
 
-    def _first_times(self) -> dict[str, float | None]:
-        """The run's times to its first success and to flight quality (training seconds; ``None``: not yet; no keys:
-        unknown)."""
-        if not self._first_times_known:
-            return {}
-        return {"time_to_criterion_s": self.time_to_criterion_s, "time_to_quality_s": self.time_to_quality_s}
+    def _run_state(self) -> dict[str, Any]:
+        """What the run has decided by now, beside the iteration snapshot: whether PPO switched to ``ppo.refine_kl``
+        (``kl_refined``; decided by an evaluation after the snapshot, and applying from the next update on) and the
+        times to its first success and to flight quality (training seconds; ``None``: not yet; absent: unknown)."""
+        times = {"time_to_criterion_s": self.time_to_criterion_s, "time_to_quality_s": self.time_to_quality_s}
+        return {"kl_refined": self.ppo.refined, **(times if self._first_times_known else {})}
 
     def _kept(self) -> str:
         if self._saved_iteration is None:

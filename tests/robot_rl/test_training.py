@@ -341,24 +341,25 @@ def test_checkpoint_and_resume_continue_the_counters(make_cfg: MakeCfg, tmp_path
     assert read_checkpoint(ckpt)["iteration"] == 2  # the original run is untouched
 
 
+def judged(monkeypatch: pytest.MonkeyPatch, runner: OnPolicyRunner, flies: bool) -> None:
+    """Every evaluation of ``runner`` meets (``flies``) or misses both its success criterion and its quality bar."""
+    real = runner.evaluate
+    evaluate = lambda *a, **k: dataclasses.replace(real(*a, **k), met=flies, quality_met=flies)  # noqa: E731
+    monkeypatch.setattr(runner, "evaluate", evaluate)
+
+
 def test_a_resume_goes_on_at_the_refined_kl_target(
     make_cfg: MakeCfg, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The first evaluation "meets the criterion", so PPO switches to ppo.refine_kl; a resume of that run starts at
-    # refine_kl, not back at ppo.desired_kl until an evaluation meets the criterion again; a fresh run starts at
-    # desired_kl; a checkpoint whose flag is not a bool is refused as damaged.
+    # The first evaluation "meets the criterion", so PPO switches to ppo.refine_kl; the checkpoint of that very
+    # iteration (its snapshot taken before the evaluation) says so, and a resume of it starts at refine_kl, not back
+    # at ppo.desired_kl until an evaluation meets the criterion again; a fresh run starts at desired_kl; a checkpoint
+    # whose flag is not a bool is refused as damaged.
     kl = ("ppo.desired_kl=0.05", "ppo.refine_kl=0.002")
-    cfg = make_cfg("runner.max_iterations=2", "runner.eval_interval=1", "runner.stop_on_success=false", *kl)
+    cfg = make_cfg("runner.max_iterations=1", "runner.eval_interval=1", "runner.stop_on_success=false", *kl)
     (tmp_path / "first").mkdir()
     runner = OnPolicyRunner(cfg, tmp_path / "first", quiet=True)
-    real = runner.evaluate
-
-    def met(*args: Any, **kwargs: Any) -> EvalResult:
-        result = real(*args, **kwargs)
-        result.met = True
-        return result
-
-    monkeypatch.setattr(runner, "evaluate", met)
+    judged(monkeypatch, runner, flies=True)
     runner.train()
     ckpt = tmp_path / "first" / "checkpoint.pt"
     assert read_checkpoint(ckpt)["kl_refined"] is True
@@ -380,13 +381,7 @@ def test_a_resume_keeps_the_runs_first_times_and_counts_on(
     cfg = make_cfg("runner.max_iterations=2", "runner.eval_interval=1", "runner.stop_on_success=false")
     (tmp_path / "first").mkdir()
     runner = OnPolicyRunner(cfg, tmp_path / "first", quiet=True)
-
-    def judged(runner: OnPolicyRunner, flies: bool) -> None:
-        real = runner.evaluate
-        evaluate = lambda *a, **k: dataclasses.replace(real(*a, **k), met=flies, quality_met=flies)  # noqa: E731
-        monkeypatch.setattr(runner, "evaluate", evaluate)
-
-    judged(runner, flies=True)
+    judged(monkeypatch, runner, flies=True)
     first = runner.train()
     assert first.time_to_criterion_s is not None and first.time_to_quality_s is not None
     ckpt = tmp_path / "first" / "checkpoint.pt"
@@ -397,7 +392,7 @@ def test_a_resume_keeps_the_runs_first_times_and_counts_on(
     )
     more = make_cfg("runner.max_iterations=4", "runner.eval_interval=1")
     resumed = OnPolicyRunner(more, tmp_path / "second", resume=ckpt)
-    judged(resumed, flies=False)
+    judged(monkeypatch, resumed, flies=False)
     second = resumed.train()
     assert second.iterations == 4 and not second.criterion_met  # stop_on_success waits for this session's meeting
     assert (second.time_to_criterion_s, second.time_to_quality_s) == (
@@ -425,7 +420,7 @@ def test_a_resume_keeps_the_runs_first_times_and_counts_on(
         resume=tmp_path / "old.pt",
         quiet=True,
     )
-    judged(older, flies=True)
+    judged(monkeypatch, older, flies=True)
     third = older.train()
     assert third.criterion_met and (third.time_to_criterion_s, third.time_to_quality_s) == (None, None)
     assert "time_to_criterion_s" not in read_checkpoint(tmp_path / "fourth" / "checkpoint.pt")
