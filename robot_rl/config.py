@@ -85,6 +85,10 @@ class RunnerConfig:
             parameter); the quality bar then counts only where they meet it too, and ``best.pt`` ranks by the mean of
             the two scores (0: the ranges alone). The success criterion, ``ppo.refine_kl``'s switch and the held-out
             evaluations stay on the ranges, so the training itself is unchanged.
+        plateau_evaluations: After the success criterion's switch to ``ppo.refine_kl``, switch PPO to
+            ``ppo.plateau_kl`` once this many scheduled evaluations have passed without a better policy for
+            ``best.pt`` (0: never; needs ``ppo.plateau_kl`` and ``eval_interval``). Counted from the kept policy's
+            iteration, so a resumed run counts on.
         save_interval: Write a checkpoint every this many iterations.
         log_interval: Refresh the progress bar and logs every this many iterations.
         spread_episode_starts: Start worlds at random points of their first episode.
@@ -105,6 +109,7 @@ class RunnerConfig:
     stop_on_quality: bool = False
     quality_confirm_episodes: int = 0
     selection_corner_episodes: int = 0
+    plateau_evaluations: int = 0
     save_interval: int = 50
     log_interval: int = 1
     spread_episode_starts: bool = True
@@ -125,6 +130,9 @@ class RunnerConfig:
         if self.selection_corner_episodes < 0:
             n = self.selection_corner_episodes
             raise ValueError(f"runner.selection_corner_episodes must be >= 0 (0: the ranges alone), got {n}")
+        if self.plateau_evaluations < 0:
+            n = self.plateau_evaluations
+            raise ValueError(f"runner.plateau_evaluations must be >= 0 (0: no switch on a plateau), got {n}")
         if not 0.0 <= self.eval_gate <= 1.0:
             raise ValueError(f"runner.eval_gate must be in [0, 1] (a success rate; 0: no gate), got {self.eval_gate}")
         if self.max_time_s is not None:
@@ -258,6 +266,12 @@ def from_plain(data: dict[str, Any]) -> TrainConfig:
         raise ConfigError(
             f"ppo.num_minibatches ({cfg.ppo.num_minibatches}) exceeds the samples per iteration "
             f"(ppo.num_steps x num_envs = {cfg.ppo.num_steps * cfg.num_envs})"
+        )
+    plateau = (cfg.runner.plateau_evaluations > 0, cfg.ppo.plateau_kl is not None)
+    if plateau[0] != plateau[1] or (plateau[0] and cfg.runner.eval_interval == 0):
+        raise ConfigError(
+            "runner.plateau_evaluations (> 0) and ppo.plateau_kl go together, with runner.eval_interval > 0; got "
+            f"{cfg.runner.plateau_evaluations}, {cfg.ppo.plateau_kl} and {cfg.runner.eval_interval}"
         )
     check_device(cfg.device)
     runner_fade(cfg)

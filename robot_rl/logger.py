@@ -70,6 +70,7 @@ class TrainingLogger:
         self.start_iteration = start_iteration
         self.start = time.monotonic() - start_s
         self._last_line = -math.inf
+        self._kl: float | None = None  # the last row's policy/desired_kl
 
     def log(self, row: dict[str, float], step: int) -> None:
         """Record scalars for global env step ``step`` and refresh the progress bar."""
@@ -106,9 +107,13 @@ class TrainingLogger:
             post["eval"] = "skipped (runner.eval_gate)"
         elif "eval/success_rate" in row:  # behaviour cloning: success in closed loop, no criterion
             post["eval"] = f"{row['eval/success_rate']:.1%}"
+        kl = row.get("policy/desired_kl")  # PPO's adaptive KL target: switched at the criterion and on a plateau
+        if kl is not None and self._kl is not None and kl != self._kl:
+            post["KL target"] = f"{self._kl:g} -> {kl:g}"
+        self._kl = kl if kl is not None else self._kl
         self.bar.set_postfix(post, refresh=False)
         now = time.monotonic()
-        if self._plain and ("eval" in post or now - self._last_line >= PLAIN_INTERVAL_S):
+        if self._plain and ("eval" in post or "KL target" in post or now - self._last_line >= PLAIN_INTERVAL_S):
             self._last_line = now
             fields = " | ".join(f"{k} {v}" for k, v in post.items())
             it = self.start_iteration + len(self.rows)

@@ -209,6 +209,13 @@ class OnPolicyRunner:
             raise CheckpointError(f"checkpoint '{path}' is damaged: kl_refined is {refined!r}, not true or false")
         if refined:  # the run had met its criterion: it goes on at ppo.refine_kl, not back at ppo.desired_kl
             self.ppo.refine()
+        settled = state.get("kl_settled", False)  # absent from checkpoints written before 2026-12-07
+        if type(settled) is not bool or (settled and not refined):
+            raise CheckpointError(
+                f"checkpoint '{path}' is damaged: kl_settled is {settled!r} with kl_refined {refined}"
+            )
+        if settled:  # ... and on past its plateau at ppo.plateau_kl
+            self.ppo.settle()
         lr_given = cfg.ppo.learning_rate != saved.get("ppo", {}).get("learning_rate")
         self.ppo.set_learning_rate(cfg.ppo.learning_rate if lr_given else float(state["learning_rate"]))
         changed = [k for k in ("num_envs", "seed", "device", "env") if saved.get(k) != to_dict(getattr(cfg, k))]
@@ -318,6 +325,9 @@ class OnPolicyRunner:
                     # scheduled evaluation until then), or their learning rates, and with them the weights, part
                     if scheduled and not self.ppo.refined and self.dist.any(met):
                         self.ppo.refine()
+                    elif scheduled and self._may_settle() and self.dist.any(main and self._plateaued()):
+                        self.ppo.settle()
+                    row["policy/desired_kl"] = self.ppo.desired_kl  # from the next update on
                     row["perf/wall_time_s"] = time.monotonic() - start
                     logger.log(row, self.env_steps)
                     if self.iteration % rc.save_interval == 0:
@@ -379,6 +389,20 @@ class OnPolicyRunner:
         check = self.evaluate(randomize=True, episodes=episodes, seed_offset=CONFIRM_SEED_OFFSET)
         row.update({f"confirm/{k}": float(v) for k, v in check.summary().items()})
         return check.quality_met
+
+    def _may_settle(self) -> bool:
+        """Whether ``ppo.plateau_kl``'s switch is still to come: asked, after the switch to ``ppo.refine_kl``, and not
+        yet made (the same on every rank)."""
+        return bool(self.cfg.runner.plateau_evaluations) and self.ppo.refined and not self.ppo.settled
+
+    def _plateaued(self) -> bool:
+        """Whether ``runner.plateau_evaluations`` scheduled evaluations have passed since the kept policy's iteration
+        (rank 0's record)."""
+        rc = self.cfg.runner
+        return (
+            self.best is not None
+            and self.iteration - self.best["iteration"] >= rc.plateau_evaluations * rc.eval_interval
+        )
 
     def _keep_if_best(self, result: EvalResult, quality: bool, elapsed_s: float) -> None:
         """Write ``best.pt`` from this iteration's boundary if ``result`` beats the best so far, ranked by the
@@ -537,10 +561,12 @@ class OnPolicyRunner:
 
     def _run_state(self) -> dict[str, Any]:
         """What the run has decided by now, beside the iteration snapshot: whether PPO switched to ``ppo.refine_kl``
-        (``kl_refined``; decided by an evaluation after the snapshot, and applying from the next update on) and the
-        times to its first success and to flight quality (training seconds; ``None``: not yet; absent: unknown)."""
+        (``kl_refined``) and on to ``ppo.plateau_kl`` (``kl_settled``; each decided by an evaluation after the
+        snapshot, and applying from the next update on) and the times to its first success and to flight quality
+        (training seconds; ``None``: not yet; absent: unknown)."""
         times = {"time_to_criterion_s": self.time_to_criterion_s, "time_to_quality_s": self.time_to_quality_s}
-        return {"kl_refined": self.ppo.refined, **(times if self._first_times_known else {})}
+        kl = {"kl_refined": self.ppo.refined, "kl_settled": self.ppo.settled}
+        return {**kl, **(times if self._first_times_known else {})}
 
     def _kept(self) -> str:
         if self._saved_iteration is None:

@@ -44,6 +44,10 @@ class PPOConfig:
         refine_kl: The KL target from the first evaluation that meets the task's success criterion on (``null``:
             ``desired_kl`` throughout). A large target learns fast to the criterion, a small one then keeps improving
             the policy where the large one lets it drift (quadrotor: docs/benchmarks.md, "the KL target").
+        plateau_kl: The KL target once the kept policy stops improving after the switch to ``refine_kl``: no better
+            selection evaluation in ``runner.plateau_evaluations`` scheduled evaluations (``null``: no such switch).
+            A smaller step on the plateau steadies the policy that every evaluation sees (quadrotor at the corners:
+            docs/benchmarks.md, "The KL target on the plateau").
         max_learning_rate: Ceiling of the adaptive learning rate (rsl_rl's is 1e-2).
         max_grad_norm: Gradient norm clip.
         min_std: Floor of the policy standard deviation.
@@ -65,6 +69,7 @@ class PPOConfig:
     schedule: Literal["adaptive", "fixed"] = "adaptive"
     desired_kl: float = 0.01
     refine_kl: float | None = None
+    plateau_kl: float | None = None
     max_learning_rate: float = 1e-2
     max_grad_norm: float = 1.0
     min_std: float = 0.01
@@ -83,8 +88,9 @@ class PPOConfig:
                 raise ValueError(f"ppo.{name} must be finite and >= 0, got {getattr(self, name)}")
         if self.value_clip is not None:
             positive("ppo.value_clip", self.value_clip)
-        if self.refine_kl is not None:
-            positive("ppo.refine_kl", self.refine_kl)
+        for name in ("refine_kl", "plateau_kl"):
+            if getattr(self, name) is not None:
+                positive(f"ppo.{name}", getattr(self, name))
         if self.max_std is not None:
             positive("ppo.max_std", self.max_std)
             if self.max_std < self.min_std:
@@ -142,6 +148,7 @@ class PPO:
         self.learning_rate = cfg.learning_rate
         self.desired_kl = cfg.desired_kl  # the adaptive schedule's target now (see refine)
         self.refined = False  # whether refine() switched it (a checkpoint keeps this)
+        self.settled = False  # whether settle() switched it on the plateau (a checkpoint keeps this)
         # The entropy bonus's weight now (a curriculum may fade it: set_entropy_coef); a tensor, so that a compiled
         # loss reads it as an input instead of compiling anew for each value.
         self._entropy_coef = torch.tensor(cfg.entropy_coef, device=device)
@@ -298,6 +305,13 @@ class PPO:
         self.refined = True
         if self.cfg.refine_kl is not None:
             self.desired_kl = self.cfg.refine_kl
+
+    def settle(self) -> None:
+        """Switch the adaptive schedule to ``plateau_kl`` (if set): after :meth:`refine`, the kept policy stopped
+        improving."""
+        self.settled = True
+        if self.cfg.plateau_kl is not None:
+            self.desired_kl = self.cfg.plateau_kl
 
     @property
     def entropy_coef(self) -> float:

@@ -11,7 +11,7 @@ Mapped (robot-rl -> rsl_rl 5.x): ``policy.actor_obs`` / ``critic_obs`` -> ``obs_
 (a scalar std per action, as robot-rl's); ``ppo.num_steps`` -> ``num_steps_per_env``; ``num_epochs``,
 ``num_minibatches``, ``gamma``, ``lam``, ``clip_param``, ``value_loss_coef``, ``entropy_coef``, ``learning_rate``,
 ``schedule``, ``desired_kl``, ``max_grad_norm`` -> the same-named ``PPO`` arguments. Not mapped, because rsl_rl has
-no such setting: ``ppo.value_clip`` (rsl_rl clips the value loss with ``clip_param``), ``refine_kl``,
+no such setting: ``ppo.value_clip`` (rsl_rl clips the value loss with ``clip_param``), ``refine_kl``, ``plateau_kl``,
 ``max_learning_rate``, ``min_std`` / ``max_std`` (rsl_rl's PPO runs its own way there). Refused: the curricula
 ``runner.reward_fade`` and ``runner.entropy_fade``, which change the reward or the loss while the teacher learns;
 rsl_rl would train the starting scales and ``entropy_coef`` throughout, another objective than the file describes;

@@ -341,10 +341,17 @@ def test_checkpoint_and_resume_continue_the_counters(make_cfg: MakeCfg, tmp_path
     assert read_checkpoint(ckpt)["iteration"] == 2  # the original run is untouched
 
 
-def judged(monkeypatch: pytest.MonkeyPatch, runner: OnPolicyRunner, flies: bool) -> None:
-    """Every evaluation of ``runner`` meets (``flies``) or misses both its success criterion and its quality bar."""
-    real = runner.evaluate
-    evaluate = lambda *a, **k: dataclasses.replace(real(*a, **k), met=flies, quality_met=flies)  # noqa: E731
+def judged(
+    monkeypatch: pytest.MonkeyPatch, runner: OnPolicyRunner, flies: bool, scores: list[float] | None = None
+) -> None:
+    """Every evaluation of ``runner`` meets (``flies``) or misses both its success criterion and its quality bar;
+    ``scores``: the evaluations' scores, in order (default: as evaluated)."""
+    real, scripted = runner.evaluate, iter(scores or [])
+
+    def evaluate(*a: Any, **k: Any) -> EvalResult:
+        result = real(*a, **k)
+        return dataclasses.replace(result, met=flies, quality_met=flies, score=next(scripted, result.score))
+
     monkeypatch.setattr(runner, "evaluate", evaluate)
 
 
@@ -370,6 +377,36 @@ def test_a_resume_goes_on_at_the_refined_kl_target(
     torch.save({**state, "kl_refined": "yes"}, tmp_path / "damaged.pt")
     with pytest.raises(CheckpointError, match="is damaged: kl_refined is 'yes', not true or false"):
         OnPolicyRunner(make_cfg("runner.max_iterations=3", *kl), tmp_path / "fourth", resume=tmp_path / "damaged.pt")
+
+
+def test_the_kl_target_drops_again_once_the_kept_policy_stops_improving(
+    make_cfg: MakeCfg, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Every evaluation meets the criterion and none beats the first: ppo.refine_kl from the first, ppo.plateau_kl
+    # once two more have passed without a better policy; the plain log says so; the checkpoint keeps the switch, a
+    # resume goes on at plateau_kl; a damaged flag, or a plateau_kl without plateau_evaluations, is refused.
+    kl = ("ppo.desired_kl=0.05", "ppo.refine_kl=0.01", "ppo.plateau_kl=0.002", "runner.plateau_evaluations=2")
+    one = ("runner.eval_interval=1", "runner.stop_on_success=false", "runner.quality_confirm_episodes=0")
+    (tmp_path / "first").mkdir()
+    runner = OnPolicyRunner(make_cfg("runner.max_iterations=4", *one, *kl), tmp_path / "first")
+    judged(monkeypatch, runner, flies=True, scores=[-1.0, -2.0, -3.0, -4.0])
+    runner.train()
+    with open(tmp_path / "first" / "metrics.csv") as f:
+        assert [float(r["policy/desired_kl"]) for r in csv.DictReader(f)] == [0.01, 0.01, 0.002, 0.002]
+    err = capsys.readouterr().err
+    assert "KL target 0.05 -> 0.01" not in err  # the first row has no earlier target to differ from
+    assert "iteration 3 |" in err and "KL target 0.01 -> 0.002" in err
+    ckpt = tmp_path / "first" / "checkpoint.pt"
+    assert read_checkpoint(ckpt)["kl_settled"] is True
+    more = make_cfg("runner.max_iterations=5", *one, *kl)
+    resumed = OnPolicyRunner(more, tmp_path / "second", resume=ckpt, quiet=True)
+    assert resumed.ppo.desired_kl == 0.002
+    state = read_checkpoint(ckpt)
+    torch.save({**state, "kl_refined": False}, tmp_path / "damaged.pt")
+    with pytest.raises(CheckpointError, match="is damaged: kl_settled is True with kl_refined False"):
+        OnPolicyRunner(more, tmp_path / "third", resume=tmp_path / "damaged.pt")
+    with pytest.raises(ConfigError, match=r"runner\.plateau_evaluations \(> 0\) and ppo\.plateau_kl go together"):
+        make_cfg("ppo.plateau_kl=0.002")
 
 
 def test_a_resume_keeps_the_runs_first_times_and_counts_on(
