@@ -236,7 +236,8 @@ class OnPolicyRunner:
         """Carry the resumed run's ``best.pt`` on: a later evaluation must beat its score to replace it.
 
         Raises:
-            CheckpointError: It is unreadable, for another task, or its selection record is missing or not finite.
+            CheckpointError: It is unreadable, for another task, or its selection record is missing, not finite, or
+                holds an iteration or a flag of the wrong kind (the plateau count and the ranking read them).
         """
         state = read_checkpoint(path, self.device)
         if state["config"]["task"] != self.cfg.task:
@@ -245,6 +246,12 @@ class OnPolicyRunner:
         score = selection.get("score") if isinstance(selection, dict) else None
         if not (isinstance(score, float) and math.isfinite(score)):
             raise CheckpointError(f"'{path}' is damaged: its 'selection' record holds no finite score")
+        assert isinstance(selection, dict)
+        it, flags = selection.get("iteration"), (selection.get("quality_met"), selection.get("met", True))
+        if type(it) is not int or it < 0 or any(type(f) is not bool for f in flags):
+            raise CheckpointError(
+                f"'{path}' is damaged: its 'selection' record's iteration, quality_met and met are {(it, *flags)!r}"
+            )
         self.best, self._best_file = selection, path
 
     # ------------------------------------------------------------------------------------------------- loop

@@ -275,6 +275,10 @@ def test_the_kept_policy_is_the_best_on_selection_seeds_not_the_last(
     torch.save(damaged, tmp_path / "best.pt")
     with pytest.raises(CheckpointError, match="is damaged: its 'selection' record holds no finite score"):
         OnPolicyRunner(cfg, tmp_path, resume=tmp_path / "checkpoint.pt", quiet=True)
+    damaged["selection"].update(score=0.9, iteration="2")
+    torch.save(damaged, tmp_path / "best.pt")
+    with pytest.raises(CheckpointError, match=r"record's iteration, quality_met and met are \('2', False, True\)"):
+        OnPolicyRunner(cfg, tmp_path, resume=tmp_path / "checkpoint.pt", quiet=True)
     assert carried.checkpoint["iteration"] == 2 and read_checkpoint(resumed.run_dir / "checkpoint.pt")["iteration"] == 5
     assert_same_state(carried.model.state_dict(), weights[2])
 
