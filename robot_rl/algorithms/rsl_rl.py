@@ -11,11 +11,12 @@ Mapped (robot-rl -> rsl_rl 5.x): ``policy.actor_obs`` / ``critic_obs`` -> ``obs_
 (a scalar std per action, as robot-rl's); ``ppo.num_steps`` -> ``num_steps_per_env``; ``num_epochs``,
 ``num_minibatches``, ``gamma``, ``lam``, ``clip_param``, ``value_loss_coef``, ``entropy_coef``, ``learning_rate``,
 ``schedule``, ``desired_kl``, ``max_grad_norm`` -> the same-named ``PPO`` arguments. Not mapped, because rsl_rl has
-no such setting: ``ppo.value_clip`` (rsl_rl clips the value loss with ``clip_param``), ``refine_kl``, ``plateau_kl``,
+no such setting: ``ppo.value_clip`` (rsl_rl clips the value loss with ``clip_param``), ``refine_kl``,
 ``max_learning_rate``, ``min_std`` / ``max_std`` (rsl_rl's PPO runs its own way there). Refused: the curricula
 ``runner.reward_fade`` and ``runner.entropy_fade``, which change the reward or the loss while the teacher learns;
 rsl_rl would train the starting scales and ``entropy_coef`` throughout, another objective than the file describes;
-and ``policy.init_from`` (rsl_rl starts from its own checkpoints, ``OnPolicyRunner.load``).
+``ppo.plateau_kl`` (off unless asked for, so a run that asks would silently train without it); and
+``policy.init_from`` (rsl_rl starts from its own checkpoints, ``OnPolicyRunner.load``).
 """
 
 from __future__ import annotations
@@ -35,14 +36,15 @@ def runner_config(cfg: TrainConfig, save_interval: int = 50) -> dict[str, Any]:
 
     Raises:
         ConfigError: ``cfg`` sets a curriculum rsl_rl has no equivalent of (``runner.reward_fade``,
-            ``runner.entropy_fade``) or starts from a robot-rl run's networks (``policy.init_from``; rsl_rl loads
-            its own checkpoints with ``OnPolicyRunner.load``), named in one line.
+            ``runner.entropy_fade``, ``ppo.plateau_kl``) or starts from a robot-rl run's networks
+            (``policy.init_from``; rsl_rl loads its own checkpoints with ``OnPolicyRunner.load``), named in one line.
     """
     p, ppo, rc = cfg.policy, cfg.ppo, cfg.runner
     refused = (
         ([f"runner.reward_fade={rc.reward_fade}"] if rc.reward_fade else [])
         + (["runner.entropy_fade=true"] if rc.entropy_fade else [])
         + ([f"policy.init_from={p.init_from}"] if p.init_from is not None else [])
+        + ([f"ppo.plateau_kl={ppo.plateau_kl}"] if ppo.plateau_kl is not None else [])
     )
     if refused:
         raise ConfigError(

@@ -117,11 +117,12 @@ def test_foreign_checkpoints_are_refused_by_name(tmp_path: Path) -> None:
     ("override", "named"),
     [("runner.reward_fade=[grasp]", "runner.reward_fade=['grasp']"),
      ("runner.entropy_fade=true", "runner.entropy_fade=true"),
-     ("policy.init_from=runs/flat", "policy.init_from=runs/flat")],
+     ("policy.init_from=runs/flat", "policy.init_from=runs/flat"),
+     ("ppo.plateau_kl=0.003 runner.plateau_evaluations=20", "ppo.plateau_kl=0.003")],
 )  # fmt: skip
 def test_runner_config_refuses_what_rsl_rl_cannot_train(override: str, named: str) -> None:
-    """A fading reward term or entropy bonus would silently train another objective under rsl_rl, and a robot-rl run's
-    networks are not rsl_rl's to start from: refused by name."""
-    cfg = load_config("panda-lift", None, [override, "ppo.entropy_coef=0.006"])
+    """A fading reward term or entropy bonus would silently train another objective under rsl_rl, a second KL switch
+    would silently not happen, and a robot-rl run's networks are not rsl_rl's to start from: refused by name."""
+    cfg = load_config("panda-lift", None, [*override.split(" "), "ppo.entropy_coef=0.006"])
     with pytest.raises(ConfigError, match=rf"rsl_rl has no equivalent of {re.escape(named)}"):
         runner_config(cfg)
