@@ -329,12 +329,13 @@ class OnPolicyRunner:
                             row["eval/skipped"] = 1.0
                         window = []
                     # rank 0 evaluates; every rank switches its KL target at the same iteration (one collective per
-                    # scheduled evaluation until then), or their learning rates, and with them the weights, part
+                    # scheduled evaluation until each switch), or their learning rates, and with them the weights, part
                     if scheduled and not self.ppo.refined and self.dist.any(met):
                         self.ppo.refine()
                     elif scheduled and self._may_settle() and self.dist.any(main and self._plateaued()):
                         self.ppo.settle()
-                    row["policy/desired_kl"] = self.ppo.desired_kl  # from the next update on
+                    if cfg.ppo.schedule == "adaptive":  # the target the learning rate follows from the next update
+                        row["policy/desired_kl"] = self.ppo.desired_kl
                     row["perf/wall_time_s"] = time.monotonic() - start
                     logger.log(row, self.env_steps)
                     if self.iteration % rc.save_interval == 0:
