@@ -32,7 +32,7 @@ import torch
 from rsl_rl.runners import OnPolicyRunner as RslRunner
 
 import sim
-from robot_rl.algorithms.rsl_rl import runner_config
+from robot_rl.algorithms.rsl_rl import runner_config, unmapped
 from robot_rl.bench import format_table
 from robot_rl.config import TrainConfig, load_config
 from robot_rl.evaluate import SELECTION_SEED_OFFSET, evaluate_env, make_eval_env
@@ -94,6 +94,9 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     torch.set_num_threads(2)
     rows = []
+    skipped = unmapped(load_config(args.task, None, args.set))
+    if skipped:
+        print(f"rsl_rl trains without {', '.join(skipped)} (no equivalent; robot-rl's PPO uses them)")
     with tempfile.TemporaryDirectory(prefix="rsl-vs-ppo-") as root:
         for seed in args.seeds:
             base = [*args.set, f"seed={seed}", f"runner.max_time_s={args.max_time}", f"run_root={root}"]

@@ -88,6 +88,9 @@ class TrainResult:
     best: dict[str, Any] | None = None
     """The best selection evaluation (``iteration``, ``env_steps``, ``score``, ``quality_met``, ``met``: the
     criterion), if any ran: the policy in ``best.pt``."""
+    kl_switches: list[tuple[int, float, str]] = dataclasses.field(default_factory=list)
+    """PPO's KL target switches made in this call: ``(iteration, new target, why)``, the target applying from the
+    update after ``iteration`` (``ppo.refine_kl`` at the criterion, ``ppo.plateau_kl`` on a plateau)."""
 
 
 class OnPolicyRunner:
@@ -153,6 +156,7 @@ class OnPolicyRunner:
         self.time_to_criterion_s: float | None = None
         self.time_to_quality_s: float | None = None
         self._first_times_known = True  # False: resumed from a checkpoint that met its criterion but kept no times
+        self.kl_switches: list[tuple[int, float, str]] = []  # TrainResult.kl_switches
         self.resume_note: str | None = None
         self._saved_iteration: int | None = None
         self._obs: Obs | None = None  # set when the env's state was restored from a checkpoint
@@ -330,10 +334,15 @@ class OnPolicyRunner:
                         window = []
                     # rank 0 evaluates; every rank switches its KL target at the same iteration (one collective per
                     # scheduled evaluation until each switch), or their learning rates, and with them the weights, part
+                    kl, why = self.ppo.desired_kl, ""
                     if scheduled and not self.ppo.refined and self.dist.any(met):
                         self.ppo.refine()
+                        why = "the success criterion met"
                     elif scheduled and self._may_settle() and self.dist.any(main and self._plateaued()):
                         self.ppo.settle()
+                        why = f"no better policy in {rc.plateau_evaluations} evaluations"
+                    if self.ppo.desired_kl != kl:
+                        self.kl_switches.append((self.iteration, self.ppo.desired_kl, why))
                     if cfg.ppo.schedule == "adaptive":  # the target the learning rate follows from the next update
                         row["policy/desired_kl"] = self.ppo.desired_kl
                     row["perf/wall_time_s"] = time.monotonic() - start
@@ -370,6 +379,7 @@ class OnPolicyRunner:
             last_eval,
             self.time_to_quality_s,
             self.best,
+            list(self.kl_switches),
         )
 
     def _with_corners(self, result: EvalResult, row: dict[str, float]) -> EvalResult:

@@ -12,7 +12,8 @@ Mapped (robot-rl -> rsl_rl 5.x): ``policy.actor_obs`` / ``critic_obs`` -> ``obs_
 ``num_minibatches``, ``gamma``, ``lam``, ``clip_param``, ``value_loss_coef``, ``entropy_coef``, ``learning_rate``,
 ``schedule``, ``desired_kl``, ``max_grad_norm`` -> the same-named ``PPO`` arguments. Not mapped, because rsl_rl has
 no such setting: ``ppo.value_clip`` (rsl_rl clips the value loss with ``clip_param``), ``refine_kl``,
-``max_learning_rate``, ``min_std`` / ``max_std`` (rsl_rl's PPO runs its own way there). Refused: the curricula
+``max_learning_rate``, ``min_std`` / ``max_std`` (rsl_rl's PPO runs its own way there; :func:`unmapped` names those a
+config sets, and ``bench/rsl_rl_vs_ppo.py`` prints them). Refused: the curricula
 ``runner.reward_fade`` and ``runner.entropy_fade``, which change the reward or the loss while the teacher learns;
 rsl_rl would train the starting scales and ``entropy_coef`` throughout, another objective than the file describes;
 ``ppo.plateau_kl`` (off unless asked for, so a run that asks would silently train without it); and
@@ -21,10 +22,22 @@ rsl_rl would train the starting scales and ``entropy_coef`` throughout, another 
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any
 
+from robot_rl.algorithms.ppo import PPOConfig
 from robot_rl.config import TrainConfig
 from sim.typed_config import ConfigError
+
+UNMAPPED = ("refine_kl", "max_learning_rate", "min_std", "max_std")
+"""``ppo`` settings rsl_rl has no equivalent of and trains without (module docstring)."""
+
+
+def unmapped(cfg: TrainConfig) -> list[str]:
+    """The settings of ``cfg`` that an rsl_rl run of it trains without: each :data:`UNMAPPED` setting that differs
+    from robot-rl's default, as ``ppo.NAME=VALUE`` (for a run's log: the two trainers then differ by these)."""
+    default = {f.name: f.default for f in fields(PPOConfig)}
+    return [f"ppo.{n}={getattr(cfg.ppo, n)}" for n in UNMAPPED if getattr(cfg.ppo, n) != default[n]]
 
 
 def runner_config(cfg: TrainConfig, save_interval: int = 50) -> dict[str, Any]:

@@ -213,6 +213,8 @@ def finish_run(run_dir: Path, result: TrainResult, export: bool) -> int:
         print(f"success criterion first met after {result.time_to_criterion_s:.1f} s of training")
     if result.time_to_quality_s is not None:
         print(f"quality bar first met after {result.time_to_quality_s:.1f} s of training")
+    for iteration, kl, why in result.kl_switches:
+        print(f"KL target set to {kl:g} after iteration {iteration} ({why})")
     if result.best is not None:
         b, at_corners = result.best, run.cfg.runner.selection_corner_episodes
         corners = f" with {at_corners} episodes each at corners of the randomisation" if at_corners else ""

@@ -394,7 +394,8 @@ def test_the_kl_target_drops_again_once_the_kept_policy_stops_improving(
     (tmp_path / "first").mkdir()
     runner = OnPolicyRunner(make_cfg("runner.max_iterations=4", *one, *kl), tmp_path / "first")
     judged(monkeypatch, runner, flies=True, scores=[-1.0, -2.0, -3.0, -4.0])
-    runner.train()
+    switches = runner.train().kl_switches
+    assert switches == [(1, 0.01, "the success criterion met"), (3, 0.002, "no better policy in 2 evaluations")]
     with open(tmp_path / "first" / "metrics.csv") as f:
         assert [float(r["policy/desired_kl"]) for r in csv.DictReader(f)] == [0.01, 0.01, 0.002, 0.002]
     err = capsys.readouterr().err

@@ -21,7 +21,7 @@ from tests.conftest import robot_rl
 pytest.importorskip("rsl_rl", reason="rsl-rl-lib is in the dev extra")
 from rsl_rl.runners import OnPolicyRunner
 
-from robot_rl.algorithms.rsl_rl import runner_config
+from robot_rl.algorithms.rsl_rl import runner_config, unmapped
 from sim.adapters.rsl_rl import RslRlVecEnv
 
 
@@ -126,3 +126,10 @@ def test_runner_config_refuses_what_rsl_rl_cannot_train(override: str, named: st
     cfg = load_config("panda-lift", None, [*override.split(" "), "ppo.entropy_coef=0.006"])
     with pytest.raises(ConfigError, match=rf"rsl_rl has no equivalent of {re.escape(named)}"):
         runner_config(cfg)
+
+
+def test_the_settings_rsl_rl_trains_without_are_named() -> None:
+    """The quadrotor's ``ppo.refine_kl`` and ``ppo.max_std`` have no rsl_rl equivalent: named; defaults are not."""
+    assert unmapped(load_config("quadrotor-hover", None, [])) == ["ppo.refine_kl=0.01", "ppo.max_std=0.3"]
+    assert unmapped(load_config("cartpole-balance", None, ["ppo.min_std=0.05"])) == ["ppo.min_std=0.05"]
+    assert unmapped(load_config("cartpole-balance", None, [])) == []
