@@ -8,6 +8,8 @@ others), side by side in one run of this script (policies/runtime/realtime.py sa
    within chunks (normalised action units, the largest change of any action dimension from one period to the
    next), and the share of control periods the loop sat idle holding its last command. Same starts, randomised
    parameters and sampler seeds for every schedule.
+   With ``--action-horizons`` several plan intervals; a run that ensembles adds, per delay, a row of its own
+   execution: async, a plan every period, each averaged in ``d`` periods after it started (every step a join).
 2. **On the clock**: the run's student exported afresh (onnxruntime, ``--threads`` intra-op threads) driven by a control
    loop at the contract's period for ``--wall-steps`` periods, the planner on a worker thread for async / rtc (async
    keeps the contract's temporal ensembling: a plan from the newest observations whenever the worker is free):
@@ -24,6 +26,7 @@ Run::
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -36,10 +39,11 @@ from robot_rl.imitation.evaluate import evaluate_chunk_policy
 from robot_rl.runs.bc import BCRun
 
 
-def simulated(run: BCRun, mode: str, delay: int, episodes: int, seeds: int) -> dict[str, float]:
-    """Success and join smoothness of ``run`` under ``mode`` with a simulated ``delay``, receding horizon (its
-    configured action horizon; async would otherwise keep a run's temporal ensembling)."""
-    run.execute_with(run.cfg.policy.action_horizon, timing=RealTime(mode, delay))  # type: ignore[arg-type]
+def simulated(run: BCRun, mode: str, delay: int, episodes: int, seeds: int, horizon: int | None) -> dict[str, float]:
+    """Success and join smoothness of ``run`` under ``mode`` with a simulated ``delay``, receding horizon of
+    ``horizon`` actions per plan; ``None``: async with the run's temporal ensembling (a plan every period, each
+    averaged in ``delay`` periods after it started; every step a join)."""
+    run.execute_with(horizon, timing=RealTime(mode, delay))  # type: ignore[arg-type]
     result = evaluate_chunk_policy(
         run.policy, run.spec(), run.cfg.task, run.env_cfg, run.obs_groups, episodes, tuple(range(seeds)),
         timing=run.timing,
@@ -86,6 +90,10 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=50, help="episodes per seed and setting (default: 50)")
     parser.add_argument("--seeds", type=int, default=2, help="evaluation seeds (default: 2)")
     parser.add_argument("--delays", type=int, nargs="+", default=[1, 3], help="inference delays, control periods")
+    parser.add_argument(
+        "--action-horizons", type=int, nargs="+", default=None,
+        help="actions executed per plan in the simulator part (default: the run's action horizon)",
+    )  # fmt: skip
     parser.add_argument("--wall-steps", type=int, default=200, help="control periods on the clock (default: 200)")
     parser.add_argument("--threads", type=int, default=1, help="onnxruntime intra-op threads (default: 1)")
     parser.add_argument("--extra-latency-ms", type=float, default=0.0, help="sleep added to each plan, ms")
@@ -97,17 +105,24 @@ def main() -> None:
     print(f"{run.describe()}; action horizon {run.cfg.policy.action_horizon} of {run.cfg.policy.pred_horizon}")
     print("\n1. simulator, simulated inference delay (normalised action units)")
     print(
-        f"{'delay':>5} {'schedule':>8} {'success':>8} {'join max':>9} {'join p95':>9} {'join mean':>10} "
-        f"{'within':>7} {'idle':>6}"
+        f"{'plan every':>10} {'delay':>5} {'schedule':>8} {'success':>8} {'join max':>9} {'join p95':>9} "
+        f"{'join mean':>10} {'within':>7} {'idle':>6}"
     )
-    for delay in [] if args.clock_only else args.delays:
-        for mode in modes:
-            r = simulated(run, mode, delay, args.episodes, args.seeds)
-            print(
-                f"{delay:>5} {mode:>8} {r['success']:>8.1%} {r['join_step_max']:>9.3f} {r['join_step_p95']:>9.3f} "
-                f"{r['join_step_mean']:>10.3f} "
-                f"{r['within_step_mean']:>7.3f} {r['idle_fraction']:>6.1%}"
-            )
+    ensembled = [(None, "async")] if run.cfg.policy.ensemble_decay is not None else []
+    horizons = args.action_horizons or [run.cfg.policy.action_horizon]
+    for horizon in horizons:
+        for delay in [] if args.clock_only else args.delays:
+            once = ensembled if horizon == horizons[0] else []  # the run's own execution: one row per delay
+            for every, mode in [*((horizon, m) for m in modes), *once]:
+                r = simulated(run, mode, delay, args.episodes, args.seeds, every)
+                run = BCRun.load(args.run)  # execute_with changed this copy's execution
+                label = "1, ens." if every is None else str(every)
+                print(
+                    f"{label:>10} {delay:>5} {mode:>8} {r['success']:>8.1%} {r['join_step_max']:>9.3f} "
+                    f"{r['join_step_p95']:>9.3f} {r['join_step_mean']:>10.3f} "
+                    f"{r['within_step_mean']:>7.3f} {r['idle_fraction']:>6.1%}"
+                )
+                sys.stdout.flush()
     run = BCRun.load(args.run)  # as trained (the evaluations above turned ensembling off in this copy)
     tmp = tempfile.TemporaryDirectory(prefix="robot-rl-rtc-")
     path = run.export(Path(tmp.name))  # this version's graph (a run exported before real-time chunking has no guide)

@@ -302,10 +302,13 @@ def _eval_bc(run: Any, args: argparse.Namespace) -> int:
         print(f"  {own_tasks_line(own)}")
     if result.motion:
         m = result.motion
+        if run.spec().ensemble_decay is not None:
+            where, within = "action steps, a new plan averaged in every period: largest", ""
+        else:
+            where, within = "chunk joins: largest action step", f"within chunks {m['within_step_mean']:.3f}; "
         print(
-            f"  chunk joins: largest action step {m['join_step_max']:.3f}, p95 {m['join_step_p95']:.3f}, "
-            f"mean {m['join_step_mean']:.3f} "
-            f"(within chunks {m['within_step_mean']:.3f}; normalised units); loop idle {m['idle_fraction']:.1%}"
+            f"  {where} {m['join_step_max']:.3f}, p95 {m['join_step_p95']:.3f}, mean {m['join_step_mean']:.3f} "
+            f"({within}normalised units); loop idle {m['idle_fraction']:.1%}"
         )
     if run.policy.language_dim:
         for index, (won, n) in sorted(result.success_by("instruction").items()):

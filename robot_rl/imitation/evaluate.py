@@ -59,7 +59,8 @@ class ChunkEvalResult:
         per_seed: One evaluation per seed.
         seeds: The seeds.
         motion: How the executed actions moved across chunk joins (:meth:`Smoothness.summary
-            <policies.runtime.realtime.Smoothness.summary>`; empty with temporal ensembling).
+            <policies.runtime.realtime.Smoothness.summary>`); with temporal ensembling every period averages a new
+            plan in, so every step counts as a join.
     """
 
     per_seed: list[EvalResult]
@@ -203,7 +204,9 @@ class ChunkActor:
         action = self.executor(pick(obs, self.groups).cpu().numpy(), images)
         if self.smoothness is not None:
             s = self.executor.scheduler
-            self.smoothness.record(action, s.joined, s.idle, self.executor.fresh)
+            ensembled = self.executor.spec.ensemble_decay is not None  # a new plan joins the average every period
+            joined = np.ones_like(s.joined) if ensembled else s.joined
+            self.smoothness.record(action, joined, s.idle, self.executor.fresh)
         return torch.from_numpy(action).to(self.device)
 
     def reset(self, mask: np.ndarray) -> None:
@@ -258,12 +261,12 @@ def evaluate_chunk_policy(
         seeds: Evaluation seeds (offset by ``EVAL_SEED_OFFSET`` like every evaluation).
         randomize: Domain randomisation on.
         visual: Visual randomisation of the camera images of a student that sees cameras (``None``: none).
-        timing: Receding-horizon schedule and simulated inference delay (``None``: sync, no delay); with
-            receding-horizon execution the result says how the actions moved across chunk joins.
+        timing: Receding-horizon schedule and simulated inference delay (``None``: sync, no delay); the result says
+            how the actions moved across chunk joins (with ensembling: at every step).
     """
     device = next(policy.parameters()).device
     results = []
-    smoothness = Smoothness() if spec.ensemble_decay is None else None
+    smoothness = Smoothness()
     for seed in seeds:
         env = make_eval_env(task, env_cfg, episodes, device, randomize)
         gen = torch.Generator(device=device).manual_seed(seed)

@@ -170,6 +170,8 @@ def test_train_bc_evaluates_exports_and_resumes(teacher: Path, dataset: Path, tm
     assert late.returncode == 0, late.stderr  # ensembling under a delay: each plan averaged in a period later
     execution = yaml.safe_load((run / "eval_chunking-async-d1.yaml").read_text())["execution"]
     assert execution["ensemble_decay"] == -0.6 and execution["inference_delay_steps"] == 1
+    # ensembled, every period averages a new plan in: how the actions move is measured at every step
+    assert "action steps, a new plan averaged in every period: largest" in late.stdout and "join_step_p95" in execution
     trained = yaml.safe_load((run / "config.yaml").read_text())["policy"]["ensemble_decay"]
     for extra, decay in (((), trained), (("--action-horizon", "4"), None)):  # async keeps the run's ensembling
         kept = robot_rl("eval", run, "--episodes", "2", "--seeds", "1", "--chunking", "async", "--inference-delay", "1",
