@@ -216,6 +216,8 @@ def run(args: argparse.Namespace) -> int:
             f"{r.setting}: criterion {'MET' if r.met else 'not met'}  "
             + "  ".join(f"{k}={v:.4g}" for k, v in r.summary().items() if isinstance(v, float))
         )
+    for note in loaded.skipped:
+        print(note)
     print(f"wrote {args.run / f'{stem}.yaml'} and {args.run / f'{stem}.png'}")
     return 0
 

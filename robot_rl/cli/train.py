@@ -232,6 +232,8 @@ def finish_run(run_dir: Path, result: TrainResult, export: bool) -> int:
             f"quality {'MET' if r.quality_met else 'not met'}; "
             f"return {s['return_mean']:.2f}; success {s['success_rate']:.0%}{figures}"
         )
+    for line in run.skipped:
+        print(f"  {line}")
     if clip_note:
         print(clip_note)
     print("artifacts:")

@@ -83,6 +83,8 @@ class PPORun:
     env: VecEnv
     config_edits: list[str] = dataclasses.field(default_factory=list)
     env_overrides: list[str] = dataclasses.field(default_factory=list)
+    skipped: list[str] = dataclasses.field(default_factory=list)
+    """The evaluations beside the trained setting that :meth:`evaluate` could not run, each in one line (why)."""
     kind = "ppo"
 
     @property
@@ -202,13 +204,26 @@ class PPORun:
             env.close()
         extra = [EnvVariant(other, "", "")] if other is not None else []  # the tank: its own words
         extra += [variant] if variant is not None else []
+        groups, self.skipped = cfg.policy.actor_obs, []
         for v in extra:
             env = make_eval_env(cfg.task, v.cfg, episodes, device, True)
+            changed = [f"'{g}' {self.env.obs_sizes[g]} -> {env.obs_sizes.get(g)}" for g in groups
+                       if env.obs_sizes.get(g) != self.env.obs_sizes[g]]  # fmt: skip
+            if changed:  # a privileged actor reads the critic's state, whose layout holds the tank's level
+                t = tank_of(v.cfg)
+                words = v.words or (f"behind a {t:g} J tank" if t is not None else "without the tank")
+                self.skipped.append(
+                    f"not evaluated {words}: there the actor's input changes size ({', '.join(changed)} values)"
+                )
+                env.close()
+                continue
             result = evaluate_env(env, policy, seed=cfg.seed + EVAL_SEED_OFFSET)
             results.append(dataclasses.replace(result, tank_j=tank_of(v.cfg), variant=v.words, variant_key=v.key))
             env.close()
         summary: dict[str, Any] = {"env_overrides": self.env_overrides} if self.env_overrides else {}
         summary.update({r.key: r.summary() for r in results})
+        if self.skipped:
+            summary["skipped"] = list(self.skipped)
         atomic_write_text(self.run_dir / f"{stem}.yaml", yaml.safe_dump(summary, sort_keys=False))
         rate = f", {1.0 / cfg.env.dt:g} Hz control" if stem != "eval" else ""
         rate += "".join(f", {o}" for o in self.env_overrides)

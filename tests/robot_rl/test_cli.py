@@ -641,6 +641,27 @@ def test_inspect_prints_text_from_the_file_with_its_terminal_escapes_defused(
     assert "note: \\x1b[2J\\x1b[31mall checks passed\\u202e" in out
 
 
+def test_a_privileged_teacher_behind_the_tank_is_not_evaluated_without_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An actor that reads the critic's state (a privileged teacher, recorded, never deployed) reads the tank's level
+    too: without the tank its input is a value shorter, so that evaluation is skipped and said so, in the summary
+    and in ``eval.yaml``, and the run ends as every run does (it crashed after training before)."""
+    root = tmp_path / "runs"
+    argv = [
+        "train", "panda-reach", "--num-envs", "8", "--max-iterations", "1", "--set", "ppo.num_steps=4",
+        "--set", "runner.eval_episodes=3", "--set", "runner.eval_interval=0", "--set", "env.passivity.tank_max_j=20",
+        "--set", "policy.actor_obs=[critic]", "--run-root", str(root), "--quiet", "--no-export",
+    ]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    (run,) = (root / "panda-reach").iterdir()
+    assert "not evaluated without the tank: there the actor's input changes size ('critic' " in out, out
+    summary = yaml.safe_load((run / "eval.yaml").read_text())
+    assert "randomization_on" not in summary and summary["skipped"][0].startswith("not evaluated without the tank")
+    assert "randomization_on_tank_20J" in summary
+
+
 def test_a_run_trained_behind_the_tank_reports_it_and_shows_its_episodes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
