@@ -31,12 +31,17 @@ With ``--distances TEXT...``, it evaluates nothing and prints how far each held-
 and each given text lies from the nearest instruction of the run's exported table (Euclidean, in the encoder's
 space; cosine beside it): what the ROS 2 node's ``instruction_max_distance`` compares.
 
+With ``--deploy``, it evaluates each run with the training phrasings as recorded, with the robot's measured command
+delay in place of the recorded latency, behind the contract's deploy tank, and behind it with the measured delay
+(what the ROS 2 node runs).
+
 Run::
 
     python bench/vla.py runs/panda-multitask/<stamp>-bc-vla-0 [more runs] --episodes 100 --seeds 2
     python bench/vla.py runs/panda-multitask/<stamp>-bc-vla-0 --single-task runs/<task>/panda-multitask/<stamp>-*
     python bench/vla.py runs/panda-multitask/<stamp>-bc-vla-0 --distances "stop" "open the drawer" ""
     python bench/vla.py RUN_A RUN_B --plot docs/img/vla_sets.png --labels "state" "state + wrist camera"
+    python bench/vla.py runs/panda-multitask/<stamp>-bc-vla-0 --deploy --episodes 100 --seeds 3
 """
 
 from __future__ import annotations
@@ -243,6 +248,32 @@ def distance_table(run_dir: Path, texts: list[str]) -> None:
         print(f"{kind:<9}{d:6.2f}  cos {1 - d * d / 2:5.2f}  {text!r:<50} nearest: {nearest!r}")
 
 
+def deploy_table(run_dir: Path, episodes: int, seeds: int) -> None:
+    """``run_dir``'s student (the training phrasings) as recorded, with the robot's measured command delay in place
+    of the recorded latency, behind the contract's deploy tank, and behind it with the measured delay: what the ROS 2
+    node runs (``eval_deploy-<n>.yaml``)."""
+    import sim
+    from robot_rl.evaluate import measured_latency, switched_tank, tank_of
+
+    run = BCRun.load(run_dir)
+
+    def and_delayed(words: str, cfg: Any) -> list[tuple[str, Any]]:
+        """``cfg`` and, where the task has one, ``cfg`` with the measured delay, labelled."""
+        env = sim.make(run.cfg.task, 1, "cpu", cfg)
+        delay, tank = measured_latency(env), switched_tank(cfg, env)
+        env.close()
+        out = [(words, cfg)] + ([(f"{words}, {delay.words}", delay.cfg)] if delay is not None else [])
+        if tank is not None and tank_of(tank) is not None and tank_of(cfg) is None:  # the deploy tank, once
+            out += and_delayed(f"behind the deploy tank ({tank_of(tank):g} J)", tank)
+        return out
+
+    print(f"{run_dir}: the training phrasings, {episodes} episodes x {seeds} seeds per setting")
+    for n, (words, cfg) in enumerate(and_delayed("as recorded", run.env_cfg)):
+        run.env_cfg = cfg
+        result = run.evaluate(episodes, tuple(range(seeds)), stem=f"eval_deploy-{n}")
+        print(f"  {words:<80} {result.line()}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", type=Path, help="train-bc runs of a language task")
@@ -263,7 +294,14 @@ def main() -> None:
     )
     parser.add_argument("--plot", type=Path, metavar="PNG", help="draw the runs' earlier evaluations, evaluate nothing")
     parser.add_argument("--labels", nargs="+", help="--plot: one legend label per run (default: the run folder)")
+    parser.add_argument(
+        "--deploy", action="store_true", help="as recorded, with the measured delay, behind the deploy tank, both"
+    )
     args = parser.parse_args()
+    if args.deploy:
+        for path in args.runs:
+            deploy_table(path, args.episodes, args.seeds)
+        return
     stem = "eval_instructions" if args.read == "trained" else f"eval_{args.read}"
     sets = [s for s in INSTRUCTION_SETS if s in args.sets]
     if args.plot is not None:
