@@ -153,16 +153,9 @@ class PPORun:
         cfg = load_config(None, None, overrides, base=to_dict(self.cfg), base_name=f"the config of '{self.run_dir}'")
         env = sim.make(cfg.task, 1, cfg.device, cfg.env)
         try:
-            groups = self.cfg.policy.actor_obs
-            before = [self.env.obs_sizes[g] for g in groups] + [self.env.num_actions]
-            after = [env.obs_sizes.get(g) for g in groups] + [env.num_actions]
-            mapping = dataclasses.asdict(env.contract(groups).action), dataclasses.asdict(self.contract().action)
+            changed = self.interface_changes(env)
         finally:
             env.close()
-        names = [f"observation '{g}'" for g in groups] + ["actions"]
-        changed = [f"{n} {b} -> {a}" for n, b, a in zip(names, before, after, strict=True) if a != b]
-        if not changed:  # the same sizes: does each action still map to the same command?
-            changed = [f"the action's {k}" for k in mapping[1] if mapping[0][k] != mapping[1][k]]
         if changed:
             raise ConfigError(
                 f"--set {' '.join(overrides)} changes what the policy reads or commands ({', '.join(changed)}); a "
@@ -170,6 +163,23 @@ class PPORun:
             )
         self.cfg.env = cfg.env
         self.env_overrides += overrides
+
+    def interface_changes(self, env: VecEnv) -> list[str]:
+        """How ``env`` (the task in another world) differs from the trained one in what the policy reads or commands,
+        one phrase each (``observation 'critic' 93 -> 92``, ``the action's scale``); ``[]``: the same interface."""
+        groups = self.cfg.policy.actor_obs
+        before = [self.env.obs_sizes[g] for g in groups] + [self.env.num_actions]
+        after = [env.obs_sizes.get(g) for g in groups] + [env.num_actions]
+        names = [f"observation '{g}'" for g in groups] + ["actions"]
+        changed = [f"{n} {b} -> {a}" for n, b, a in zip(names, before, after, strict=True) if a != b]
+        if changed:
+            return changed
+        # the same sizes: does each action still map to the same command? (the contract's action section, the same
+        # whatever the actor reads: built on the onboard group, which a privileged actor's contract refuses)
+        mapping = dataclasses.asdict(env.contract(["policy"]).action), dataclasses.asdict(
+            self.env.contract(["policy"]).action
+        )
+        return [f"the action's {k}" for k in mapping[1] if mapping[0][k] != mapping[1][k]]
 
     def contract(self) -> Contract:
         """The deployment contract of the actor (what export writes into ``policy.onnx``)."""
@@ -204,17 +214,14 @@ class PPORun:
             env.close()
         extra = [EnvVariant(other, "", "")] if other is not None else []  # the tank: its own words
         extra += [variant] if variant is not None else []
-        groups, self.skipped = cfg.policy.actor_obs, []
+        self.skipped = []
         for v in extra:
             env = make_eval_env(cfg.task, v.cfg, episodes, device, True)
-            changed = [f"'{g}' {self.env.obs_sizes[g]} -> {env.obs_sizes.get(g)}" for g in groups
-                       if env.obs_sizes.get(g) != self.env.obs_sizes[g]]  # fmt: skip
-            if changed:  # a privileged actor reads the critic's state, whose layout holds the tank's level
+            changed = self.interface_changes(env)
+            if changed:  # e.g. a privileged actor: it reads the critic's state, whose layout holds the tank's level
                 t = tank_of(v.cfg)
                 words = v.words or (f"behind a {t:g} J tank" if t is not None else "without the tank")
-                self.skipped.append(
-                    f"not evaluated {words}: there the actor's input changes size ({', '.join(changed)} values)"
-                )
+                self.skipped.append(f"not evaluated {words}: there the policy's interface changes ({', '.join(changed)})")
                 env.close()
                 continue
             result = evaluate_env(env, policy, seed=cfg.seed + EVAL_SEED_OFFSET)

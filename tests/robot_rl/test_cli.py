@@ -656,7 +656,7 @@ def test_a_privileged_teacher_behind_the_tank_is_not_evaluated_without_it(
     assert main(argv) == 0
     out = capsys.readouterr().out
     (run,) = (root / "panda-reach").iterdir()
-    assert "not evaluated without the tank: there the actor's input changes size ('critic' " in out, out
+    assert "not evaluated without the tank: there the policy's interface changes (observation 'critic' " in out, out
     summary = yaml.safe_load((run / "eval.yaml").read_text())
     assert "randomization_on" not in summary and summary["skipped"][0].startswith("not evaluated without the tank")
     assert "randomization_on_tank_20J" in summary
