@@ -17,7 +17,11 @@ def add_parser(sub: Any) -> None:
     col = sub.add_parser(
         "collect", help="record demonstrations of a trained PPO teacher into a LeRobot-style dataset (docs/datasets.md)"
     )
-    col.add_argument("task", help="task to collect in (must be the teacher's)")
+    col.add_argument(
+        "task",
+        help="task to collect in: the teacher's, or one that gives the teacher's observation (a panda-lift teacher "
+        "in panda-multitask: that task's world with the teacher's settings)",
+    )
     col.add_argument(
         "--teacher",
         required=True,
@@ -77,8 +81,9 @@ def add_parser(sub: Any) -> None:
         action="append",
         default=[],
         metavar="env.KEY=VALUE",
-        help="scripted experts: set a key of the task's env config (repeatable), e.g. 'env.skills=[lift,push]' for "
-        "panda-multitask; a PPO teacher collects in the world it was trained in",
+        help="scripted experts and teachers of another task: set a key of the task's env config (repeatable), e.g. "
+        "'env.skills=[lift,push]' for panda-multitask; a PPO teacher of the task collects in the world it was "
+        "trained in",
     )
     col.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -124,8 +129,6 @@ def run_collect(args: argparse.Namespace) -> int:
     bad = [o for o in args.set if not o.startswith("env.")]
     if bad:
         raise ConfigError(f"--set {bad[0]!r}: collect sets only env.* keys (the task's world)")
-    if args.set and args.teacher != "scripted":
-        raise ConfigError("--set applies to scripted experts; a PPO teacher collects in the world it was trained in")
     teacher: Any = args.task
     if args.teacher == "scripted":
         from sim.registry import get_task, task_names
@@ -135,8 +138,11 @@ def run_collect(args: argparse.Namespace) -> int:
             raise ConfigError(f"'{args.task}' has no scripted expert (tasks with one: {have})")
     else:
         teacher = PPORun.load(Path(args.teacher), args.device)
-        if teacher.cfg.task != args.task:
-            raise ConfigError(f"teacher '{args.teacher}' was trained on '{teacher.cfg.task}', not '{args.task}'")
+        if args.set and teacher.cfg.task == args.task:
+            raise ConfigError(
+                "--set applies to scripted experts and teachers of another task; a PPO teacher of "
+                f"'{args.task}' collects in the world it was trained in"
+            )
     student = None if args.student is None else BCRun.load(args.student, args.device)
     summary = collect(
         teacher,
@@ -155,6 +161,7 @@ def run_collect(args: argparse.Namespace) -> int:
         include=args.include,
         unbiased=tuple(args.unbiased),
         env_overrides=tuple(args.set),
+        task=args.task,
     )
     print("\n".join(summary.lines()))
     return 0

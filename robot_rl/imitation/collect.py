@@ -19,7 +19,7 @@ dataset's episodes (the demonstrations the student learned from) into the new on
 from __future__ import annotations
 
 import copy
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +27,7 @@ import torch
 from tqdm import tqdm
 
 import sim
+from robot_rl.config import TrainConfig, load_config, task_defaults
 from robot_rl.evaluate import pick
 from robot_rl.imitation.dataset import (
     Dataset,
@@ -104,6 +105,61 @@ STUDENT_VIEW = ["policy"]
 groups the teacher's actor reads (a privileged teacher reads the critic's state)."""
 
 
+SHARED_NOT_INHERITED = ("noise", "reward_scales")
+"""Env settings a teacher of another task does not carry into the collection world: their names are each task's own
+(sensor signals, reward terms)."""
+
+
+def teacher_world(teacher: PPORun, task: str, overrides: tuple[str, ...] = ()) -> TrainConfig:
+    """The world a PPO teacher of another task collects ``task``'s demonstrations in: ``task``'s defaults, with the
+    teacher's values of every env setting the two tasks' configs share (the control period, command delay, latency,
+    energy tank, gripper mapping and randomisation it was trained with) except :data:`SHARED_NOT_INHERITED`, then
+    ``overrides`` (``env.KEY=VALUE``).
+
+    Raises:
+        ConfigError: A bad override, or an inherited value ``task`` refuses (named).
+    """
+    world = to_dict(task_defaults(task, [f"device={teacher.cfg.device}"]))
+    own = to_dict(teacher.cfg.env)
+    shared = {f.name for f in fields(teacher.cfg.env)} & set(world["env"]) - set(SHARED_NOT_INHERITED)
+    world["env"].update({k: own[k] for k in sorted(shared)})
+    name = f"task '{task}' with the env settings of teacher '{teacher.run_dir}'"
+    return load_config(None, None, list(overrides), base=world, base_name=name)
+
+
+def _check_view(teacher: PPORun, env: BatchedTask) -> None:
+    """Give ``env`` (another task's worlds) the observation the teacher's actor reads, refused unless it is the
+    teacher's own layout term by term and each action maps to the same command.
+
+    Raises:
+        DatasetError: The task gives no view of the teacher's task, the teacher's actor reads a privileged group, or
+            a term or the action mapping differs (the first difference named).
+    """
+    where = f"teacher '{teacher.run_dir}' ({teacher.task})"
+    if teacher.cfg.policy.actor_obs != ["policy"]:
+        raise DatasetError(
+            f"{where} reads {teacher.cfg.policy.actor_obs}; only an onboard ('policy') actor acts in another task"
+        )
+    try:
+        given = env.add_task_view(teacher.task)
+    except TaskConfigError as exc:
+        raise DatasetError(f"{where} cannot act in {env.task_name}: {exc}") from None
+    trained = teacher.env.contract(["policy"])
+    for i, (a, b) in enumerate(zip(trained.observation, [*given, None], strict=False)):
+        if b is None or asdict(a) != asdict(b):
+            got = "nothing" if b is None else f"'{b.name}' [{b.dim}]"
+            raise DatasetError(f"{where} reads '{a.name}' [{a.dim}] as input term {i}; {env.task_name} gives {got}")
+    if len(given) > len(trained.observation):
+        raise DatasetError(f"{where} reads {len(trained.observation)} input terms; {env.task_name} gives {len(given)}")
+    mine, theirs = asdict(env.contract(["policy"]).action), asdict(trained.action)
+    differ = [k for k in theirs if mine[k] != theirs[k]]
+    if differ:
+        raise DatasetError(
+            f"{where} commands the robot otherwise than {env.task_name} in this world (the action's "
+            f"{', '.join(differ)}); set the env key that maps them with --set"
+        )
+
+
 def _check_student(student: BCRun, task: str, obs_dim: int) -> None:
     """Refuse a DAgger student that cannot drive ``task`` (``obs_dim`` onboard inputs, no cameras), by name.
 
@@ -158,12 +214,13 @@ def collect(
     include: Path | None = None,
     unbiased: tuple[str, ...] = (),
     env_overrides: tuple[str, ...] = (),
+    task: str | None = None,
 ) -> CollectSummary:
     """Roll out ``teacher`` until ``episodes`` episodes are kept and write them to ``out``.
 
     Args:
-        teacher: Trained PPO run (its task, env config and deterministic actor), or the name of a task with a
-            scripted expert (the task's ``TaskSpec.expert``; the task's default config).
+        teacher: Trained PPO run (its task, env config and deterministic actor; see ``task``), or the name of a task
+            with a scripted expert (the task's ``TaskSpec.expert``; the task's default config).
         episodes: Episodes to keep.
         out: New dataset folder (must not exist).
         num_envs: Parallel worlds.
@@ -185,25 +242,46 @@ def collect(
             are :data:`~sim.tasks.base.CALIBRATED_VIEW`, and the dataset's env config (where students are evaluated)
             sets those biases to zero.
         env_overrides: ``env.KEY=VALUE`` settings of a scripted expert's world (the task's default config
-            otherwise); the dataset records the env config it was collected in.
+            otherwise) or of a teacher of another task's (:func:`teacher_world`); the dataset records the env config
+            it was collected in. A PPO teacher of the task itself collects in the world it was trained in.
+        task: The task to collect in when the PPO teacher was trained on another, one whose onboard observation
+            ``task`` gives (:attr:`~sim.tasks.base.BatchedTask.task_views`; e.g. a ``panda-lift`` teacher in
+            ``panda-multitask``): it acts on that view in :func:`teacher_world`. ``None``: the teacher's task.
 
     Raises:
         DatasetError: ``out`` exists, the teacher kept no episode in ``MAX_ATTEMPT_FACTOR * episodes`` tries
             (nothing is written then), the student or included dataset does not fit the teacher's task and
-            observation layout (named), or a name in ``unbiased`` carries no per-episode bias in this task.
+            observation layout (named), a name in ``unbiased`` carries no per-episode bias in this task, a teacher
+            of another task cannot act in ``task`` (:func:`_check_view`), or ``env_overrides`` are given for a
+            teacher's own task.
+        ConfigError: A bad ``env_overrides`` item, or a teacher's setting ``task`` refuses (named).
     """
-    from robot_rl.config import task_defaults
-
     expert_cls = None
+    acts_on: list[str] = []  # the observation groups the teacher's actor reads in this world
     if isinstance(teacher, str):
         cfg = task_defaults(teacher, [f"device={device}", *env_overrides])
         expert_cls = sim.get_task(teacher).expert_cls()
         teacher_name = f"scripted expert ({expert_cls.__name__})"
+    elif task is not None and task != teacher.task:
+        cfg = teacher_world(teacher, task, env_overrides)
+        teacher_name = f"{teacher.run_dir} ({teacher.task})"
+        acts_on = [teacher.task]  # the view BatchedTask.add_task_view gives
     else:
+        if env_overrides:
+            raise DatasetError("a PPO teacher collects in the world it was trained in; env settings apply to others")
         cfg = teacher.cfg
         teacher_name = str(teacher.run_dir)
+        acts_on = cfg.policy.actor_obs
     device_ = torch.device(cfg.device)
     env = sim.make(cfg.task, num_envs, device_, cfg.env)
+    if isinstance(teacher, PPORun) and acts_on == [teacher.task]:  # a teacher of another task
+        try:
+            if not isinstance(env, BatchedTask):
+                raise DatasetError(f"{cfg.task} gives no observation of another task")
+            _check_view(teacher, env)
+        except BaseException:
+            env.close()
+            raise
     recorded = STUDENT_VIEW
     contract = env.contract(STUDENT_VIEW)  # the recorded layout; a privileged teacher acts on its own groups
     student_cfg = cfg.env
@@ -229,7 +307,7 @@ def collect(
         "teacher": teacher_name,
         "teacher_kind": "scripted" if expert_cls is not None else "ppo",  # a reactive policy: see train_bc
         "obs_groups": STUDENT_VIEW,
-        "teacher_obs_groups": cfg.policy.actor_obs,
+        "teacher_obs_groups": acts_on,
         "unbiased": list(unbiased),
         "env": student_env,
         "seed": seed,
@@ -287,12 +365,11 @@ def collect(
             obs = env.reset(seed=seed)
             while kept - included < episodes and attempted < MAX_ATTEMPT_FACTOR * episodes:
                 with torch.inference_mode():
-                    x = pick(obs, cfg.policy.actor_obs)
                     if expert is not None:
                         action = expert.act()
                     else:
                         assert not isinstance(teacher, str)
-                        action = teacher.model.action_mean(x).clamp(-1.0, 1.0)
+                        action = teacher.model.action_mean(pick(obs, acts_on)).clamp(-1.0, 1.0)
                     seen = obs if not unbiased else {**obs, "policy": obs[CALIBRATED_VIEW]}
                     executed = action if driver is None else driver(seen).to(device_).clamp(-1.0, 1.0)
                     if action_noise > 0:

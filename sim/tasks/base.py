@@ -255,6 +255,7 @@ class BatchedTask(VecEnv):
         self._rows = torch.arange(n, device=device)
         self._obs: Obs = {}
         self._calibrated: tuple[set[str], ObservationBuilder] | None = None
+        self._task_view: tuple[str, ObservationBuilder] | None = None
 
     def set_reward_scale(self, name: str, scale: float) -> None:
         """Scale reward term ``name`` by ``scale`` (per second) from the next step on: a training curriculum's hook
@@ -516,6 +517,9 @@ class BatchedTask(VecEnv):
             names, builder = self._calibrated
             view = {k: unbiased[k] if k in names else v for k, v in signals.items()}
             obs[CALIBRATED_VIEW] = self._build(builder, view, refresh)
+        if self._task_view is not None:
+            task, builder = self._task_view
+            obs[task] = self._build(builder, self._task_view_signals(task, signals), refresh)
         return obs
 
     @staticmethod
@@ -543,6 +547,41 @@ class BatchedTask(VecEnv):
             )
         builder = ObservationBuilder(self.policy_terms, self.num_envs, torch, self.device, dt=self.dt)
         self._calibrated = (set(signals), builder)
+
+    task_views: tuple[str, ...] = ()
+    """Other tasks whose onboard observation this task can also give (:meth:`add_task_view`), so that a policy
+    trained on one of them acts in this task's worlds: e.g. a ``panda-lift`` teacher records demonstrations in
+    ``panda-multitask`` (``robot-rl collect``)."""
+
+    def add_task_view(self, task: str) -> list[ObservationTerm]:
+        """Also observe group ``task`` from the next reset on: task ``task``'s ``policy`` layout, read from this
+        task's signals (noise, bias and delays included) by :meth:`_task_view_signals`; its size joins
+        :attr:`obs_sizes` under that name. Returns the group's terms.
+
+        Raises:
+            TaskConfigError: This task (in this config) gives no view of ``task``; the message names the ones it
+                gives.
+        """
+        if task not in self.task_views:
+            have = ", ".join(self.task_views) or "none"
+            raise TaskConfigError(f"{self.task_name} gives no observation of task '{task}' (it gives: {have})")
+        terms = self._task_view_terms(task)
+        self._task_view = (task, ObservationBuilder(terms, self.num_envs, torch, self.device, dt=self.dt))
+        self.obs_sizes[task] = sum(t.dim for t in terms)
+        return terms
+
+    def _task_view_terms(self, task: str) -> list[ObservationTerm]:
+        """The observation terms of task ``task``'s ``policy`` group, as this task gives them (one of
+        :attr:`task_views`; a task that lists some implements this and :meth:`_task_view_signals`).
+
+        Raises:
+            TaskConfigError: This task's config rules the view out (why, in one line).
+        """
+        raise NotImplementedError(f"{self.task_name} lists task views but does not build them")
+
+    def _task_view_signals(self, task: str, signals: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Task ``task``'s onboard signals ``{source: [N, k]}`` from this task's (noise and bias applied)."""
+        raise NotImplementedError(f"{self.task_name} lists task views but does not build them")
 
     def contract(self, actor_groups: list[str]) -> Contract:
         """Deployment contract of a policy reading ``actor_groups`` (only ``policy`` is deployable)."""

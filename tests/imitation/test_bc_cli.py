@@ -46,10 +46,8 @@ def robot_rl_process(*args: str | Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.fixture(scope="module")
-def teacher(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A panda-reach PPO run after one tiny iteration (it acts; it does not succeed)."""
-    root = tmp_path_factory.mktemp("teacher")
+def tiny_ppo_run(task: str, root: Path) -> Path:
+    """A PPO run of ``task`` (its config file) after one tiny iteration (it acts; it does not succeed)."""
     overrides = [
         "num_envs=8",
         "ppo.num_steps=4",
@@ -62,8 +60,14 @@ def teacher(tmp_path_factory: pytest.TempPathFactory) -> Path:
     torch.set_num_threads(1)
     run_dir = root / "run"
     run_dir.mkdir()
-    OnPolicyRunner(load_config("panda-reach", None, overrides), run_dir, quiet=True).train()
+    OnPolicyRunner(load_config(task, None, overrides), run_dir, quiet=True).train()
     return run_dir
+
+
+@pytest.fixture(scope="module")
+def teacher(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A panda-reach PPO run after one tiny iteration."""
+    return tiny_ppo_run("panda-reach", tmp_path_factory.mktemp("teacher"))
 
 
 @pytest.fixture(scope="module")
@@ -342,7 +346,49 @@ def test_collect_refuses_bad_input_and_writes_nothing(
 
 def test_collect_refuses_a_teacher_of_another_task(teacher: Path, tmp_path: Path) -> None:
     result = robot_rl("collect", "panda-push", "--teacher", teacher, "--episodes", "2", "--out", tmp_path / "x")
-    assert result.returncode == 2 and "was trained on 'panda-reach', not 'panda-push'" in result.stderr
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert "(panda-reach) cannot act in panda-push: panda-push gives no observation of task 'panda-reach'" in (
+        result.stderr
+    )
+    again = robot_rl("collect", "panda-reach", "--teacher", teacher, "--episodes", "2", "--out", tmp_path / "x",
+                     "--set", "env.episode_length_s=2")  # fmt: skip
+    assert again.returncode == 2 and "a PPO teacher of 'panda-reach' collects in the world it was trained" in (
+        again.stderr
+    )
+    assert not (tmp_path / "x").exists()
+
+
+def test_a_lift_teacher_records_the_named_cube_in_panda_multitask_in_its_own_world(tmp_path: Path) -> None:
+    """``collect panda-multitask --teacher LIFT_RUN``: the lift teacher acts on panda-lift's layout with the named
+    cube's estimate, in panda-multitask's world with the settings it was trained with (configs/panda-lift.yaml: the
+    tank, the measured delay, the gripper open at zero); the dataset records the onboard layout and the instruction."""
+    lift = tiny_ppo_run("panda-lift", tmp_path)
+    out = tmp_path / "d"
+    result = robot_rl(
+        "collect", "panda-multitask", "--teacher", lift, "--episodes", "3", "--num-envs", "3", "--keep-failed",
+        "--out", out, "--quiet", "--set", "env.episode_length_s=1",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    data = load_dataset(out)
+    info = data.robot_rl
+    assert info["task"] == "panda-multitask" and info["teacher_obs_groups"] == ["panda-lift"]
+    assert info["teacher"] == f"{lift} (panda-lift)"
+    env = info["env"]
+    assert env["gripper_action"] == "open-at-zero" and env["passivity"]["tank_max_j"] == 40.0
+    assert env["command_delay"] == [0.0, 0.012] and env["episode_length_s"] == 1  # inherited, then --set
+    model = PPORun.load(lift).model
+    colours = ["red", "green", "blue"]
+    for ep in data.episodes:  # the recorded actions are the lift actor's on the named cube's recorded estimate
+        named = next(i for i, c in enumerate(colours) if c in ep.task.split())
+        state = torch.as_tensor(ep.state)
+        view = torch.cat((state[:, :24], state[:, 24 + 3 * named : 27 + 3 * named], state[:, 33:]), 1)
+        torch.testing.assert_close(
+            torch.as_tensor(ep.action), model.action_mean(view).clamp(-1, 1).detach(), atol=1e-5, rtol=0
+        )
+    pushes = robot_rl("collect", "panda-multitask", "--teacher", lift, "--episodes", "1", "--out", tmp_path / "e",
+                      "--set", "env.skills=[lift,push]")  # fmt: skip
+    assert pushes.returncode == 2 and "a panda-lift teacher only lifts" in pushes.stderr
+    assert pushes.stderr.count("\n") == 1 and not (tmp_path / "e").exists()
 
 
 @pytest.mark.parametrize(

@@ -250,3 +250,35 @@ def test_the_onboard_expert_reads_the_named_colours_estimate() -> None:
     torch.testing.assert_close(estimate, seen[torch.arange(16), env.colour[:, 0]])
     assert 0.003 < float((estimate - env.cube_pos).norm(dim=-1).mean()) < 0.05  # noise and bias, not the truth
     assert obs["policy"].shape[0] == 16
+
+
+def test_a_lift_policy_sees_the_named_cubes_estimate_in_panda_lifts_layout() -> None:
+    """``add_task_view("panda-lift")``: panda-lift's onboard layout, term by term, with the colour tracker's estimate
+    of the episode's target (noise and bias as the ``policy`` group has them) in the place of the three cubes'."""
+    from dataclasses import asdict
+
+    from sim.vec_env import TaskConfigError
+
+    env = _env(16)
+    lift = sim.make("panda-lift", 1, "cpu", task_defaults("panda-lift").env)
+    terms = env.add_task_view("panda-lift")
+    assert [asdict(t) for t in terms] == [asdict(t) for t in lift.policy_terms]
+    assert env.obs_sizes["panda-lift"] == lift.obs_sizes["policy"]
+    obs = env.reset(seed=1)
+    for _ in range(3):
+        obs, *_ = env.step(0.3 * torch.ones(16, env.num_actions))
+    names = [t.name for t in env.policy_terms]
+    start = sum(t.dim for t in env.policy_terms[: names.index("object_positions")])
+    seen = obs["policy"][:, start : start + 9].view(16, 3, 3)[torch.arange(16), env.colour[:, 0]]
+    view = obs["panda-lift"]
+    assert view.shape == (16, lift.obs_sizes["policy"])
+    assert torch.equal(view[:, :start], obs["policy"][:, :start])
+    assert torch.equal(view[:, start : start + 3], seen)
+    assert torch.equal(view[:, start + 3 :], obs["policy"][:, start + 9 :])
+    assert 0.003 < float((seen - env.cube_pos).norm(dim=-1).mean()) < 0.05  # the estimate, not the truth
+    with pytest.raises(TaskConfigError, match=r"gives no observation of task 'panda-push' \(it gives: panda-lift\)"):
+        env.add_task_view("panda-push")
+    with pytest.raises(TaskConfigError, match="a panda-lift teacher only lifts"):
+        _env(2, SKILLS).add_task_view("panda-lift")
+    lift.close()
+    env.close()

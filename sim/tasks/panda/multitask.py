@@ -29,6 +29,10 @@ Onboard (``policy``) observation::
     finger_position [1] m | object_positions [9] m (red, green, blue cube centres: a colour tracker's estimate,
     delayed, noisy, biased) | last_action [8] x H
 
+A ``panda-lift`` policy acts here too (:meth:`~sim.tasks.base.BatchedTask.add_task_view`: that task's onboard
+layout with the target's estimate alone), so a lift teacher records demonstrations for language-conditioned students
+(``robot-rl collect panda-multitask --teacher LIFT_RUN``).
+
 Cameras (``robot-rl collect --images front``) draw each world's colours (:meth:`PandaMultitask.drawn_geom_rgba`).
 
 Privileged (``critic``): ``panda-lift``'s (exact target pose and velocity, pad forces, randomised parameters) plus
@@ -359,6 +363,27 @@ class PandaMultitask(PandaLift):
             "finger_pos": self._finger(),
             "objects_pos": self._by_colour(self._cube_seen[:, -1], self._others_seen[:, -1]),
         }
+
+    task_views = ("panda-lift",)
+
+    def _task_view_terms(self, task: str) -> list[ObservationTerm]:
+        """``panda-lift``'s onboard layout: this task's, with the named cube's estimate (``object_position [3]``)
+        in the place of the three (what a lift teacher acts on; the instruction tells a student which cube).
+
+        Raises:
+            TaskConfigError: ``env.skills`` asks for pushes, which a lift teacher does not make.
+        """
+        if self.cfg.skills != ("lift",):
+            raise TaskConfigError(
+                f"a {task} teacher only lifts; env.skills={list(self.cfg.skills)} asks for other skills too"
+            )
+        one = ObservationTerm("object_position", 3, "object_pos", unit="m")
+        return [one if t.source == "objects_pos" else t for t in self.policy_terms]
+
+    def _task_view_signals(self, task: str, signals: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The signals with ``object_pos [N, 3]``: the colour tracker's estimate of the episode's target, m."""
+        seen = signals["objects_pos"].view(self.num_envs, len(COLOURS), 3)
+        return {**signals, "object_pos": seen[self._rows, self.colour[:, 0]]}
 
     def cube_estimate(self) -> torch.Tensor:
         """The named cube's centre as the latest onboard observation gives it (the colour tracker's estimate of the
