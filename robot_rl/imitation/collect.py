@@ -257,24 +257,25 @@ def collect(
         ConfigError: A bad ``env_overrides`` item, or a teacher's setting ``task`` refuses (named).
     """
     expert_cls = None
-    acts_on: list[str] = []  # the observation groups the teacher's actor reads in this world
+    foreign = isinstance(teacher, PPORun) and task is not None and task != teacher.task  # a teacher of another task
     if isinstance(teacher, str):
         cfg = task_defaults(teacher, [f"device={device}", *env_overrides])
         expert_cls = sim.get_task(teacher).expert_cls()
         teacher_name = f"scripted expert ({expert_cls.__name__})"
-    elif task is not None and task != teacher.task:
+    elif foreign:
+        assert task is not None
         cfg = teacher_world(teacher, task, env_overrides)
         teacher_name = f"{teacher.run_dir} ({teacher.task})"
-        acts_on = [teacher.task]  # the view BatchedTask.add_task_view gives
     else:
         if env_overrides:
             raise DatasetError("a PPO teacher collects in the world it was trained in; env settings apply to others")
         cfg = teacher.cfg
         teacher_name = str(teacher.run_dir)
-        acts_on = cfg.policy.actor_obs
+    # the observation groups the teacher's actor reads in this world (a foreign teacher: the task's view of its own)
+    acts_on = [teacher.task] if isinstance(teacher, PPORun) and foreign else cfg.policy.actor_obs
     device_ = torch.device(cfg.device)
     env = sim.make(cfg.task, num_envs, device_, cfg.env)
-    if isinstance(teacher, PPORun) and acts_on == [teacher.task]:  # a teacher of another task
+    if isinstance(teacher, PPORun) and foreign:
         try:
             if not isinstance(env, BatchedTask):
                 raise DatasetError(f"{cfg.task} gives no observation of another task")
