@@ -151,12 +151,11 @@ def _check_view(teacher: PPORun, env: BatchedTask) -> None:
             raise DatasetError(f"{where} reads '{a.name}' [{a.dim}] as input term {i}; {env.task_name} gives {got}")
     if len(given) > len(trained.observation):
         raise DatasetError(f"{where} reads {len(trained.observation)} input terms; {env.task_name} gives {len(given)}")
-    mine, theirs = asdict(env.contract(["policy"]).action), asdict(trained.action)
-    differ = [k for k in theirs if mine[k] != theirs[k]]
+    differ = teacher.action_changes(env)
     if differ:
         raise DatasetError(
-            f"{where} commands the robot otherwise than {env.task_name} in this world (the action's "
-            f"{', '.join(differ)}); set the env key that maps them with --set"
+            f"{where} commands the robot otherwise than {env.task_name} in this world ({', '.join(differ)}); set the "
+            "env key that maps them with --set"
         )
 
 

@@ -172,14 +172,16 @@ class PPORun:
         after = [env.obs_sizes.get(g) for g in groups] + [env.num_actions]
         names = [f"observation '{g}'" for g in groups] + ["actions"]
         changed = [f"{n} {b} -> {a}" for n, b, a in zip(names, before, after, strict=True) if a != b]
-        if changed:
-            return changed
-        # the same sizes: does each action still map to the same command? (the contract's action section, the same
-        # whatever the actor reads: built on the onboard group, which a privileged actor's contract refuses)
-        mapping = dataclasses.asdict(env.contract(["policy"]).action), dataclasses.asdict(
+        return changed or self.action_changes(env)
+
+    def action_changes(self, env: VecEnv) -> list[str]:
+        """Which fields of the contract's action section ``env`` maps otherwise than the trained world (``the
+        action's scale``); ``[]``: each action maps to the same command. Built on the onboard group whatever the
+        actor reads (a privileged actor's contract is refused), so ``env`` may be another task's."""
+        mine, theirs = dataclasses.asdict(env.contract(["policy"]).action), dataclasses.asdict(
             self.env.contract(["policy"]).action
         )
-        return [f"the action's {k}" for k in mapping[1] if mapping[0][k] != mapping[1][k]]
+        return [f"the action's {k}" for k in theirs if mine[k] != theirs[k]]
 
     def contract(self) -> Contract:
         """The deployment contract of the actor (what export writes into ``policy.onnx``)."""

@@ -389,6 +389,10 @@ def test_a_lift_teacher_records_the_named_cube_in_panda_multitask_in_its_own_wor
                       "--set", "env.skills=[lift,push]")  # fmt: skip
     assert pushes.returncode == 2 and "a panda-lift teacher only lifts" in pushes.stderr
     assert pushes.stderr.count("\n") == 1 and not (tmp_path / "e").exists()
+    centred = robot_rl("collect", "panda-multitask", "--teacher", lift, "--episodes", "1", "--out", tmp_path / "e",
+                       "--set", "env.gripper_action=centred")  # fmt: skip
+    assert centred.returncode == 2 and "commands the robot otherwise than panda-multitask" in centred.stderr
+    assert "the action's" in centred.stderr and centred.stderr.count("\n") == 1 and not (tmp_path / "e").exists()
 
 
 @pytest.mark.parametrize(

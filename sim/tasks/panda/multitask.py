@@ -374,7 +374,7 @@ class PandaMultitask(PandaLift):
         Raises:
             TaskConfigError: ``env.skills`` asks for pushes, which a lift teacher does not make.
         """
-        if self.cfg.skills != ("lift",):
+        if tuple(self.cfg.skills) != ("lift",):
             raise TaskConfigError(
                 f"a {task} teacher only lifts; env.skills={list(self.cfg.skills)} asks for other skills too"
             )
