@@ -16,14 +16,17 @@ For each PPO run folder of a ``panda-*`` task (``robot-rl train panda-lift``, ..
 With ``--students``, for each ``robot-rl train-bc`` run folder whose demonstrations a PPO teacher recorded
 (``robot-rl collect --teacher RUN``): the student (executed as its run says) against that teacher on the same
 held-out seeds, starts, randomisation and tank, ``--episodes`` split over ``--student-seeds``. The teacher acts in its
-own training config; a student recorded with ``collect --unbiased`` is judged with its calibrated sensors, and the
-teacher with those sensors is shown beside (``nan`` where they are the teacher's).
+own training config (a teacher of another task, e.g. a ``panda-lift`` teacher of a ``panda-multitask`` student, in
+the world it recorded in, on that task's view of its own); a student recorded with ``collect --unbiased`` is judged
+with its calibrated sensors, and the teacher with those sensors is shown beside (``nan`` where they are the
+teacher's).
 
 Run::
 
     python bench/manipulation.py runs/panda-lift/<run> runs/panda-push/<run> --episodes 500 --t-max 20 40 80
     python bench/manipulation.py runs/panda-push/<run> --episodes 256 --pybullet 100
     python bench/manipulation.py --students runs/panda-lift/<stamp>-bc-mlp-0 runs/panda-lift/<stamp>-bc-diffusion-0
+    python bench/manipulation.py --students runs/panda-multitask/<stamp>-bc-vla-0 --episodes 300 --student-seeds 0 1 2
 """
 
 from __future__ import annotations
@@ -102,14 +105,14 @@ def student_row(student_dir: Path, args: argparse.Namespace) -> dict[str, object
     mine = evaluate_chunk_policy(
         student.policy, spec, student.task, student.env_cfg, student.obs_groups, per_seed, seeds
     )
-    groups = teacher.cfg.policy.actor_obs
-    theirs = evaluate_teacher(teacher.model, student.task, teacher.cfg.env, groups, per_seed, seeds)
+    # A teacher of another task acts where it recorded: the dataset's world, on that task's view of its own.
+    own = teacher.task == student.task
+    theirs = evaluate_teacher(teacher, student.task, teacher.cfg.env if own else student.env_cfg, per_seed, seeds)
     # A student recorded with `collect --unbiased` is judged with its calibrated sensors, the teacher as it acts
     # (its own config); what the teacher would do with the student's sensors is shown beside.
     calibrated = math.nan
-    if to_dict(student.env_cfg) != to_dict(teacher.cfg.env):
-        seen = evaluate_teacher(teacher.model, student.task, student.env_cfg, groups, per_seed, seeds)
-        calibrated = seen.success_rate
+    if own and to_dict(student.env_cfg) != to_dict(teacher.cfg.env):
+        calibrated = evaluate_teacher(teacher, student.task, student.env_cfg, per_seed, seeds).success_rate
     execution = f"Ta {spec.action_horizon}" if spec.ensemble_decay is None else f"ensemble m={spec.ensemble_decay:g}"
     execution += f", noise x{spec.noise_scale:g}" if spec.noise_input else ""
     return {

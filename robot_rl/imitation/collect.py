@@ -45,7 +45,7 @@ from robot_rl.runs.bc import BCRun
 from robot_rl.runs.ppo import PPORun
 from sim.rendering import CameraRenderer, RenderError, VisualRandomization
 from sim.tasks.base import CALIBRATED_VIEW, BatchedTask
-from sim.typed_config import to_dict
+from sim.typed_config import ConfigError, to_dict
 from sim.vec_env import TaskConfigError
 
 MAX_ATTEMPT_FACTOR = 20
@@ -125,38 +125,6 @@ def teacher_world(teacher: PPORun, task: str, overrides: tuple[str, ...] = ()) -
     world["env"].update({k: own[k] for k in sorted(shared)})
     name = f"task '{task}' with the env settings of teacher '{teacher.run_dir}'"
     return load_config(None, None, list(overrides), base=world, base_name=name)
-
-
-def _check_view(teacher: PPORun, env: BatchedTask) -> None:
-    """Give ``env`` (another task's worlds) the observation the teacher's actor reads, refused unless it is the
-    teacher's own layout term by term and each action maps to the same command.
-
-    Raises:
-        DatasetError: The task gives no view of the teacher's task, the teacher's actor reads a privileged group, or
-            a term or the action mapping differs (the first difference named).
-    """
-    where = f"teacher '{teacher.run_dir}' ({teacher.task})"
-    if teacher.cfg.policy.actor_obs != ["policy"]:
-        raise DatasetError(
-            f"{where} reads {teacher.cfg.policy.actor_obs}; only an onboard ('policy') actor acts in another task"
-        )
-    try:
-        given = env.add_task_view(teacher.task)
-    except TaskConfigError as exc:
-        raise DatasetError(f"{where} cannot act in {env.task_name}: {exc}") from None
-    trained = teacher.env.contract(["policy"])
-    for i, (a, b) in enumerate(zip(trained.observation, [*given, None], strict=False)):
-        if b is None or asdict(a) != asdict(b):
-            got = "nothing" if b is None else f"'{b.name}' [{b.dim}]"
-            raise DatasetError(f"{where} reads '{a.name}' [{a.dim}] as input term {i}; {env.task_name} gives {got}")
-    if len(given) > len(trained.observation):
-        raise DatasetError(f"{where} reads {len(trained.observation)} input terms; {env.task_name} gives {len(given)}")
-    differ = teacher.action_changes(env)
-    if differ:
-        raise DatasetError(
-            f"{where} commands the robot otherwise than {env.task_name} in this world ({', '.join(differ)}); set the "
-            "env key that maps them with --set"
-        )
 
 
 def _check_student(student: BCRun, task: str, obs_dim: int) -> None:
@@ -251,7 +219,7 @@ def collect(
         DatasetError: ``out`` exists, the teacher kept no episode in ``MAX_ATTEMPT_FACTOR * episodes`` tries
             (nothing is written then), the student or included dataset does not fit the teacher's task and
             observation layout (named), a name in ``unbiased`` carries no per-episode bias in this task, a teacher
-            of another task cannot act in ``task`` (:func:`_check_view`), or ``env_overrides`` are given for a
+            of another task cannot act in ``task`` (:meth:`PPORun.act_in`), or ``env_overrides`` are given for a
             teacher's own task.
         ConfigError: A bad ``env_overrides`` item, or a teacher's setting ``task`` refuses (named).
     """
@@ -264,23 +232,23 @@ def collect(
     elif foreign:
         assert task is not None
         cfg = teacher_world(teacher, task, env_overrides)
-        teacher_name = f"{teacher.run_dir} ({teacher.task})"
+    elif env_overrides:
+        raise DatasetError("a PPO teacher collects in the world it was trained in; env settings apply to others")
     else:
-        if env_overrides:
-            raise DatasetError("a PPO teacher collects in the world it was trained in; env settings apply to others")
         cfg = teacher.cfg
-        teacher_name = str(teacher.run_dir)
-    # the observation groups the teacher's actor reads in this world (a foreign teacher: the task's view of its own)
-    acts_on = [teacher.task] if isinstance(teacher, PPORun) and foreign else cfg.policy.actor_obs
+    if isinstance(teacher, PPORun):
+        teacher_name = str(teacher.run_dir)  # the run folder (a teacher of another task too: its task is in the run)
     device_ = torch.device(cfg.device)
     env = sim.make(cfg.task, num_envs, device_, cfg.env)
+    # the observation groups the teacher's actor reads in this world (a foreign teacher: the task's view of its own)
+    acts_on = cfg.policy.actor_obs
     if isinstance(teacher, PPORun) and foreign:
         try:
-            if not isinstance(env, BatchedTask):
-                raise DatasetError(f"{cfg.task} gives no observation of another task")
-            _check_view(teacher, env)
-        except BaseException:
+            acts_on = teacher.act_in(env)
+        except BaseException as exc:
             env.close()
+            if isinstance(exc, ConfigError):
+                raise DatasetError(str(exc)) from None
             raise
     recorded = STUDENT_VIEW
     contract = env.contract(STUDENT_VIEW)  # the recorded layout; a privileged teacher acts on its own groups

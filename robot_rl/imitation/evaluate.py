@@ -13,12 +13,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
-from policies.nets import ActorCritic
 from policies.nets.chunk import ChunkPolicy
 from policies.nets.language import features
 from policies.runtime.chunking import ChunkExecutor
@@ -35,6 +34,9 @@ from robot_rl.evaluate import (
 from sim.rendering import CameraRenderer, VisualRandomization
 from sim.typed_config import ConfigError
 from sim.vec_env import VecEnv
+
+if TYPE_CHECKING:
+    from robot_rl.runs.ppo import PPORun
 
 Z_95 = 1.959964
 """Two-sided 95 % quantile of the standard normal."""
@@ -282,33 +284,37 @@ def evaluate_chunk_policy(
 
 
 def evaluate_teacher(
-    model: ActorCritic,
+    teacher: PPORun,
     task: str,
     env_cfg: Any,
-    groups: list[str],
     episodes: int,
     seeds: Sequence[int],
     randomize: bool = True,
 ) -> ChunkEvalResult:
     """The PPO teacher's deterministic actor on the seeds and in the task config its student is evaluated in
     (:func:`evaluate_chunk_policy`): the same starts, randomised parameters and tank, so the two compare episode
-    for episode.
+    for episode. A teacher of another task acts on the view ``task`` gives of its own (:meth:`PPORun.act_in`).
 
     Args:
-        model: The teacher's actor-critic (``action_mean`` of the ``groups`` observation).
-        task: Task name.
+        teacher: The PPO run.
+        task: Task name (the teacher's, or one that gives a view of it).
         env_cfg: The task config of the student's demonstrations (the teacher's, tank included).
-        groups: Observation groups the teacher's actor reads.
         episodes: Episodes per seed.
         seeds: Evaluation seeds (offset by ``EVAL_SEED_OFFSET``), as the student's.
         randomize: Domain randomisation on.
+
+    Raises:
+        ConfigError: The teacher cannot act in ``task`` (named).
     """
-    device = next(model.parameters()).device
+    device = next(teacher.model.parameters()).device
     results = []
     for seed in seeds:
         env = make_eval_env(task, env_cfg, episodes, device, randomize)
-        results.append(evaluate_env(env, deterministic_policy(model, groups), seed=seed + EVAL_SEED_OFFSET))
-        env.close()
+        try:
+            groups = teacher.act_in(env)
+            results.append(evaluate_env(env, deterministic_policy(teacher.model, groups), seed=seed + EVAL_SEED_OFFSET))
+        finally:
+            env.close()
     return ChunkEvalResult(results, list(seeds))
 
 

@@ -37,9 +37,9 @@ from robot_rl.evaluate import (
     tank_of,
 )
 from robot_rl.runner import BEST, build_model
-from sim.tasks.base import EnvVariant
+from sim.tasks.base import BatchedTask, EnvVariant
 from sim.typed_config import ConfigError, load_yaml, to_dict
-from sim.vec_env import VecEnv
+from sim.vec_env import TaskConfigError, VecEnv
 
 
 def new_run_dir(cfg: TrainConfig) -> Path:
@@ -182,6 +182,42 @@ class PPORun:
             self.env.contract(["policy"]).action
         )
         return [f"the action's {k}" for k in theirs if mine[k] != theirs[k]]
+
+    def act_in(self, env: VecEnv) -> list[str]:
+        """The observation groups the actor reads in ``env``: its own in its task's worlds; in another task's, the
+        view that task gives of this one (:meth:`~sim.tasks.base.BatchedTask.add_task_view`, added to ``env`` here;
+        e.g. a ``panda-lift`` teacher in ``panda-multitask``), refused unless it is the trained layout term by term
+        and each action maps to the same command.
+
+        Raises:
+            ConfigError: In another task: the task gives no view of this one, the actor reads a privileged group, or
+                a term or the action mapping differs (the first difference named).
+        """
+        if not isinstance(env, BatchedTask) or env.task_name == self.task:  # every task's worlds are BatchedTasks
+            return self.cfg.policy.actor_obs
+        where = f"teacher '{self.run_dir}' ({self.task})"
+        if self.cfg.policy.actor_obs != ["policy"]:
+            raise ConfigError(
+                f"{where} reads {self.cfg.policy.actor_obs}; only an onboard ('policy') actor acts in another task"
+            )
+        try:
+            given = env.add_task_view(self.task)
+        except TaskConfigError as exc:
+            raise ConfigError(f"{where} cannot act in {env.task_name}: {exc}") from None
+        trained = self.env.contract(["policy"]).observation
+        for i, (a, b) in enumerate(zip(trained, [*given, None], strict=False)):
+            if b is None or dataclasses.asdict(a) != dataclasses.asdict(b):
+                got = "nothing" if b is None else f"'{b.name}' [{b.dim}]"
+                raise ConfigError(f"{where} reads '{a.name}' [{a.dim}] as input term {i}; {env.task_name} gives {got}")
+        if len(given) > len(trained):
+            raise ConfigError(f"{where} reads {len(trained)} input terms; {env.task_name} gives {len(given)}")
+        differ = self.action_changes(env)
+        if differ:
+            raise ConfigError(
+                f"{where} commands the robot otherwise than {env.task_name} in this world ({', '.join(differ)}); set "
+                "the env key that maps them with --set"
+            )
+        return [self.task]
 
     def contract(self) -> Contract:
         """The deployment contract of the actor (what export writes into ``policy.onnx``)."""

@@ -16,6 +16,7 @@ import yaml
 
 from policies.runtime.chunking import ChunkedOnnxPolicy
 from robot_rl.config import load_config
+from robot_rl.imitation.collect import teacher_world
 from robot_rl.imitation.dataset import DatasetError, load_dataset
 from robot_rl.imitation.evaluate import evaluate_chunk_policy, evaluate_teacher
 from robot_rl.imitation.students import student_config
@@ -23,6 +24,7 @@ from robot_rl.imitation.train_bc import execution_note
 from robot_rl.runner import OnPolicyRunner
 from robot_rl.runs import PPORun
 from robot_rl.runs.bc import BCRun
+from sim.typed_config import ConfigError
 from tests.conftest import one_torch_thread, robot_rl
 
 TINY_TRAINING = [
@@ -117,7 +119,7 @@ def test_train_bc_evaluates_exports_and_resumes(teacher: Path, dataset: Path, tm
     assert student.teacher is not None and Path(student.teacher).resolve() == teacher.resolve()
     # the teacher on the student's seeds: the same starts and randomised parameters, episode for episode
     mine = evaluate_chunk_policy(student.policy, student.spec(), "panda-reach", student.env_cfg, ["policy"], 3, [1])
-    theirs = evaluate_teacher(PPORun.load(teacher).model, "panda-reach", student.env_cfg, ["policy"], 3, [1])
+    theirs = evaluate_teacher(PPORun.load(teacher), "panda-reach", student.env_cfg, 3, [1])
     (a,), (b,) = mine.per_seed, theirs.per_seed
     assert a.start_params.keys() == b.start_params.keys() and a.start_params
     for name, values in a.start_params.items():
@@ -372,7 +374,7 @@ def test_a_lift_teacher_records_the_named_cube_in_panda_multitask_in_its_own_wor
     data = load_dataset(out)
     info = data.robot_rl
     assert info["task"] == "panda-multitask" and info["teacher_obs_groups"] == ["panda-lift"]
-    assert info["teacher"] == f"{lift} (panda-lift)"
+    assert info["teacher"] == str(lift)  # the run folder: bench/manipulation.py --students evaluates it beside
     env = info["env"]
     assert env["gripper_action"] == "open-at-zero" and env["passivity"]["tank_max_j"] == 40.0
     assert env["command_delay"] == [0.0, 0.012] and env["episode_length_s"] == 1  # inherited, then --set
@@ -393,6 +395,13 @@ def test_a_lift_teacher_records_the_named_cube_in_panda_multitask_in_its_own_wor
                        "--set", "env.gripper_action=centred")  # fmt: skip
     assert centred.returncode == 2 and "commands the robot otherwise than panda-multitask" in centred.stderr
     assert "the action's" in centred.stderr and centred.stderr.count("\n") == 1 and not (tmp_path / "e").exists()
+    # beside its student (bench/manipulation.py --students): the same view, in the world it recorded in, checked alike
+    teacher = PPORun.load(lift)
+    world = teacher_world(teacher, "panda-multitask", ("env.episode_length_s=1",))
+    assert evaluate_teacher(teacher, "panda-multitask", world.env, 3, [1]).episodes == 3
+    other = teacher_world(teacher, "panda-multitask", ("env.gripper_action=centred",))
+    with pytest.raises(ConfigError, match="commands the robot otherwise than panda-multitask"):
+        evaluate_teacher(teacher, "panda-multitask", other.env, 3, [1])
 
 
 @pytest.mark.parametrize(
