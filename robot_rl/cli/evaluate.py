@@ -85,7 +85,8 @@ def add_parser(sub: Any) -> None:
         action="append",
         default=[],
         metavar="env.KEY=VALUE",
-        help="PPO runs: evaluate in another world than the trained one (repeatable; the policy stays as trained), "
+        help="evaluate in another world than the trained one (PPO runs) or the demonstrations' (train-bc runs; "
+        "repeatable; the policy stays as trained), "
         "e.g. env.noise.bias_std.object_pos=0.005, env.passivity.tank_max_j=10 or "
         "env.randomization.action_latency=null (a randomisation term by its name); refused where it would change the "
         "policy's inputs or outputs; writes eval_set-<settings>.yaml/png",
@@ -176,8 +177,6 @@ def run(args: argparse.Namespace) -> int:
     if args.chunking is not None and (args.sim or not isinstance(loaded, BCRun)):
         raise ConfigError("--chunking evaluates a train-bc run in its own simulator; it takes no --sim")
     if isinstance(loaded, BCRun):
-        if args.set:
-            raise ConfigError("--set is not available for train-bc runs yet; it evaluates PPO runs in another world")
         if args.sweep or args.control_rate or args.trajectory or args.corner:
             raise ConfigError(
                 "--sweep, --corner, --control-rate and --trajectory are not available for train-bc runs yet"
@@ -286,6 +285,10 @@ def _eval_bc(run: Any, args: argparse.Namespace) -> int:
     if args.visual != "dataset":
         visual = VisualRandomization() if args.visual == "randomized" else None
     stem = "eval"
+    if args.set:
+        run.set_env(args.set)
+        stem = settings_stem(args.set)
+        print(f"evaluating in another world than the demonstrations': {' '.join(args.set)}")
     if args.instructions is not None:
         if not run.policy.language_dim or not hasattr(run.env_cfg, "instructions"):
             raise ConfigError("--instructions applies to students that read an instruction, in a language task")
@@ -293,7 +296,7 @@ def _eval_bc(run: Any, args: argparse.Namespace) -> int:
             run.env_cfg = dataclasses.replace(run.env_cfg, instructions=args.instructions)
         except (ValueError, TypeError) as exc:
             raise ConfigError(f"--instructions {printable(args.instructions)}: {exc}") from None
-        stem = f"eval_instructions-{args.instructions}"
+        stem = f"{stem}_instructions-{args.instructions}" if args.set else f"eval_instructions-{args.instructions}"
     if timing is not None:
         stem += f"_chunking-{timing.mode}-d{timing.delay_steps}"
     result = run.evaluate(args.episodes, tuple(range(args.seeds)), visual=visual, stem=stem)

@@ -10,6 +10,9 @@ command line uses without asking what kind it has:
 - ``run.export(out_dir=None)``: ``policy.onnx`` + ``contract.yaml``;
 - ``run.describe()``: one line.
 
+- ``run.set_env(overrides)``: evaluate in another world (``eval --set env.KEY=VALUE``), refused where it changes
+  the interface (:mod:`robot_rl.runs.worlds`, the checks every kind runs).
+
 A new policy kind adds its run class (a module here) and one branch in :func:`open_run`.
 """
 

@@ -66,6 +66,8 @@ class BCRun:
     obs_groups: list[str]
     checkpoint: dict[str, Any]
     timing: RealTime | None = None
+    env_overrides: list[str] = dataclasses.field(default_factory=list)
+    """The ``env.KEY=VALUE`` settings :meth:`set_env` applied (evaluations record them)."""
     kind = "bc"
 
     @property
@@ -204,6 +206,35 @@ class BCRun:
             )
         return dataclasses.replace(self.contract_, output_name="action_chunk", chunk=self.spec())
 
+    def set_env(self, overrides: list[str]) -> None:
+        """Evaluate in another world: apply ``env.KEY=VALUE`` overrides to the demonstrations' task config (the
+        student stays as trained), e.g. ``env.passivity.tank_max_j=10`` or ``env.command_delay=[0.0,0.04]``.
+
+        Raises:
+            ConfigError: The run names no task, a key outside ``env``, an unknown key or a bad value (named), or a
+                setting that changes what the student reads or commands (an observation term, or how its actions
+                map to commands).
+        """
+        import sim
+        from robot_rl.config import load_config
+        from robot_rl.runs.worlds import action_changes, check_env_overrides, observation_changes, refuse_changes
+        from sim.typed_config import to_dict
+
+        if self.env_cfg is None:
+            raise ConfigError(f"'{self.run_dir}' was trained on a dataset that names no task; nothing to evaluate in")
+        check_env_overrides(overrides)
+        base = {"task": self.task, "env": to_dict(self.env_cfg)}
+        cfg = load_config(None, None, overrides, base=base, base_name=f"the demonstrations' world of '{self.run_dir}'")
+        before, after = (sim.make(self.task, 1, "cpu", env) for env in (self.env_cfg, cfg.env))
+        try:
+            old, new = before.contract(["policy"]), after.contract(["policy"])
+        finally:
+            before.close()
+            after.close()
+        refuse_changes(overrides, observation_changes(old, new) + action_changes(old, new), "the student")
+        self.env_cfg = cfg.env
+        self.env_overrides += overrides
+
     def export(self, out_dir: Path | None = None) -> Path:
         """Export the student's whole sampler to ``policy.onnx`` + ``contract.yaml`` (default: in the run folder).
 
@@ -239,7 +270,9 @@ class BCRun:
         )  # fmt: skip
         title = f"{self.cfg.task}: {self.cfg.policy.kind} student"
         texts = self.instruction_texts()
-        write_evaluation(self.run_dir, result, title, self.spec(), stem, texts, self.timing, self.cfg.tasks)
+        write_evaluation(
+            self.run_dir, result, title, self.spec(), stem, texts, self.timing, self.cfg.tasks, self.env_overrides
+        )
         return result
 
     def instruction_texts(self) -> list[str]:
@@ -341,17 +374,18 @@ def write_evaluation(
     instructions: list[str] | None = None,
     timing: RealTime | None = None,
     tasks: list[str] | None = None,
+    env_overrides: list[str] | None = None,
 ) -> dict[str, Any]:
-    """``<stem>.yaml`` (pooled success, 95 % interval, per seed, how chunks were executed and how the actions moved
-    across their joins, per instruction where the episodes carry one, and over the instructions ``tasks`` of a
-    student trained on some of its dataset's tasks, under ``tasks``) and ``<stem>.png``; returns what the YAML
-    holds."""
+    """``<stem>.yaml`` (the ``env_overrides`` of an evaluation in another world than the demonstrations', pooled
+    success, 95 % interval, per seed, how chunks were executed and how the actions moved across their joins, per
+    instruction where the episodes carry one, and over the instructions ``tasks`` of a student trained on some of its
+    dataset's tasks, under ``tasks``) and ``<stem>.png``; returns what the YAML holds."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    summary = result.summary()
+    summary = {**({"env_overrides": env_overrides} if env_overrides else {}), **result.summary()}
     if spec is not None:
         summary["execution"] = {**execution_record(spec, timing), **result.motion}
     by_instruction = result.success_by("instruction")

@@ -37,6 +37,7 @@ from robot_rl.evaluate import (
     tank_of,
 )
 from robot_rl.runner import BEST, build_model
+from robot_rl.runs.worlds import action_changes, check_env_overrides, refuse_changes
 from sim.tasks.base import BatchedTask, EnvVariant
 from sim.typed_config import ConfigError, load_yaml, to_dict
 from sim.vec_env import TaskConfigError, VecEnv
@@ -143,24 +144,14 @@ class PPORun:
                 the policy reads or commands (the sizes of its observation groups, its action count, or how its
                 actions map to commands: the contract's action section).
         """
-        for item in overrides:
-            key = item.partition("=")[0].strip()
-            if not key.startswith("env."):
-                raise ConfigError(
-                    f"--set '{item}': a trained policy is evaluated in another world only (env.KEY=VALUE); "
-                    f"'{key}' is not an env setting"
-                )
+        check_env_overrides(overrides)
         cfg = load_config(None, None, overrides, base=to_dict(self.cfg), base_name=f"the config of '{self.run_dir}'")
         env = sim.make(cfg.task, 1, cfg.device, cfg.env)
         try:
             changed = self.interface_changes(env)
         finally:
             env.close()
-        if changed:
-            raise ConfigError(
-                f"--set {' '.join(overrides)} changes what the policy reads or commands ({', '.join(changed)}); a "
-                "trained policy is evaluated only in worlds with the interface it was trained on"
-            )
+        refuse_changes(overrides, changed, "the policy")
         self.cfg.env = cfg.env
         self.env_overrides += overrides
 
@@ -178,10 +169,7 @@ class PPORun:
         """Which fields of the contract's action section ``env`` maps otherwise than the trained world (``the
         action's scale``); ``[]``: each action maps to the same command. Built on the onboard group whatever the
         actor reads (a privileged actor's contract is refused), so ``env`` may be another task's."""
-        mine, theirs = dataclasses.asdict(env.contract(["policy"]).action), dataclasses.asdict(
-            self.env.contract(["policy"]).action
-        )
-        return [f"the action's {k}" for k in theirs if mine[k] != theirs[k]]
+        return action_changes(self.env.contract(["policy"]), env.contract(["policy"]))
 
     def act_in(self, env: VecEnv) -> list[str]:
         """The observation groups the actor reads in ``env``: its own in its task's worlds; in another task's, the

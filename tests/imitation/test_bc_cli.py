@@ -212,6 +212,22 @@ def test_mlp_student_trains_on_the_same_data(dataset: Path, tmp_path: Path) -> N
     assert ChunkedOnnxPolicy(run / "policy.onnx").chunk.noise_input == ""
     refused = robot_rl("eval", run, "--episodes", "2", "--noise-scale", "0")
     assert refused.returncode == 2 and "--noise-scale: a mlp student draws no noise" in refused.stderr
+    # in another world than the demonstrations' (the student as trained): behind a small tank, with a command delay
+    tank = robot_rl("eval", run, "--episodes", "2", "--seeds", "1", "--set", "env.passivity.tank_max_j=5",
+                    "--set", "env.command_delay=[0.0,0.02]")  # fmt: skip
+    assert tank.returncode == 0, tank.stderr
+    assert "evaluating in another world than the demonstrations': env.passivity.tank_max_j=5" in tank.stdout
+    written = yaml.safe_load((run / "eval_set-passivity.tank_max_j-5_command_delay--0.0-0.02-.yaml").read_text())
+    assert written["env_overrides"] == ["env.passivity.tank_max_j=5", "env.command_delay=[0.0,0.02]"]
+    adds = "changes what the student reads or commands (observation terms 6 -> 7: + 'last_action'"
+    for item, message in (
+        ("env.action_history=2", adds),
+        ("env.action_scale=0.5", "(the action's scale"),
+        ("ppo.gamma=0.9", "'ppo.gamma' is not an env setting"),
+        ("env.no_such_key=1", "no_such_key"),
+    ):
+        bad = robot_rl("eval", run, "--episodes", "2", "--set", item)
+        assert bad.returncode == 2 and message in bad.stderr and bad.stderr.count("\n") == 1, (item, bad.stderr)
 
 
 def test_collect_records_a_calibrated_view_and_the_student_is_evaluated_without_the_bias(

@@ -1,0 +1,65 @@
+"""Evaluating a trained policy in another world than its own (``robot-rl eval RUN --set env.KEY=VALUE``): what every
+run kind checks before it does.
+
+A policy is evaluated only in worlds with the interface it was trained on: the same observation terms (names, sizes,
+units, history) and each action mapped to the same robot command (the contract's action section). Everything else
+(the energy tank, delays, randomisation ranges, sensor noise, episode length) may change.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from policies.runtime.contract import Contract
+from sim.typed_config import ConfigError
+
+
+def check_env_overrides(overrides: list[str]) -> None:
+    """Refuse a ``--set`` item that is not an env setting (``env.KEY=VALUE``), by name.
+
+    Raises:
+        ConfigError: A key outside ``env``.
+    """
+    for item in overrides:
+        key = item.partition("=")[0].strip()
+        if not key.startswith("env."):
+            raise ConfigError(
+                f"--set '{item}': a trained policy is evaluated in another world only (env.KEY=VALUE); "
+                f"'{key}' is not an env setting"
+            )
+
+
+def action_changes(before: Contract, after: Contract) -> list[str]:
+    """Which fields of the contract's action section ``after`` maps otherwise than ``before`` (``the action's
+    scale``); ``[]``: each action maps to the same command."""
+    old, new = dataclasses.asdict(before.action), dataclasses.asdict(after.action)
+    return [f"the action's {k}" for k in old if new[k] != old[k]]
+
+
+def observation_changes(before: Contract, after: Contract) -> list[str]:
+    """The first observation term ``after`` gives otherwise than ``before`` (``observation term 'x' [3]``), or the
+    number of terms and the first one added or left out where only that differs; ``[]``: the same layout term by
+    term."""
+    old, new = before.observation, after.observation
+    for a, b in zip(old, new, strict=False):
+        if dataclasses.asdict(a) != dataclasses.asdict(b):
+            return [f"observation term '{a.name}' [{a.dim}]"]
+    if len(old) != len(new):
+        extra = (new if len(new) > len(old) else old)[min(len(old), len(new))]
+        sign = "+" if len(new) > len(old) else "-"
+        return [f"observation terms {len(old)} -> {len(new)}: {sign} '{extra.name}' [{extra.dim}]"]
+    return []
+
+
+def refuse_changes(overrides: list[str], changed: list[str], what: str) -> None:
+    """Refuse ``overrides`` that change the interface (``changed``, from the functions above) of ``what`` (``the
+    policy``, ``the student``), in one line.
+
+    Raises:
+        ConfigError: ``changed`` is not empty.
+    """
+    if changed:
+        raise ConfigError(
+            f"--set {' '.join(overrides)} changes what {what} reads or commands ({', '.join(changed)}); a trained "
+            "policy is evaluated only in worlds with the interface it was trained on"
+        )
