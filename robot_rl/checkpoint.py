@@ -180,17 +180,27 @@ def init_networks(source: Path, model: torch.nn.Module, task: str, policy: dict[
     Returns:
         One line saying where from and what was copied: ``'<file>' (iteration N): actor and critic``.
 
+    A run of another task whose actor reads the onboard group starts a run whose actor reads that task's view
+    (``policy.actor_obs: [<source task>]``, e.g. a ``panda-lift`` teacher in ``panda-multitask`` with
+    ``env.task_view``): the actor is copied, the critic starts fresh.
+
     Raises:
-        CheckpointError: No usable checkpoint; another task; an actor that reads other observation groups, has
-            another activation, or does not fit (the first differing tensor named); non-finite weights.
+        CheckpointError: No usable checkpoint; another task (but for its view); an actor that reads other
+            observation groups, has another activation, or does not fit (the first differing tensor named);
+            non-finite weights.
     """
     path = init_file(source)
     state = read_checkpoint(path)
     saved = state["config"]
-    if saved["task"] != task:
-        raise CheckpointError(f"policy.init_from: '{path}' holds a '{saved['task']}' policy, not '{task}'")
     before = saved.get("policy", {})
-    for key in ("actor_obs", "activation"):
+    # another task's onboard actor may start one that reads that task's view here (env.task_view)
+    view = saved["task"] != task and policy["actor_obs"] == [saved["task"]] and before.get("actor_obs") == ["policy"]
+    if saved["task"] != task and not view:
+        raise CheckpointError(
+            f"policy.init_from: '{path}' holds a '{saved['task']}' policy, not '{task}' (a policy of another task "
+            f"starts a run only whose actor reads that task's view: policy.actor_obs=[{saved['task']}])"
+        )
+    for key in ("activation",) if view else ("actor_obs", "activation"):
         if before.get(key) != policy[key]:
             raise CheckpointError(
                 f"policy.init_from: '{path}' was trained with policy.{key}={before.get(key)}, not {policy[key]}"
@@ -205,7 +215,9 @@ def init_networks(source: Path, model: torch.nn.Module, task: str, policy: dict[
         raise CheckpointError(f"policy.init_from: the actor in '{path}' does not fit this one: {why}")
     critic = part(state["model"], CRITIC_PARTS)
     fresh = (
-        f"reads {before.get('critic_obs')} there, {policy['critic_obs']} here"
+        f"a critic of {saved['task']}"
+        if view
+        else f"reads {before.get('critic_obs')} there, {policy['critic_obs']} here"
         if before.get("critic_obs") != policy["critic_obs"]
         else _mismatch(critic, part(own, CRITIC_PARTS))
     )

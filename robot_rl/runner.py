@@ -300,7 +300,7 @@ class OnPolicyRunner:
                     obs = self._rollout(obs, ep_stats)
                     t1 = time.monotonic()
                     try:
-                        stats = self.ppo.update()
+                        stats = self.ppo.update(critic_only=self.iteration < cfg.ppo.critic_warmup_iterations)
                     except TrainingDivergedError as exc:
                         raise TrainingDivergedError(
                             f"training stopped at iteration {self.iteration + 1}: {exc}; {self._kept()}"

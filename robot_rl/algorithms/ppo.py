@@ -54,6 +54,10 @@ class PPOConfig:
         max_std: Ceiling of the policy standard deviation (``null``: none). With actions clipped to ``[-1, 1]`` and
             an entropy bonus, nothing else stops the deviation from growing once the policy is good (hover: from
             0.19 to 4.0 over 600 s of training, docs/benchmarks.md).
+        critic_warmup_iterations: The first iterations train the critic alone: the actor's weights, its standard
+            deviation and the learning rate are held (its input normaliser goes on counting the rollouts, as in
+            every iteration), for a run started from another run's actor with a fresh critic (``--init-from``),
+            whose first advantages would otherwise be the new critic's noise (PIRLNav's critic warm-up). 0: none.
     """
 
     num_steps: int = 16
@@ -74,11 +78,14 @@ class PPOConfig:
     max_grad_norm: float = 1.0
     min_std: float = 0.01
     max_std: float | None = None
+    critic_warmup_iterations: int = 0
 
     def __post_init__(self) -> None:
         for name in ("num_steps", "num_epochs", "num_minibatches"):
             if getattr(self, name) < 1:
                 raise ValueError(f"ppo.{name} must be >= 1, got {getattr(self, name)}")
+        if self.critic_warmup_iterations < 0:
+            raise ValueError(f"ppo.critic_warmup_iterations must be >= 0, got {self.critic_warmup_iterations}")
         if not 0.0 < self.gamma <= 1.0 or not 0.0 <= self.lam <= 1.0:
             raise ValueError(f"ppo.gamma must be in (0, 1] and ppo.lam in [0, 1], got {self.gamma}, {self.lam}")
         for name in ("learning_rate", "clip_param", "desired_kl", "max_learning_rate", "max_grad_norm", "min_std"):
@@ -152,6 +159,7 @@ class PPO:
         # The entropy bonus's weight now (a curriculum may fade it: set_entropy_coef); a tensor, so that a compiled
         # loss reads it as an input instead of compiling anew for each value.
         self._entropy_coef = torch.tensor(cfg.entropy_coef, device=device)
+        self._actor_weight = torch.tensor(1.0, device=device)  # 0 while the critic warms up (update's critic_only)
         # One fused kernel per step: 3.6x cheaper on 2 CPU threads (docs/benchmarks.md, "a fused Adam step").
         self.optimizer = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate, fused=fused(device))
         a_dim = model.actor_normalizer.mean.numel()
@@ -244,8 +252,9 @@ class PPO:
         std = (var * (n / (n - 1).clamp_min(1.0))).sqrt()
         s.advantages = (adv - mean) / (std + 1e-8)
 
-    def update(self) -> UpdateStats:
-        """Run the PPO epochs over the stored rollout and clear it.
+    def update(self, critic_only: bool = False) -> UpdateStats:
+        """Run the PPO epochs over the stored rollout and clear it; with ``critic_only`` (the critic's warm-up,
+        ``ppo.critic_warmup_iterations``) only the value loss trains and the learning rate is held.
 
         Raises:
             TrainingDivergedError: A loss, the gradient norm, a parameter or a normaliser statistic is not finite
@@ -255,13 +264,14 @@ class PPO:
         totals = torch.zeros(4)
         count = 0
         first_dev = 0.0
+        self._actor_weight.fill_(0.0 if critic_only else 1.0)
         for b in self.storage.minibatches(cfg.num_minibatches, cfg.num_epochs, self.shuffle_gen):
             loss, parts, ratio_dev = self._loss_fn(b)
             if count == 0:
                 first_dev = float(ratio_dev)
             parts = self.dist.mean_(parts)
             _require_finite(parts, ("surrogate loss", "value loss", "entropy", "KL divergence"), count)
-            if cfg.schedule == "adaptive":
+            if cfg.schedule == "adaptive" and not critic_only:
                 self._adapt_learning_rate(float(parts[3]))  # the global KL: every rank takes the same step
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -297,7 +307,7 @@ class PPO:
         kl = gaussian_kl(b.old_mean, b.old_std, dist.mean.detach(), dist.stddev.detach())
         surr = surrogate_loss(log_prob, b.old_log_prob, b.advantages, cfg.clip_param)
         v_loss = value_loss(model.value_normalized(b.critic_obs), b.old_values, b.returns, cfg.value_clip)
-        loss = surr + cfg.value_loss_coef * v_loss - self._entropy_coef * entropy
+        loss = self._actor_weight * (surr - self._entropy_coef * entropy) + cfg.value_loss_coef * v_loss
         return loss, torch.stack((surr.detach(), v_loss.detach(), entropy.detach(), kl)), ratio_dev
 
     def refine(self) -> None:

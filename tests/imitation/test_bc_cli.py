@@ -420,6 +420,40 @@ def test_a_lift_teacher_records_the_named_cube_in_panda_multitask_in_its_own_wor
         evaluate_teacher(teacher, "panda-multitask", other.env, 3, [1])
 
 
+def test_a_lift_teacher_goes_on_training_in_panda_multitask_on_its_view_and_records_there(tmp_path: Path) -> None:
+    """``train panda-multitask --config configs/panda-multitask-lift.yaml --init-from LIFT_RUN``: the actor reads
+    panda-lift's view (``env.task_view``) and starts as the lift teacher's; the run records demonstrations as a
+    teacher of the task itself, acting on the view and recording the onboard layout."""
+    lift = tiny_ppo_run("panda-lift", tmp_path)
+    quick = ["--max-iterations", "1", "--num-envs", "4", "--quiet", "--set", "runner.eval_interval=0",
+             "--set", "runner.eval_episodes=2", "--set", "ppo.num_steps=4", "--set", "ppo.num_minibatches=1",
+             "--set", "env.episode_length_s=0.5"]  # fmt: skip
+    config = Path(__file__).parents[2] / "configs" / "panda-multitask-lift.yaml"
+    result = robot_rl("train", "panda-multitask", "--config", config, "--init-from", lift, "--no-export",
+                      "--run-root", tmp_path / "mt", *quick)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "actor; the critic starts fresh (a critic of panda-lift)" in result.stdout
+    (run,) = (tmp_path / "mt" / "panda-multitask").iterdir()
+    assert PPORun.load(run).cfg.policy.actor_obs == ["panda-lift"]
+    out = tmp_path / "d"
+    collected = robot_rl("collect", "panda-multitask", "--teacher", run, "--episodes", "2", "--num-envs", "2",
+                         "--keep-failed", "--out", out, "--quiet")  # fmt: skip
+    assert collected.returncode == 0, collected.stderr
+    info = load_dataset(out).robot_rl
+    assert info["teacher_obs_groups"] == ["panda-lift"] and info["obs_groups"] == ["policy"]
+    assert info["env"]["task_view"] == "panda-lift" and info["teacher"] == str(run)
+    # another task's run starts one only whose actor reads that task's view
+    refused = robot_rl("train", "panda-multitask", "--init-from", lift, "--run-root", tmp_path / "no", *quick)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1
+    assert "holds a 'panda-lift' policy, not 'panda-multitask' (a policy of another task starts a run only" in (
+        refused.stderr
+    )
+    pushes = robot_rl("train", "panda-multitask", "--config", config, "--init-from", lift, "--no-export",
+                      "--set", "env.skills=[lift,push]", "--run-root", tmp_path / "no", *quick)  # fmt: skip
+    assert pushes.returncode == 2 and "a panda-lift teacher only lifts" in pushes.stderr
+    assert not (tmp_path / "no").exists()
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

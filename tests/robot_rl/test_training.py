@@ -541,6 +541,22 @@ def test_a_critic_that_does_not_fit_starts_fresh(make_cfg: MakeCfg, tmp_path: Pa
     assert new.init_note is not None and "the critic starts fresh (critic.0.weight is [16, " in new.init_note
 
 
+def test_the_critic_warms_up_alone_then_the_actor_trains(make_cfg: MakeCfg, tmp_path: Path) -> None:
+    """``ppo.critic_warmup_iterations``: the first iterations move the critic only (actor, std and learning rate
+    held); after them PPO trains both."""
+    (tmp_path / "a").mkdir()
+    start = OnPolicyRunner(make_cfg(), tmp_path / "a", quiet=True).model.state_dict()  # the same seed's networks
+    warm, _ = train(make_cfg("runner.max_iterations=2", "ppo.critic_warmup_iterations=2"), tmp_path / "b")
+    after = warm.model.state_dict()
+    assert all(torch.equal(after[k], start[k]) for k in start if k.startswith(("actor.", "log_std")))
+    assert not torch.equal(after["critic.0.weight"], start["critic.0.weight"])
+    assert warm.ppo.learning_rate == warm.cfg.ppo.learning_rate
+    both, _ = train(make_cfg("runner.max_iterations=3", "ppo.critic_warmup_iterations=2"), tmp_path / "c")
+    assert not torch.equal(both.model.state_dict()["actor.0.weight"], start["actor.0.weight"])
+    with pytest.raises(ConfigError, match=r"ppo\.critic_warmup_iterations must be >= 0, got -1"):
+        make_cfg("ppo.critic_warmup_iterations=-1")
+
+
 @pytest.mark.parametrize(
     ("source_overrides", "fragments"),
     [(["policy.actor_hidden=[8]"], ["does not fit this one: actor.0.weight is [8, ", "there, [64, "]),

@@ -203,10 +203,15 @@ class PandaMultitaskConfig(PandaLiftConfig):
         instructions: ``train`` (:data:`PHRASINGS` ``[skill]["train"]``), a held-out list (:data:`HELDOUT_LISTS`),
             or the probes ``wrong-colour`` (a training phrasing naming another cube's colour), ``wrong-skill`` (the
             other skill's training phrasing, the right colour) and ``empty``.
+        task_view: ``panda-lift``: every world also gives that task's onboard view (observation group
+            ``panda-lift``, :meth:`~sim.tasks.base.BatchedTask.add_task_view`), so a PPO actor may read it here:
+            ``robot-rl train panda-multitask --set env.task_view=panda-lift --set 'policy.actor_obs=[panda-lift]'
+            --init-from LIFT_RUN`` goes on training a lift teacher beside the other cubes. ``""`` (default): none.
     """
 
     skills: tuple[str, ...] = ("lift",)
     instructions: Literal["train", "heldout", "heldout2", "heldout3", "wrong-colour", "wrong-skill", "empty"] = "train"
+    task_view: Literal["", "panda-lift"] = ""
     noise: SensorNoise = field(default_factory=default_multitask_noise)
     reward_scales: dict[str, float] = field(default_factory=_default_rewards)
 
@@ -282,6 +287,8 @@ class PandaMultitask(PandaLift):
         """Closest the TCP came to the named cube's centre in this episode, m ``[N]`` (does the arm go where the
         instruction says, grasped or not)."""
         self._rgba = torch.tensor([[*rgb, 1.0] for rgb in COLOURS.values()], device=device)
+        if cfg.task_view:
+            self.add_task_view(cfg.task_view)
 
     # ------------------------------------------------------------------------------------------ language
     @property
