@@ -451,6 +451,10 @@ def test_a_lift_teacher_goes_on_training_in_panda_multitask_on_its_view_and_reco
     pushes = robot_rl("train", "panda-multitask", "--config", config, "--init-from", lift, "--no-export",
                       "--set", "env.skills=[lift,push]", "--run-root", tmp_path / "no", *quick)  # fmt: skip
     assert pushes.returncode == 2 and "a panda-lift teacher only lifts" in pushes.stderr
+    centred = robot_rl("train", "panda-multitask", "--config", config, "--init-from", lift, "--no-export",
+                       "--set", "env.gripper_action=centred", "--run-root", tmp_path / "no", *quick)  # fmt: skip
+    assert centred.returncode == 2 and centred.stderr.count("\n") == 1
+    assert "commands the robot otherwise than panda-multitask in this world (the action's" in centred.stderr
     assert not (tmp_path / "no").exists()
 
 
