@@ -24,14 +24,7 @@ import sim
 from policies.nets import ActorCritic
 from policies.runtime.files import atomic_path
 from robot_rl.algorithms.ppo import PPO, RANK_SEED_STRIDE, TrainingDivergedError
-from robot_rl.checkpoint import (
-    CheckpointError,
-    init_file,
-    init_networks,
-    load_checkpoint,
-    read_checkpoint,
-    save_checkpoint,
-)
+from robot_rl.checkpoint import CheckpointError, init_networks, load_checkpoint, read_checkpoint, save_checkpoint
 from robot_rl.config import TrainConfig, check_compile, runner_fade
 from robot_rl.distributed import SingleProcess
 from robot_rl.evaluate import (
@@ -54,26 +47,6 @@ from sim.vec_env import Obs, VecEnv
 
 BEST = "best.pt"
 """The run folder's best policy by the selection evaluations (a checkpoint without world states)."""
-
-
-def check_source_view(source: Path, env: VecEnv) -> None:
-    """A run of another task starts one of ``env``'s task only where ``env``'s view of it is its actor's layout term
-    by term and each action maps to the same command (:meth:`~robot_rl.runs.ppo.PPORun.act_in`, as ``collect``
-    checks a teacher of another task); the source's config is its run folder's (a ``.pt`` file: its folder's).
-
-    Raises:
-        ConfigError: The first difference, named.
-    """
-    from robot_rl.runs.ppo import PPORun
-
-    path = init_file(source)
-    if read_checkpoint(path)["config"]["task"] == getattr(env, "task_name", None):
-        return
-    run = PPORun.load(path.parent)
-    try:
-        run.act_in(env)
-    finally:
-        run.env.close()
 
 
 def build_model(cfg: TrainConfig, env: VecEnv) -> ActorCritic:
@@ -169,7 +142,6 @@ class OnPolicyRunner:
         self.init_note: str | None = None  # what policy.init_from copied (a resume loads its own checkpoint instead)
         if cfg.policy.init_from is not None and resume is None:
             self.init_note = init_networks(Path(cfg.policy.init_from), self.model, cfg.task, to_dict(cfg.policy))
-            check_source_view(Path(cfg.policy.init_from), self.env)
         dist.broadcast_([*self.model.parameters(), *self.model.buffers()])
         self.ppo = PPO(self.model, cfg.ppo, self.local_envs, self.device, cfg.seed, dist, cfg.compile)
         self.fade = runner_fade(cfg)
@@ -328,7 +300,8 @@ class OnPolicyRunner:
                     obs = self._rollout(obs, ep_stats)
                     t1 = time.monotonic()
                     try:
-                        stats = self.ppo.update(critic_only=self.iteration < cfg.ppo.critic_warmup_iterations)
+                        self.ppo.actor_held = self.iteration < cfg.ppo.critic_warmup_iterations
+                        stats = self.ppo.update()
                     except TrainingDivergedError as exc:
                         raise TrainingDivergedError(
                             f"training stopped at iteration {self.iteration + 1}: {exc}; {self._kept()}"

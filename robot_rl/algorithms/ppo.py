@@ -159,7 +159,10 @@ class PPO:
         # The entropy bonus's weight now (a curriculum may fade it: set_entropy_coef); a tensor, so that a compiled
         # loss reads it as an input instead of compiling anew for each value.
         self._entropy_coef = torch.tensor(cfg.entropy_coef, device=device)
-        self._actor_weight = torch.tensor(1.0, device=device)  # 0 while the critic warms up (update's critic_only)
+        self.actor_held = False
+        """Whether the next :meth:`update` trains the critic alone (the warm-up, ``ppo.critic_warmup_iterations``:
+        the runner sets it before each update)."""
+        self._actor_weight = torch.tensor(1.0, device=device)  # 0 while the actor is held (a tensor, as above)
         # One fused kernel per step: 3.6x cheaper on 2 CPU threads (docs/benchmarks.md, "a fused Adam step").
         self.optimizer = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate, fused=fused(device))
         a_dim = model.actor_normalizer.mean.numel()
@@ -252,9 +255,9 @@ class PPO:
         std = (var * (n / (n - 1).clamp_min(1.0))).sqrt()
         s.advantages = (adv - mean) / (std + 1e-8)
 
-    def update(self, critic_only: bool = False) -> UpdateStats:
-        """Run the PPO epochs over the stored rollout and clear it; with ``critic_only`` (the critic's warm-up,
-        ``ppo.critic_warmup_iterations``) only the value loss trains and the learning rate is held.
+    def update(self) -> UpdateStats:
+        """Run the PPO epochs over the stored rollout and clear it; while :attr:`actor_held` (the critic's warm-up)
+        only the value loss trains and the learning rate is held.
 
         Raises:
             TrainingDivergedError: A loss, the gradient norm, a parameter or a normaliser statistic is not finite
@@ -264,6 +267,7 @@ class PPO:
         totals = torch.zeros(4)
         count = 0
         first_dev = 0.0
+        critic_only = self.actor_held
         self._actor_weight.fill_(0.0 if critic_only else 1.0)
         for b in self.storage.minibatches(cfg.num_minibatches, cfg.num_epochs, self.shuffle_gen):
             loss, parts, ratio_dev = self._loss_fn(b)

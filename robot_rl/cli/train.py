@@ -65,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
     from robot_rl.config import load_config
     from robot_rl.runner import OnPolicyRunner
     from robot_rl.runs import new_run_dir
+    from robot_rl.runs.ppo import check_source_view
 
     overrides = []
     for flag, key in (
@@ -102,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
     say = print if role.is_main else silent
     if runner.resume_note:
         say(f"resuming: {runner.resume_note}")
+    if cfg.policy.init_from is not None and resume is None:  # another task's run: the view must fit it
+        check_source_view(Path(cfg.policy.init_from), runner.env)
     if runner.init_note:
         say(f"starting from {runner.init_note}")
     if not args.no_export:  # refuse an undeployable actor before training, not after

@@ -23,7 +23,7 @@ from policies.nets import ActorCritic
 from policies.nets.export import export_onnx
 from policies.runtime.contract import Contract
 from policies.runtime.files import atomic_write_text
-from robot_rl.checkpoint import CheckpointError, load_checkpoint, read_checkpoint
+from robot_rl.checkpoint import CheckpointError, init_file, load_checkpoint, read_checkpoint
 from robot_rl.config import TrainConfig, config_to_yaml, from_plain, load_config
 from robot_rl.evaluate import (
     EVAL_SEED_OFFSET,
@@ -55,6 +55,24 @@ def new_run_dir(cfg: TrainConfig) -> Path:
     run_dir.mkdir(parents=True)
     atomic_write_text(run_dir / "config.yaml", config_to_yaml(cfg))
     return run_dir
+
+
+def check_source_view(source: Path, env: VecEnv) -> None:
+    """A run of another task starts one of ``env``'s task (``--init-from``) only where ``env``'s view of it is its
+    actor's layout term by term and each action maps to the same command (:meth:`PPORun.act_in`, as ``collect``
+    checks a teacher of another task); a run of the same task passes. The source's config is its run folder's.
+
+    Raises:
+        ConfigError: The first difference, named.
+    """
+    path = init_file(source)
+    if read_checkpoint(path)["config"]["task"] == getattr(env, "task_name", None):
+        return
+    run = PPORun.load(path.parent)
+    try:
+        run.act_in(env)
+    finally:
+        run.env.close()
 
 
 def differing_keys(shown: Any, saved: Any, prefix: str = "") -> list[str]:
