@@ -231,7 +231,9 @@ class BCRun:
         finally:
             before.close()
             after.close()
-        refuse_changes(overrides, observation_changes(old, new) + action_changes(old, new), "the student")
+        refuse_changes(
+            overrides, observation_changes(old.observation, new.observation) + action_changes(old, new), "the student"
+        )
         self.env_cfg = cfg.env
         self.env_overrides += overrides
 

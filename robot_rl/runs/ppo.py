@@ -37,7 +37,7 @@ from robot_rl.evaluate import (
     tank_of,
 )
 from robot_rl.runner import BEST, build_model
-from robot_rl.runs.worlds import action_changes, check_env_overrides, refuse_changes
+from robot_rl.runs.worlds import action_changes, check_env_overrides, observation_changes, refuse_changes
 from sim.tasks.base import BatchedTask, EnvVariant
 from sim.typed_config import ConfigError, load_yaml, to_dict
 from sim.vec_env import TaskConfigError, VecEnv
@@ -210,13 +210,9 @@ class PPORun:
             given = env.add_task_view(self.task)
         except TaskConfigError as exc:
             raise ConfigError(f"{where} cannot act in {env.task_name}: {exc}") from None
-        trained = self.env.contract(["policy"]).observation
-        for i, (a, b) in enumerate(zip(trained, [*given, None], strict=False)):
-            if b is None or dataclasses.asdict(a) != dataclasses.asdict(b):
-                got = "nothing" if b is None else f"'{b.name}' [{b.dim}]"
-                raise ConfigError(f"{where} reads '{a.name}' [{a.dim}] as input term {i}; {env.task_name} gives {got}")
-        if len(given) > len(trained):
-            raise ConfigError(f"{where} reads {len(trained)} input terms; {env.task_name} gives {len(given)}")
+        layout = observation_changes(self.env.contract(["policy"]).observation, given)
+        if layout:
+            raise ConfigError(f"{where} reads otherwise than {env.task_name} gives it ({layout[0]})")
         differ = self.action_changes(env)
         if differ:
             raise ConfigError(

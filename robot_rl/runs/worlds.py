@@ -9,8 +9,9 @@ units, history) and each action mapped to the same robot command (the contract's
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
-from policies.runtime.contract import Contract
+from policies.runtime.contract import Contract, ObservationTerm
 from sim.typed_config import ConfigError
 
 
@@ -36,18 +37,17 @@ def action_changes(before: Contract, after: Contract) -> list[str]:
     return [f"the action's {k}" for k in old if new[k] != old[k]]
 
 
-def observation_changes(before: Contract, after: Contract) -> list[str]:
-    """The first observation term ``after`` gives otherwise than ``before`` (``observation term 'x' [3]``), or the
-    number of terms and the first one added or left out where only that differs; ``[]``: the same layout term by
-    term."""
-    old, new = before.observation, after.observation
-    for a, b in zip(old, new, strict=False):
+def observation_changes(before: Sequence[ObservationTerm], after: Sequence[ObservationTerm]) -> list[str]:
+    """The first observation term ``after`` gives otherwise than ``before`` (``observation term 5 'object_position'
+    [3] -> 'object_positions' [9]``), or the number of terms and the first one added or left out where only that
+    differs; ``[]``: the same layout term by term (name, size, source, unit, history)."""
+    for i, (a, b) in enumerate(zip(before, after, strict=False)):
         if dataclasses.asdict(a) != dataclasses.asdict(b):
-            return [f"observation term '{a.name}' [{a.dim}]"]
-    if len(old) != len(new):
-        extra = (new if len(new) > len(old) else old)[min(len(old), len(new))]
-        sign = "+" if len(new) > len(old) else "-"
-        return [f"observation terms {len(old)} -> {len(new)}: {sign} '{extra.name}' [{extra.dim}]"]
+            return [f"observation term {i} '{a.name}' [{a.dim}] -> '{b.name}' [{b.dim}]"]
+    if len(before) != len(after):
+        extra = (after if len(after) > len(before) else before)[min(len(before), len(after))]
+        sign = "+" if len(after) > len(before) else "-"
+        return [f"observation terms {len(before)} -> {len(after)}: {sign} '{extra.name}' [{extra.dim}]"]
     return []
 
 

@@ -418,6 +418,9 @@ def test_a_lift_teacher_records_the_named_cube_in_panda_multitask_in_its_own_wor
     other = teacher_world(teacher, "panda-multitask", ("env.gripper_action=centred",))
     with pytest.raises(ConfigError, match="commands the robot otherwise than panda-multitask"):
         evaluate_teacher(teacher, "panda-multitask", other.env, 3, [1])
+    longer = teacher_world(teacher, "panda-multitask", ("env.action_history=1",))
+    with pytest.raises(ConfigError, match=r"reads otherwise than panda-multitask gives it \(observation terms \d+ -> "):
+        evaluate_teacher(teacher, "panda-multitask", longer.env, 3, [1])
 
 
 def test_a_lift_teacher_goes_on_training_in_panda_multitask_on_its_view_and_records_there(tmp_path: Path) -> None:
