@@ -10,6 +10,7 @@ frozen sentence encoder, :mod:`policies.nets.language`).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from robot_rl.evaluate import (
     evaluate_env,
     make_eval_env,
     pick,
+    tank_of,
 )
 from sim.rendering import CameraRenderer, VisualRandomization
 from sim.typed_config import ConfigError
@@ -58,7 +60,7 @@ class ChunkEvalResult:
     """Success of a chunk policy over several seeds.
 
     Attributes:
-        per_seed: One evaluation per seed.
+        per_seed: One evaluation per seed (each with the tank it ran behind, :attr:`EvalResult.tank_j`).
         seeds: The seeds.
         motion: How the executed actions moved across chunk joins (:meth:`Smoothness.summary
             <policies.runtime.realtime.Smoothness.summary>`); with temporal ensembling every period averages a new
@@ -89,6 +91,18 @@ class ChunkEvalResult:
         """Wilson 95 % interval of the pooled success rate."""
         return wilson_interval(self.successes, self.episodes)
 
+    @property
+    def tank_j(self) -> float | None:
+        """``T_max`` of the energy tank the episodes ran behind, J (``None``: no tank)."""
+        return self.per_seed[0].tank_j if self.per_seed else None
+
+    @property
+    def lowest_tank_j(self) -> float | None:
+        """The lowest energy the tank held in any episode of any seed, J (``None``: no tank, or a task that does not
+        report it)."""
+        lows = [float(r.episodes["lowest_tank_j"].min()) for r in self.per_seed if "lowest_tank_j" in r.episodes]
+        return min(lows) if lows else None
+
     def summary(self) -> dict[str, Any]:
         """Plain data (for ``eval.yaml``)."""
         lo, hi = self.ci95
@@ -100,6 +114,8 @@ class ChunkEvalResult:
             "per_seed_success": [float(r.episodes["success"].mean()) for r in self.per_seed],
             "criterion_met_per_seed": [bool(r.met) for r in self.per_seed],
             "randomization": self.per_seed[0].randomized if self.per_seed else True,
+            **({"tank_max_j": self.tank_j} if self.tank_j is not None else {}),
+            **({"lowest_tank_j": self.lowest_tank_j} if self.lowest_tank_j is not None else {}),
         }
 
     def success_by(self, key: str) -> dict[int, tuple[int, int]]:
@@ -135,9 +151,13 @@ class ChunkEvalResult:
     def line(self) -> str:
         """One readable line."""
         lo, hi = self.ci95
+        tank = ""
+        if self.tank_j is not None:
+            low = self.lowest_tank_j
+            tank = f", behind a {self.tank_j:g} J tank" + (f" (lowest {low:.2f} J)" if low is not None else "")
         return (
             f"success {self.success_rate:.1%} (95% CI {lo:.1%}-{hi:.1%}) over {self.episodes} episodes, "
-            f"{len(self.seeds)} seeds"
+            f"{len(self.seeds)} seeds{tank}"
         )
 
 
@@ -275,7 +295,8 @@ def evaluate_chunk_policy(
         cameras = CameraRenderer(env, policy.cameras, visual, seed + EVAL_SEED_OFFSET) if policy.cameras else None
         said = env_instructions(env, policy)
         fn = ChunkActor(policy, spec, groups, episodes, gen, cameras, said, timing, smoothness)
-        results.append(evaluate_env(env, fn, seed=seed + EVAL_SEED_OFFSET))
+        result = evaluate_env(env, fn, seed=seed + EVAL_SEED_OFFSET)
+        results.append(dataclasses.replace(result, tank_j=tank_of(env_cfg)))
         if cameras is not None:
             cameras.close()
         env.close()
@@ -312,7 +333,8 @@ def evaluate_teacher(
         env = make_eval_env(task, env_cfg, episodes, device, randomize)
         try:
             groups = teacher.act_in(env)
-            results.append(evaluate_env(env, deterministic_policy(teacher.model, groups), seed=seed + EVAL_SEED_OFFSET))
+            result = evaluate_env(env, deterministic_policy(teacher.model, groups), seed=seed + EVAL_SEED_OFFSET)
+            results.append(dataclasses.replace(result, tank_j=tank_of(env_cfg)))
         finally:
             env.close()
     return ChunkEvalResult(results, list(seeds))

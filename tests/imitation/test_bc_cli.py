@@ -217,8 +217,11 @@ def test_mlp_student_trains_on_the_same_data(dataset: Path, tmp_path: Path) -> N
                     "--set", "env.command_delay=[0.0,0.02]")  # fmt: skip
     assert tank.returncode == 0, tank.stderr
     assert "evaluating in another world than the demonstrations': env.passivity.tank_max_j=5" in tank.stdout
+    assert "behind a 5 J tank (lowest " in tank.stdout, tank.stdout
     written = yaml.safe_load((run / "eval_set-passivity.tank_max_j-5_command_delay--0.0-0.02-.yaml").read_text())
     assert written["env_overrides"] == ["env.passivity.tank_max_j=5", "env.command_delay=[0.0,0.02]"]
+    # the tank's level: never under its minimum (env.passivity.tank_min_j, 0.1 J), never over its size
+    assert written["tank_max_j"] == 5 and 0.1 - 1e-9 <= written["lowest_tank_j"] <= 5, written
     adds = "changes what the student reads or commands (observation terms 6 -> 7: + 'last_action'"
     for item, message in (
         ("env.action_history=2", adds),
