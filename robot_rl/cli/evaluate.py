@@ -1,7 +1,7 @@
 """``robot-rl eval RUN``: a run in simulation, randomisation on and off; or its exported policy in an independent
 simulator (``--sim``), one parameter swept past its training range (``--sweep``), corners of the randomisation
-(``--corner``), another control rate (``--control-rate``), a moving setpoint (``--trajectory``). Run folders of every
-kind (:func:`robot_rl.runs.open_run`)."""
+(``--corner``), another control rate (``--control-rate``), a moving setpoint (``--trajectory``), another task's worlds
+(``--task``, PPO runs). Run folders of every kind (:func:`robot_rl.runs.open_run`)."""
 
 from __future__ import annotations
 
@@ -91,7 +91,17 @@ def add_parser(sub: Any) -> None:
         "env.randomization.action_latency=null (a randomisation term by its name); refused where it would change the "
         "policy's inputs or outputs; writes eval_set-<settings>.yaml/png",
     )
-    ev.add_argument("--seeds", type=int, default=3, help="train-bc runs: evaluation seeds, pooled (default: 3)")
+    ev.add_argument(
+        "--task",
+        metavar="TASK",
+        help="PPO runs: evaluate in another task's worlds, on the view that task gives of the run's own (a "
+        "panda-lift teacher in panda-multitask, as `collect TASK --teacher RUN` records it): TASK's defaults with "
+        "the run's shared env settings (tank, delays, gripper mapping), then --set; success pooled over --seeds, "
+        "per instruction where TASK gives them; writes eval_task-TASK.yaml/png",
+    )
+    ev.add_argument(
+        "--seeds", type=int, default=3, help="train-bc runs and --task: evaluation seeds, pooled (default: 3)"
+    )
     ev.add_argument("--steps", type=int, help="train-bc diffusion runs: DDIM steps per chunk (default: the run's)")
     ev.add_argument(
         "--action-horizon",
@@ -158,6 +168,11 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(
             "--sim, --sweep, --corner, --control-rate and --trajectory are separate evaluations; give one of them"
         )
+    if args.task is not None and any(
+        x is not None for x in (args.sim, args.sweep, args.control_rate, args.trajectory, args.corner)
+    ):
+        raise ConfigError("--task evaluates in another task's worlds; give it without --sim, --sweep, --corner, "
+                          "--control-rate and --trajectory")  # fmt: skip
     if args.set and any(x is not None for x in (args.sim, args.sweep, args.control_rate, args.trajectory, args.corner)):
         raise ConfigError(
             "--set applies to the plain evaluation; give it without --sim, --sweep, --corner, "
@@ -177,6 +192,8 @@ def run(args: argparse.Namespace) -> int:
     if args.chunking is not None and (args.sim or not isinstance(loaded, BCRun)):
         raise ConfigError("--chunking evaluates a train-bc run in its own simulator; it takes no --sim")
     if isinstance(loaded, BCRun):
+        if args.task is not None:
+            raise ConfigError("--task applies to PPO runs; a train-bc run is evaluated in its dataset's task")
         if args.sweep or args.control_rate or args.trajectory or args.corner:
             raise ConfigError(
                 "--sweep, --corner, --control-rate and --trajectory are not available for train-bc runs yet"
@@ -190,6 +207,8 @@ def run(args: argparse.Namespace) -> int:
             with tempfile.TemporaryDirectory(prefix="robot-rl-sim2sim-") as tmp:  # the run's policy.onnx stays as it is
                 return _eval_sim_to_sim(loaded, args.sim, args.episodes, loaded.export(Path(tmp)))
         return _eval_bc(loaded, args)
+    if args.task is not None:
+        return _eval_other_task(loaded, args)
     if args.sim:
         return _eval_sim_to_sim(loaded, args.sim, args.episodes)
     if args.sweep:
@@ -316,9 +335,41 @@ def _eval_bc(run: Any, args: argparse.Namespace) -> int:
             f"({within}normalised units); loop idle {m['idle_fraction']:.1%}"
         )
     if run.policy.language_dim:
-        for index, (won, n) in sorted(result.success_by("instruction").items()):
-            text = texts[index] if index < len(texts) else f"instruction {index}"
-            print(f"  {won / n:6.1%}  ({won}/{n})  '{printable(text)}'")
+        _print_per_instruction(result, texts)
+    print(f"wrote {args.run / f'{stem}.yaml'} and {args.run / f'{stem}.png'}")
+    return 0
+
+
+def _print_per_instruction(result: Any, texts: list[str]) -> None:
+    """One line per instruction the episodes were given: success, counts and the text (``result``:
+    :class:`~robot_rl.imitation.evaluate.ChunkEvalResult`)."""
+    for index, (won, n) in sorted(result.success_by("instruction").items()):
+        text = texts[index] if index < len(texts) else f"instruction {index}"
+        print(f"  {won / n:6.1%}  ({won}/{n})  '{printable(text)}'")
+
+
+def _eval_other_task(run: Any, args: argparse.Namespace) -> int:
+    """``robot-rl eval RUN --task TASK``: a PPO run in another task's worlds (:func:`teacher_world`, the world
+    ``collect TASK --teacher RUN`` records in), acting on the view ``TASK`` gives of its own (:meth:`PPORun.act_in`);
+    success pooled over ``--seeds`` seeds with a 95 % interval, per instruction where ``TASK`` gives them. The seeds
+    are a student's (``robot-rl eval STUDENT --seeds``), so a teacher and its student compare episode for episode."""
+    from robot_rl.imitation.collect import teacher_world
+    from robot_rl.imitation.evaluate import evaluate_teacher
+    from robot_rl.runs.bc import task_instructions, write_evaluation
+    from robot_rl.runs.worlds import check_env_overrides
+
+    in_range("--seeds", args.seeds, 1, 100)
+    if args.task == run.task:
+        raise ConfigError(f"--task {printable(args.task)} is the run's own task; evaluate it without --task")
+    check_env_overrides(args.set)
+    cfg = teacher_world(run, args.task, tuple(args.set))  # an unknown task or a bad setting is refused here
+    result = evaluate_teacher(run, args.task, cfg.env, args.episodes, tuple(range(args.seeds)))
+    stem = f"eval_task-{args.task}" + (f"_{settings_stem(args.set).removeprefix('eval_')}" if args.set else "")
+    texts = task_instructions(args.task, cfg.env)
+    title = f"{run.task} run in {args.task}"
+    write_evaluation(run.run_dir, result, title, stem=stem, instructions=texts, env_overrides=args.set or None)
+    print(f"{title}, on the view {args.task} gives of {run.task}: {result.line()}")
+    _print_per_instruction(result, texts)
     print(f"wrote {args.run / f'{stem}.yaml'} and {args.run / f'{stem}.png'}")
     return 0
 

@@ -124,7 +124,10 @@ def teacher_world(teacher: PPORun, task: str, overrides: tuple[str, ...] = ()) -
     shared = {f.name for f in fields(teacher.cfg.env)} & set(world["env"]) - set(SHARED_NOT_INHERITED)
     world["env"].update({k: own[k] for k in sorted(shared)})
     name = f"task '{task}' with the env settings of teacher '{teacher.run_dir}'"
-    return load_config(None, None, list(overrides), base=world, base_name=name)
+    try:
+        return load_config(None, None, list(overrides), base=world, base_name=name)
+    except ConfigError as exc:  # say which world: the task's, with what the teacher brought into it
+        raise ConfigError(f"{name}: {exc}") from None
 
 
 def _check_student(student: BCRun, task: str, obs_dim: int) -> None:

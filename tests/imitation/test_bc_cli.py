@@ -424,6 +424,28 @@ def test_a_lift_teacher_records_the_named_cube_in_panda_multitask_in_its_own_wor
     longer = teacher_world(teacher, "panda-multitask", ("env.action_history=1",))
     with pytest.raises(ConfigError, match=r"reads otherwise than panda-multitask gives it \(observation terms \d+ -> "):
         evaluate_teacher(teacher, "panda-multitask", longer.env, 3, [1])
+    # the same from the command line: robot-rl eval LIFT_RUN --task panda-multitask
+    there = robot_rl("eval", lift, "--task", "panda-multitask", "--episodes", "3", "--seeds", "1",
+                     "--set", "env.episode_length_s=1")  # fmt: skip
+    assert there.returncode == 0, there.stderr
+    assert "panda-lift run in panda-multitask, on the view panda-multitask gives of panda-lift: success" in there.stdout
+    assert "over 3 episodes, 1 seeds, behind a 40 J tank (lowest " in there.stdout
+    written = yaml.safe_load((lift / "eval_task-panda-multitask_set-episode_length_s-1.yaml").read_text())
+    assert written["env_overrides"] == ["env.episode_length_s=1"] and written["episodes"] == 3
+    assert sum(row["episodes"] for row in written["per_instruction"]) == 3 and written["tank_max_j"] == 40.0
+    for args, message in (
+        (["--set", "env.gripper_action=centred"], "commands the robot otherwise than panda-multitask"),
+        (["--set", "ppo.gamma=0.9"], "'ppo.gamma' is not an env setting"),
+        (["--task", "panda-lift"], "is the run's own task"),
+        (["--task", "no-such-task"], "no-such-task"),
+        (["--sim", "pybullet"], "--task evaluates in another task's worlds"),
+    ):
+        task = [] if "--task" in args else ["--task", "panda-multitask"]
+        bad = robot_rl("eval", lift, *task, *args, "--episodes", "1")
+        assert bad.returncode == 2 and message in bad.stderr and bad.stderr.count("\n") == 1, (args, bad.stderr)
+    assert sorted(p.name for p in lift.glob("eval_task-*")) == [
+        "eval_task-panda-multitask_set-episode_length_s-1.png", "eval_task-panda-multitask_set-episode_length_s-1.yaml"
+    ]  # fmt: skip
 
 
 def test_a_lift_teacher_goes_on_training_in_panda_multitask_on_its_view_and_records_there(tmp_path: Path) -> None:
