@@ -41,7 +41,7 @@ from passivity import run as tank_run
 from robot_rl.bench import format_table
 from robot_rl.imitation.evaluate import evaluate_chunk_policy, evaluate_teacher
 from robot_rl.runs import PPORun
-from robot_rl.runs.bc import BCRun
+from robot_rl.runs.bc import BCRun, teacher_beside
 from robot_rl.transfer.harness import run_episodes
 from sim.registry import get_task
 from sim.typed_config import to_dict
@@ -105,13 +105,13 @@ def student_row(student_dir: Path, args: argparse.Namespace) -> dict[str, object
     mine = evaluate_chunk_policy(
         student.policy, spec, student.task, student.env_cfg, student.obs_groups, per_seed, seeds
     )
-    # A teacher of another task acts where it recorded: the dataset's world, on that task's view of its own.
-    own = teacher.task == student.task
-    theirs = evaluate_teacher(teacher, student.task, teacher.cfg.env if own else student.env_cfg, per_seed, seeds)
+    # the teacher where it acts (its own config; a teacher of another task: the dataset's world, on that task's view)
+    theirs = teacher_beside(teacher_dir, student.task, student.env_cfg, per_seed, seeds)
+    assert theirs is not None  # the folder holds a checkpoint (above)
     # A student recorded with `collect --unbiased` is judged with its calibrated sensors, the teacher as it acts
     # (its own config); what the teacher would do with the student's sensors is shown beside.
     calibrated = math.nan
-    if own and to_dict(student.env_cfg) != to_dict(teacher.cfg.env):
+    if teacher.task == student.task and to_dict(student.env_cfg) != to_dict(teacher.cfg.env):
         calibrated = evaluate_teacher(teacher, student.task, student.env_cfg, per_seed, seeds).success_rate
     execution = f"Ta {spec.action_horizon}" if spec.ensemble_decay is None else f"ensemble m={spec.ensemble_decay:g}"
     execution += f", noise x{spec.noise_scale:g}" if spec.noise_input else ""

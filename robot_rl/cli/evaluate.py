@@ -318,8 +318,11 @@ def _eval_bc(run: Any, args: argparse.Namespace) -> int:
         stem = f"{stem}_instructions-{args.instructions}" if args.set else f"eval_instructions-{args.instructions}"
     if timing is not None:
         stem += f"_chunking-{timing.mode}-d{timing.delay_steps}"
-    result = run.evaluate(args.episodes, tuple(range(args.seeds)), visual=visual, stem=stem)
+    result = run.evaluate(args.episodes, tuple(range(args.seeds)), visual=visual, stem=stem, beside_teacher=True)
     print(f"{run.cfg.task}, {run.cfg.policy.kind} student: {result.line()}")
+    for line in [result.teacher_line(), *run.skipped]:
+        if line:
+            print(f"  {line}")
     texts = run.instruction_texts() if run.cfg.tasks or run.policy.language_dim else []
     own = result.on_instructions(texts, run.cfg.tasks) if run.cfg.tasks else None
     if own is not None:

@@ -202,6 +202,9 @@ def run_train_bc(args: argparse.Namespace) -> int:
         print(f"evaluation: {result.evaluation.line()}")
         if result.own_tasks is not None:
             print(f"  {own_tasks_line(result.own_tasks)}")
+        for line in [result.evaluation.teacher_line(), *result.notes]:
+            if line:
+                print(f"  {line}")
     print(f"artifacts in {result.run_dir}:")
     for name in ("checkpoint.pt", "metrics.csv", "learning_curve.png", "eval.yaml", "eval.png", "policy.onnx"):
         if (result.run_dir / name).exists():

@@ -24,6 +24,7 @@ from policies.nets.language import features
 from policies.runtime.chunking import ChunkExecutor
 from policies.runtime.contract import ChunkSpec
 from policies.runtime.realtime import RealTime, Smoothness
+from policies.runtime.text import printable
 from robot_rl.evaluate import (
     EVAL_SEED_OFFSET,
     EvalResult,
@@ -65,11 +66,15 @@ class ChunkEvalResult:
         motion: How the executed actions moved across chunk joins (:meth:`Smoothness.summary
             <policies.runtime.realtime.Smoothness.summary>`); with temporal ensembling every period averages a new
             plan in, so every step counts as a join.
+        teacher: A student's PPO teacher on the same seeds and episodes (:func:`robot_rl.runs.bc.teacher_beside`;
+            ``None``: not evaluated), and ``teacher_run`` its run folder.
     """
 
     per_seed: list[EvalResult]
     seeds: list[int]
     motion: dict[str, float] = field(default_factory=dict)
+    teacher: ChunkEvalResult | None = None
+    teacher_run: str = ""
 
     @property
     def episodes(self) -> int:
@@ -116,7 +121,30 @@ class ChunkEvalResult:
             "randomization": self.per_seed[0].randomized if self.per_seed else True,
             **({"tank_max_j": self.tank_j} if self.tank_j is not None else {}),
             **({"lowest_tank_j": self.lowest_tank_j} if self.lowest_tank_j is not None else {}),
+            **({"teacher": self._teacher_summary(self.teacher)} if self.teacher is not None else {}),
         }
+
+    def _teacher_summary(self, teacher: ChunkEvalResult) -> dict[str, Any]:
+        """The teacher's figures on the same episodes and the gap to it, points (positive: the student is under)."""
+        lo, hi = teacher.ci95
+        return {
+            "run": self.teacher_run,
+            "success_rate": teacher.success_rate,
+            "success_ci95": [lo, hi],
+            "gap_points": 100.0 * (teacher.success_rate - self.success_rate),
+        }
+
+    def teacher_line(self) -> str | None:
+        """One line: the teacher on the same episodes and how far the student is from it (``None``: no teacher)."""
+        if self.teacher is None:
+            return None
+        gap = 100.0 * (self.teacher.success_rate - self.success_rate)
+        side = f"{abs(gap):.1f} points under it" if gap > 0 else f"{abs(gap):.1f} points above it"
+        lo, hi = self.teacher.ci95
+        return (
+            f"teacher {printable(self.teacher_run)} on the same episodes: success {self.teacher.success_rate:.1%} "
+            f"(95% CI {lo:.1%}-{hi:.1%}); the student is {side if gap else 'level with it'}"
+        )
 
     def success_by(self, key: str) -> dict[int, tuple[int, int]]:
         """Successes and episodes per value of an integer episode metric (``instruction``: the instruction index),

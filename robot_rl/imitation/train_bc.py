@@ -28,7 +28,7 @@ import copy
 import math
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,7 @@ from robot_rl.runs.bc import (
     task_instructions,
     typed_env,
     visual_randomization,
+    with_teacher,
     write_evaluation,
 )
 from sim.typed_config import ConfigError, to_dict
@@ -125,6 +126,7 @@ class BCResult:
         evaluation: Final evaluation (``None`` when the dataset names no task).
         own_tasks: A student trained on some of its dataset's tasks (``BCConfig.tasks``): the final evaluation over
             the episodes given one of them (:meth:`ChunkEvalResult.on_instructions`; ``None`` otherwise).
+        notes: What the final evaluation left out and why, one line each (a teacher that could not run beside).
     """
 
     run_dir: Path
@@ -133,6 +135,7 @@ class BCResult:
     final_loss: float
     evaluation: ChunkEvalResult | None
     own_tasks: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
 
 
 def _new_run_dir(cfg: BCConfig, task: str) -> Path:
@@ -358,7 +361,11 @@ def train_bc(cfg: BCConfig, resume: Path | None = None, quiet: bool = False, exp
         save()
         evaluation = evaluate(t.eval_episodes, EVAL_SEEDS)
         written: dict[str, Any] = {}
+        notes: list[str] = []
         if evaluation is not None:
+            # the PPO teacher the demonstrations name, where its run folder is here, on the same episodes
+            note = with_teacher(evaluation, teacher, task, env_cfg, cfg.device)
+            notes += [note] if note else []
             logger.log({"eval/success_rate": evaluation.success_rate}, step)
             spec = cfg.policy.chunk_spec(ema.model if ema is not None else policy, mounts)
             title = f"{task}: {cfg.policy.kind} student"
@@ -368,4 +375,6 @@ def train_bc(cfg: BCConfig, resume: Path | None = None, quiet: bool = False, exp
         logger.close()
     if export and contract is not None:
         BCRun.load(run_dir, cfg.device).export()
-    return BCResult(run_dir, step, elapsed + time.monotonic() - start, final_loss, evaluation, written.get("tasks"))
+    return BCResult(
+        run_dir, step, elapsed + time.monotonic() - start, final_loss, evaluation, written.get("tasks"), notes
+    )

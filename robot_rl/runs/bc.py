@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -20,7 +21,7 @@ from policies.runtime.files import atomic_write_text
 from policies.runtime.realtime import RealTime
 from robot_rl.checkpoint import BC_FORMAT, CheckpointError, first_non_finite, read_any_checkpoint, state_dict_mismatch
 from robot_rl.imitation.config import BCConfig
-from robot_rl.imitation.evaluate import ChunkEvalResult, evaluate_chunk_policy
+from robot_rl.imitation.evaluate import ChunkEvalResult, evaluate_chunk_policy, evaluate_teacher
 from robot_rl.imitation.students import build_student, student_config
 from robot_rl.logger import save_png
 from sim.rendering import VisualRandomization
@@ -68,6 +69,8 @@ class BCRun:
     timing: RealTime | None = None
     env_overrides: list[str] = dataclasses.field(default_factory=list)
     """The ``env.KEY=VALUE`` settings :meth:`set_env` applied (evaluations record them)."""
+    skipped: list[str] = dataclasses.field(default_factory=list)
+    """What the last :meth:`evaluate` did not evaluate and why, one line each (the teacher beside the student)."""
     kind = "bc"
 
     @property
@@ -255,9 +258,12 @@ class BCRun:
         randomize: bool = True,
         visual: VisualRandomization | Literal["dataset"] | None = "dataset",
         stem: str = "eval",
+        beside_teacher: bool = False,
     ) -> ChunkEvalResult:
         """Evaluate the student (``episodes`` per seed) and write ``<stem>.yaml`` / ``<stem>.png``; a student that
-        sees cameras renders them with ``visual`` randomisation (``"dataset"``: as its demonstrations were).
+        sees cameras renders them with ``visual`` randomisation (``"dataset"``: as its demonstrations were). With
+        ``beside_teacher``, in the demonstrations' own world (no :meth:`set_env`), the PPO teacher they name runs the
+        same episodes too (:func:`with_teacher`; the result's ``teacher``, ``<stem>.yaml``'s ``teacher``).
 
         Raises:
             ConfigError: The run's dataset names no task to evaluate in.
@@ -270,6 +276,10 @@ class BCRun:
             self.policy, self.spec(), self.cfg.task, self.env_cfg, self.obs_groups, episodes, seeds, randomize, visual,
             self.timing,
         )  # fmt: skip
+        self.skipped = []
+        if beside_teacher and not self.env_overrides:
+            note = with_teacher(result, self.teacher, self.cfg.task, self.env_cfg, self.cfg.device)
+            self.skipped += [note] if note else []
         title = f"{self.cfg.task}: {self.cfg.policy.kind} student"
         texts = self.instruction_texts()
         write_evaluation(
@@ -287,6 +297,47 @@ class BCRun:
         p = self.cfg.policy
         step = int(self.checkpoint.get("step", 0))
         return f"{self.cfg.task or '(no task)'}: {p.kind} student, {step:,} gradient steps, dataset {self.cfg.dataset}"
+
+
+def teacher_beside(
+    teacher: str | Path | None, task: str, env_cfg: Any, episodes: int, seeds: Sequence[int], device: str = "cpu"
+) -> ChunkEvalResult | None:
+    """The PPO teacher a student's demonstrations name (``teacher``: its run folder) on the student's evaluation
+    episodes: the same seeds, starts, randomised parameters and tank (:func:`evaluate_teacher`). A teacher of the
+    student's task acts in its own config (the demonstrations' may lack a sensor bias it trained with: ``collect
+    --unbiased``); a teacher of another task in the demonstrations' world, on the view that task gives of it.
+
+    Returns:
+        The teacher's evaluation, or ``None`` where the demonstrations name no PPO run folder that exists here (a
+        scripted expert, a dataset recorded elsewhere).
+
+    Raises:
+        CheckpointError: The folder's run cannot be loaded.
+        ConfigError: The teacher cannot act in ``task`` (named).
+    """
+    if not teacher or not (Path(teacher) / "checkpoint.pt").is_file():
+        return None
+    from robot_rl.runs.ppo import PPORun
+
+    run = PPORun.load(Path(teacher), device)
+    return evaluate_teacher(run, task, run.cfg.env if run.task == task else env_cfg, episodes, seeds)
+
+
+def with_teacher(result: ChunkEvalResult, teacher: str | None, task: str, env_cfg: Any, device: str) -> str | None:
+    """Evaluate the student's teacher on ``result``'s episodes into ``result.teacher`` (:func:`teacher_beside`).
+
+    Returns:
+        ``None``, or a one-line note where the teacher the demonstrations name could not be evaluated (the student's
+        evaluation stands without it).
+    """
+    per_seed = result.episodes // max(len(result.seeds), 1)
+    try:
+        beside = teacher_beside(teacher, task, env_cfg, per_seed, result.seeds, device)
+    except (CheckpointError, ConfigError) as exc:
+        return f"teacher not evaluated beside the student: {exc}"
+    if beside is not None:
+        result.teacher, result.teacher_run = beside, str(teacher)
+    return None
 
 
 def bc_config(plain: dict[str, Any]) -> BCConfig:

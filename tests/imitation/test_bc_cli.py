@@ -4,6 +4,7 @@ user error they refuse (exit status 2, one line naming what is wrong, nothing wr
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -117,6 +118,11 @@ def test_train_bc_evaluates_exports_and_resumes(teacher: Path, dataset: Path, tm
     assert summary["episodes"] == 12 and len(summary["success_ci95"]) == 2 and summary["seeds"] == [0, 1, 2]
     student = BCRun.load(run)
     assert student.teacher is not None and Path(student.teacher).resolve() == teacher.resolve()
+    # the end summary runs that teacher on the same 12 episodes and says how far the student is from it
+    beside = summary["teacher"]
+    assert beside["run"] == student.teacher and len(beside["success_ci95"]) == 2
+    assert beside["gap_points"] == pytest.approx(100 * (beside["success_rate"] - summary["success_rate"]))
+    assert f"teacher {student.teacher} on the same episodes: success" in result.stdout, result.stdout
     # the teacher on the student's seeds: the same starts and randomised parameters, episode for episode
     mine = evaluate_chunk_policy(student.policy, student.spec(), "panda-reach", student.env_cfg, ["policy"], 3, [1])
     theirs = evaluate_teacher(PPORun.load(teacher), "panda-reach", student.env_cfg, 3, [1])
@@ -155,6 +161,8 @@ def test_train_bc_evaluates_exports_and_resumes(teacher: Path, dataset: Path, tm
     evaluated = robot_rl("eval", run, "--episodes", "3", "--seeds", "2", "--steps", "2", "--action-horizon", "1")
     assert evaluated.returncode == 0, evaluated.stderr
     assert "over 6 episodes, 2 seeds" in evaluated.stdout
+    assert f"teacher {student.teacher} on the same episodes" in evaluated.stdout  # the same 6 episodes
+    assert yaml.safe_load((run / "eval.yaml").read_text())["teacher"]["run"] == student.teacher
     execution = yaml.safe_load((run / "eval.yaml").read_text())["execution"]
     assert execution["action_horizon"] == 1 and execution["ensemble_decay"] is None  # receding horizon asked for
     assert execution["noise_scale"] == 1.0  # the run's: sampling as trained
@@ -222,6 +230,18 @@ def test_mlp_student_trains_on_the_same_data(dataset: Path, tmp_path: Path) -> N
     assert written["env_overrides"] == ["env.passivity.tank_max_j=5", "env.command_delay=[0.0,0.02]"]
     # the tank's level: never under its minimum (env.passivity.tank_min_j, 0.1 J), never over its size
     assert written["tank_max_j"] == 5 and 0.1 - 1e-9 <= written["lowest_tank_j"] <= 5, written
+    assert "teacher" not in written  # in another world the teacher is not run beside (its own config differs)
+    # a teacher folder that does not load: the student's evaluation stands, one line says why the teacher is missing
+    broken, fake = tmp_path / "broken-student", tmp_path / "fake-teacher"
+    shutil.copytree(run, broken)
+    fake.mkdir()
+    (fake / "checkpoint.pt").write_bytes(b"not a checkpoint")
+    state = torch.load(broken / "checkpoint.pt", weights_only=True)
+    torch.save({**state, "teacher": str(fake)}, broken / "checkpoint.pt")
+    alone = robot_rl("eval", broken, "--episodes", "2", "--seeds", "1")
+    assert alone.returncode == 0, alone.stderr
+    assert "  teacher not evaluated beside the student: " in alone.stdout and str(fake) in alone.stdout, alone.stdout
+    assert "teacher" not in yaml.safe_load((broken / "eval.yaml").read_text())
     adds = "changes what the student reads or commands (observation terms 6 -> 7: + 'last_action'"
     for item, message in (
         ("env.action_history=2", adds),
