@@ -41,7 +41,7 @@ from passivity import run as tank_run
 from robot_rl.bench import format_table
 from robot_rl.imitation.evaluate import evaluate_chunk_policy, evaluate_teacher
 from robot_rl.runs import PPORun
-from robot_rl.runs.bc import BCRun, teacher_beside
+from robot_rl.runs.bc import BCRun, teacher_beside, teacher_folder
 from robot_rl.transfer.harness import run_episodes
 from sim.registry import get_task
 from sim.typed_config import to_dict
@@ -91,10 +91,11 @@ def student_row(student_dir: Path, args: argparse.Namespace) -> dict[str, object
     ``--episodes`` split over ``--student-seeds``, in the demonstrations' task config."""
     student = BCRun.load(student_dir)
     student.execute_with(args.action_horizon, args.ensemble_decay, noise_scale=args.noise_scale)
-    teacher_dir: Path | None = args.teacher
-    teacher_dir = teacher_dir or (Path(student.teacher) if student.teacher else None)
+    teacher_dir = teacher_folder(args.teacher or student.teacher)
     episodes, seeds = args.episodes, args.student_seeds
-    if teacher_dir is None or not (teacher_dir / "checkpoint.pt").is_file():
+    if args.teacher is not None and teacher_dir is None:
+        raise SystemExit(f"--teacher {args.teacher}: no PPO run folder (no checkpoint.pt there)")
+    if teacher_dir is None:
         raise SystemExit(
             f"{student_dir}: its demonstrations name no PPO run folder as teacher ({student.teacher!r}); "
             "collect them with robot-rl collect --teacher RUN, or name it with --teacher"

@@ -299,6 +299,19 @@ class BCRun:
         return f"{self.cfg.task or '(no task)'}: {p.kind} student, {step:,} gradient steps, dataset {self.cfg.dataset}"
 
 
+def teacher_folder(teacher: str | Path | None) -> Path | None:
+    """The PPO run folder a student's ``teacher`` names, where it holds a ``checkpoint.pt`` here: the text itself,
+    or ``RUN`` of ``RUN (task)``, how datasets recorded before 2026-12-07 named a teacher of another task; ``None``
+    otherwise (a scripted expert, a run on another machine)."""
+    if not teacher:
+        return None
+    text = str(teacher)
+    for candidate in (text, text.rsplit(" (", 1)[0] if text.endswith(")") else text):
+        if (Path(candidate) / "checkpoint.pt").is_file():
+            return Path(candidate)
+    return None
+
+
 def teacher_beside(
     teacher: str | Path | None, task: str, env_cfg: Any, episodes: int, seeds: Sequence[int], device: str = "cpu"
 ) -> ChunkEvalResult | None:
@@ -308,18 +321,19 @@ def teacher_beside(
     --unbiased``); a teacher of another task in the demonstrations' world, on the view that task gives of it.
 
     Returns:
-        The teacher's evaluation, or ``None`` where the demonstrations name no PPO run folder that exists here (a
-        scripted expert, a dataset recorded elsewhere).
+        The teacher's evaluation, or ``None`` where the demonstrations name no PPO run folder that exists here
+        (:func:`teacher_folder`).
 
     Raises:
         CheckpointError: The folder's run cannot be loaded.
         ConfigError: The teacher cannot act in ``task`` (named).
     """
-    if not teacher or not (Path(teacher) / "checkpoint.pt").is_file():
+    folder = teacher_folder(teacher)
+    if folder is None:
         return None
     from robot_rl.runs.ppo import PPORun
 
-    run = PPORun.load(Path(teacher), device)
+    run = PPORun.load(folder, device)
     return evaluate_teacher(run, task, run.cfg.env if run.task == task else env_cfg, episodes, seeds)
 
 
@@ -336,7 +350,7 @@ def with_teacher(result: ChunkEvalResult, teacher: str | None, task: str, env_cf
     except (CheckpointError, ConfigError) as exc:
         return f"teacher not evaluated beside the student: {exc}"
     if beside is not None:
-        result.teacher, result.teacher_run = beside, str(teacher)
+        result.teacher, result.teacher_run = beside, str(teacher_folder(teacher))
     return None
 
 

@@ -1,11 +1,15 @@
-"""What a student's evaluation reports: success over the instructions it was trained on (``BCConfig.tasks``)."""
+"""What a student's evaluation reports: success over the instructions it was trained on (``BCConfig.tasks``), the
+tank it ran behind and its teacher on the same episodes."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 
 from robot_rl.evaluate import EvalResult
 from robot_rl.imitation.evaluate import ChunkEvalResult, own_tasks_line
+from robot_rl.runs.bc import teacher_folder
 
 TEXTS = ["lift the red cube", "pick up the red cube", "lift the green cube", "pick up the green cube"]
 
@@ -32,3 +36,30 @@ def test_success_on_its_own_instructions_counts_only_their_episodes() -> None:
 def test_episodes_without_instructions_report_nothing_for_tasks() -> None:
     result = ChunkEvalResult([EvalResult({"success": np.array([True, False])}, False, {})], [0])
     assert result.on_instructions(TEXTS, ["lift the red cube"]) is None
+
+
+def test_the_teacher_beside_says_how_far_the_student_is_and_the_tank_it_ran_behind() -> None:
+    tank = {"success": np.array([True, False, False, False]), "lowest_tank_j": np.array([3.0, 0.1, 2.0, 5.0])}
+    student = ChunkEvalResult([EvalResult(tank, False, {}, tank_j=40.0)], [0])
+    assert student.line().endswith(", 1 seeds, behind a 40 J tank (lowest 0.10 J)")
+    assert student.summary()["tank_max_j"] == 40.0 and student.summary()["lowest_tank_j"] == 0.1
+    assert student.teacher_line() is None and "teacher" not in student.summary()
+    won = {"success": np.array([True, True, True, False])}
+    student.teacher, student.teacher_run = ChunkEvalResult([EvalResult(won, False, {})], [0]), "runs/t"
+    assert student.summary()["teacher"]["gap_points"] == 50.0 and student.summary()["teacher"]["run"] == "runs/t"
+    line = student.teacher_line()
+    assert line is not None and line.startswith("teacher runs/t on the same episodes: success 75.0% (95% CI ")
+    assert line.endswith("the student is 50.0 points under it")
+    student.teacher = ChunkEvalResult([EvalResult({"success": np.zeros(4, bool)}, False, {})], [0])
+    assert str(student.teacher_line()).endswith("the student is 25.0 points above it")
+
+
+def test_the_teacher_folder_is_the_recorded_run_or_nothing(tmp_path: Path) -> None:
+    run = tmp_path / "runs" / "panda-lift" / "20261207-144706-0"
+    run.mkdir(parents=True)
+    assert teacher_folder(str(run)) is None  # no checkpoint.pt: not a run
+    (run / "checkpoint.pt").write_bytes(b"")
+    assert teacher_folder(str(run)) == run and teacher_folder(run) == run
+    assert teacher_folder(f"{run} (panda-lift)") == run  # how datasets before 2026-12-07 named another task's teacher
+    for other in ("scripted expert (PandaLiftExpert)", "", None, str(tmp_path / "gone"), f"{run} (x"):
+        assert teacher_folder(other) is None, other
