@@ -17,6 +17,9 @@ from robot_rl.config import check_device
 from robot_rl.transfer.harness import SIMULATORS
 from sim.typed_config import ConfigError
 
+DEFAULT_SEEDS = 3
+"""Evaluation seeds of a student (and of ``--task``) unless ``--seeds`` says otherwise."""
+
 MAX_STEM = 120
 """Longest file stem of an evaluation under ``--set`` (a file system allows 255 bytes a name)."""
 
@@ -100,7 +103,7 @@ def add_parser(sub: Any) -> None:
         "per instruction where TASK gives them; writes eval_task-TASK.yaml/png",
     )
     ev.add_argument(
-        "--seeds", type=int, default=3, help="train-bc runs and --task: evaluation seeds, pooled (default: 3)"
+        "--seeds", type=int, help=f"train-bc runs and --task: evaluation seeds, pooled (default: {DEFAULT_SEEDS})"
     )
     ev.add_argument("--steps", type=int, help="train-bc diffusion runs: DDIM steps per chunk (default: the run's)")
     ev.add_argument(
@@ -207,6 +210,7 @@ def run(args: argparse.Namespace) -> int:
             with tempfile.TemporaryDirectory(prefix="robot-rl-sim2sim-") as tmp:  # the run's policy.onnx stays as it is
                 return _eval_sim_to_sim(loaded, args.sim, args.episodes, loaded.export(Path(tmp)))
         return _eval_bc(loaded, args)
+    _refuse_student_flags(args)
     if args.task is not None:
         return _eval_other_task(loaded, args)
     if args.sim:
@@ -238,6 +242,34 @@ def run(args: argparse.Namespace) -> int:
         print(note)
     print(f"wrote {args.run / f'{stem}.yaml'} and {args.run / f'{stem}.png'}")
     return 0
+
+
+def _refuse_student_flags(args: argparse.Namespace) -> None:
+    """Refuse, for a PPO run, the first flag that only a ``train-bc`` run takes (a PPO actor is executed every
+    period, deterministically, on state).
+
+    Raises:
+        ConfigError: One line naming the flag.
+    """
+    given = (
+        ("--steps", args.steps is not None),
+        ("--action-horizon", args.action_horizon is not None),
+        ("--ensemble-decay", args.ensemble_decay is not None),
+        ("--noise-scale", args.noise_scale is not None),
+        ("--inference-delay", bool(args.inference_delay)),
+        ("--instructions", args.instructions is not None),
+        ("--visual", args.visual != "dataset"),
+        ("--seeds", args.seeds is not None and args.task is None),
+    )
+    flag = next((name for name, on in given if on), None)
+    if flag is None:
+        return
+    hint = ""
+    if flag == "--instructions":
+        hint = " (in another task's worlds: --task TASK --set env.instructions=SET)"
+    elif flag == "--seeds":
+        hint = " (a PPO run is evaluated on its own evaluation seed; --seeds applies with --task)"
+    raise ConfigError(f"{flag} applies to train-bc runs; '{printable(str(args.run))}' is a PPO run{hint}")
 
 
 def settings_stem(overrides: list[str]) -> str:
@@ -284,7 +316,8 @@ def _eval_bc(run: Any, args: argparse.Namespace) -> int:
     from robot_rl.imitation.students import DiffusionStudentConfig
     from sim.rendering import VisualRandomization
 
-    in_range("--seeds", args.seeds, 1, 100)
+    seeds = DEFAULT_SEEDS if args.seeds is None else args.seeds
+    in_range("--seeds", seeds, 1, 100)
     if args.steps is not None:
         if not isinstance(run.cfg.policy, DiffusionStudentConfig):
             raise ConfigError("--steps applies to diffusion students only")
@@ -318,7 +351,7 @@ def _eval_bc(run: Any, args: argparse.Namespace) -> int:
         stem = f"{stem}_instructions-{args.instructions}" if args.set else f"eval_instructions-{args.instructions}"
     if timing is not None:
         stem += f"_chunking-{timing.mode}-d{timing.delay_steps}"
-    result = run.evaluate(args.episodes, tuple(range(args.seeds)), visual=visual, stem=stem, beside_teacher=True)
+    result = run.evaluate(args.episodes, tuple(range(seeds)), visual=visual, stem=stem, beside_teacher=True)
     print(f"{run.cfg.task}, {run.cfg.policy.kind} student: {result.line()}")
     for line in [result.teacher_line(), *run.skipped]:
         if line:
@@ -361,12 +394,13 @@ def _eval_other_task(run: Any, args: argparse.Namespace) -> int:
     from robot_rl.runs.bc import task_instructions, write_evaluation
     from robot_rl.runs.worlds import check_env_overrides
 
-    in_range("--seeds", args.seeds, 1, 100)
+    seeds = DEFAULT_SEEDS if args.seeds is None else args.seeds
+    in_range("--seeds", seeds, 1, 100)
     if args.task == run.task:
         raise ConfigError(f"--task {printable(args.task)} is the run's own task; evaluate it without --task")
     check_env_overrides(args.set)
     cfg = teacher_world(run, args.task, tuple(args.set))  # an unknown task or a bad setting is refused here
-    result = evaluate_teacher(run, args.task, cfg.env, args.episodes, tuple(range(args.seeds)))
+    result = evaluate_teacher(run, args.task, cfg.env, args.episodes, tuple(range(seeds)))
     stem = f"eval_task-{args.task}" + (f"_{settings_stem(args.set).removeprefix('eval_')}" if args.set else "")
     texts = task_instructions(args.task, cfg.env)
     title = f"{run.task} run in {args.task}"

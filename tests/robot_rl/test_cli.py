@@ -439,6 +439,12 @@ USER_ERRORS: list[Any] = [
     (["eval", "{run}", "--set", "env.robot.max_rpm=30000"], "changes what the policy reads or commands (the action's"),
     (["eval", "{run}", "--set", "env.dt=0.01", "--corner", "worst"], "--set applies to the plain evaluation"),
     (["eval", "{cart}", "--set", "env.dt"], "must look like key.subkey=value"),
+    # a student's flags, given for a PPO run, are refused by name instead of ignored
+    (["eval", "{run}", "--instructions", "heldout"], "--instructions applies to train-bc runs; '{run}' is a PPO run"),
+    (["eval", "{run}", "--seeds", "2"], "--seeds applies to train-bc runs; '{run}' is a PPO run (a PPO run is"),
+    (["eval", "{run}", "--action-horizon", "1"], "--action-horizon applies to train-bc runs"),
+    (["eval", "{run}", "--visual", "nominal"], "--visual applies to train-bc runs"),
+    (["eval", "{run}", "--task", "quadrotor-hover"], "--task quadrotor-hover is the run's own task"),
     # export
     (["export", "onnx", "{run}", "--out", "{tmp}/binary.yaml"], "output folder '{tmp}/binary.yaml' is a file"),
     (["export", "onnx", "{run}", "--out", "{tmp}/binary.yaml/deploy"], "'{tmp}/binary.yaml' is a file"),
