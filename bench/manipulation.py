@@ -107,8 +107,7 @@ def student_row(student_dir: Path, args: argparse.Namespace) -> dict[str, object
         student.policy, spec, student.task, student.env_cfg, student.obs_groups, per_seed, seeds
     )
     # the teacher where it acts (its own config; a teacher of another task: the dataset's world, on that task's view)
-    theirs = teacher_beside(teacher_dir, student.task, student.env_cfg, per_seed, seeds)
-    assert theirs is not None  # the folder holds a checkpoint (above)
+    theirs = teacher_beside(teacher, student.task, student.env_cfg, per_seed, seeds)
     # A student recorded with `collect --unbiased` is judged with its calibrated sensors, the teacher as it acts
     # (its own config); what the teacher would do with the student's sensors is shown beside.
     calibrated = math.nan

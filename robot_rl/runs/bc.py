@@ -8,7 +8,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import torch
@@ -26,6 +26,9 @@ from robot_rl.imitation.students import build_student, student_config
 from robot_rl.logger import save_png
 from sim.rendering import VisualRandomization
 from sim.typed_config import ConfigError, from_dict
+
+if TYPE_CHECKING:
+    from robot_rl.runs.ppo import PPORun
 
 EVAL_SEEDS = (0, 1, 2)
 """Seeds of the final evaluation (pooled, with a 95 % interval)."""
@@ -313,44 +316,40 @@ def teacher_folder(teacher: str | Path | None) -> Path | None:
 
 
 def teacher_beside(
-    teacher: str | Path | None, task: str, env_cfg: Any, episodes: int, seeds: Sequence[int], device: str = "cpu"
-) -> ChunkEvalResult | None:
-    """The PPO teacher a student's demonstrations name (``teacher``: its run folder) on the student's evaluation
-    episodes: the same seeds, starts, randomised parameters and tank (:func:`evaluate_teacher`). A teacher of the
-    student's task acts in its own config (the demonstrations' may lack a sensor bias it trained with: ``collect
-    --unbiased``); a teacher of another task in the demonstrations' world, on the view that task gives of it.
-
-    Returns:
-        The teacher's evaluation, or ``None`` where the demonstrations name no PPO run folder that exists here
-        (:func:`teacher_folder`).
+    teacher: PPORun, task: str, env_cfg: Any, episodes: int, seeds: Sequence[int]
+) -> ChunkEvalResult:
+    """A student's PPO teacher on the student's evaluation episodes: the same seeds, starts, randomised parameters
+    and tank (:func:`evaluate_teacher`). A teacher of the student's task acts in its own config (the demonstrations'
+    may lack a sensor bias it trained with: ``collect --unbiased``); a teacher of another task in the demonstrations'
+    world (``env_cfg``), on the view that task gives of it.
 
     Raises:
-        CheckpointError: The folder's run cannot be loaded.
         ConfigError: The teacher cannot act in ``task`` (named).
     """
-    folder = teacher_folder(teacher)
-    if folder is None:
-        return None
-    from robot_rl.runs.ppo import PPORun
-
-    run = PPORun.load(folder, device)
-    return evaluate_teacher(run, task, run.cfg.env if run.task == task else env_cfg, episodes, seeds)
+    world = teacher.cfg.env if teacher.task == task else env_cfg
+    return evaluate_teacher(teacher, task, world, episodes, seeds)
 
 
 def with_teacher(result: ChunkEvalResult, teacher: str | None, task: str, env_cfg: Any, device: str) -> str | None:
-    """Evaluate the student's teacher on ``result``'s episodes into ``result.teacher`` (:func:`teacher_beside`).
+    """Evaluate the PPO teacher a student's demonstrations name (``teacher``, :func:`teacher_folder`) on ``result``'s
+    episodes into ``result.teacher`` (:func:`teacher_beside`); nothing where they name no run folder that is here.
 
     Returns:
         ``None``, or a one-line note where the teacher the demonstrations name could not be evaluated (the student's
         evaluation stands without it).
     """
+    folder = teacher_folder(teacher)
+    if folder is None:  # a scripted expert, or a run that is not on this machine
+        return None
+    from robot_rl.runs.ppo import PPORun
+
     per_seed = result.episodes // max(len(result.seeds), 1)
     try:
-        beside = teacher_beside(teacher, task, env_cfg, per_seed, result.seeds, device)
+        run = PPORun.load(folder, device)
+        result.teacher = teacher_beside(run, task, env_cfg, per_seed, result.seeds)
     except (CheckpointError, ConfigError) as exc:
         return f"teacher not evaluated beside the student: {exc}"
-    if beside is not None:
-        result.teacher, result.teacher_run = beside, str(teacher_folder(teacher))
+    result.teacher_run = str(folder)
     return None
 
 
