@@ -28,7 +28,7 @@ from tqdm import tqdm
 
 import sim
 from robot_rl.config import TrainConfig, load_config, task_defaults
-from robot_rl.evaluate import pick
+from robot_rl.evaluate import PolicyFn, pick
 from robot_rl.imitation.dataset import (
     Dataset,
     DatasetError,
@@ -245,9 +245,11 @@ def collect(
     env = sim.make(cfg.task, num_envs, device_, cfg.env)
     # the observation groups the teacher's actor reads in this world (a foreign teacher: the task's view of its own)
     acts_on = cfg.policy.actor_obs
-    if isinstance(teacher, PPORun) and foreign:
+    teacher_act: PolicyFn | None = None
+    if isinstance(teacher, PPORun):
         try:
-            acts_on = teacher.act_in(env)
+            acts_on = teacher.act_in(env) if foreign else acts_on
+            teacher_act = teacher.policy_in(env, acts_on)
         except BaseException as exc:
             env.close()
             if isinstance(exc, ConfigError):
@@ -339,8 +341,8 @@ def collect(
                     if expert is not None:
                         action = expert.act()
                     else:
-                        assert not isinstance(teacher, str)
-                        action = teacher.model.action_mean(pick(obs, acts_on)).clamp(-1.0, 1.0)
+                        assert teacher_act is not None
+                        action = teacher_act(obs).clamp(-1.0, 1.0)
                     seen = obs if not unbiased else {**obs, "policy": obs[CALIBRATED_VIEW]}
                     executed = action if driver is None else driver(seen).to(device_).clamp(-1.0, 1.0)
                     if action_noise > 0:

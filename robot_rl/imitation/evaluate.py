@@ -28,7 +28,6 @@ from policies.runtime.text import printable
 from robot_rl.evaluate import (
     EVAL_SEED_OFFSET,
     EvalResult,
-    deterministic_policy,
     evaluate_env,
     make_eval_env,
     pick,
@@ -360,8 +359,8 @@ def evaluate_teacher(
     for seed in seeds:
         env = make_eval_env(task, env_cfg, episodes, device, randomize)
         try:
-            groups = teacher.act_in(env)
-            result = evaluate_env(env, deterministic_policy(teacher.model, groups), seed=seed + EVAL_SEED_OFFSET)
+            act = teacher.policy_in(env, teacher.act_in(env))
+            result = evaluate_env(env, act, seed=seed + EVAL_SEED_OFFSET)
             results.append(dataclasses.replace(result, tank_j=tank_of(env_cfg)))
         finally:
             env.close()

@@ -28,6 +28,7 @@ from robot_rl.config import TrainConfig, config_to_yaml, from_plain, load_config
 from robot_rl.evaluate import (
     EVAL_SEED_OFFSET,
     EvalResult,
+    PolicyFn,
     deterministic_policy,
     evaluate_env,
     make_eval_env,
@@ -40,7 +41,7 @@ from robot_rl.runner import BEST, build_model
 from robot_rl.runs.worlds import action_changes, check_env_overrides, observation_changes, refuse_changes
 from sim.tasks.base import BatchedTask, EnvVariant
 from sim.typed_config import ConfigError, load_yaml, to_dict
-from sim.vec_env import TaskConfigError, VecEnv
+from sim.vec_env import Obs, TaskConfigError, VecEnv
 
 
 def new_run_dir(cfg: TrainConfig) -> Path:
@@ -193,7 +194,7 @@ class PPORun:
         """The observation groups the actor reads in ``env``: its own in its task's worlds; in another task's, the
         view that task gives of this one (:meth:`~sim.tasks.base.BatchedTask.add_task_view`, added to ``env`` here;
         e.g. a ``panda-lift`` teacher in ``panda-multitask``), refused unless it is the trained layout term by term
-        and each action maps to the same command.
+        and each action maps to the same command (the commands after them held by the task: :meth:`policy_in`).
 
         Raises:
             ConfigError: In another task: the task gives no view of this one, the actor reads a privileged group, or
@@ -213,13 +214,28 @@ class PPORun:
         layout = observation_changes(self.env.contract(["policy"]).observation, given)
         if layout:
             raise ConfigError(f"{where} reads otherwise than {env.task_name} gives it ({layout[0]})")
-        differ = self.action_changes(env)
+        differ = action_changes(self.env.contract(["policy"]), env.contract(["policy"]), len(env.task_view_held(self.task)))
         if differ:
             raise ConfigError(
                 f"{where} commands the robot otherwise than {env.task_name} in this world ({', '.join(differ)}); set "
                 "the env key that maps them with --set"
             )
         return [self.task]
+
+    def policy_in(self, env: VecEnv, groups: list[str]) -> PolicyFn:
+        """The deterministic actor acting in ``env`` on ``groups`` (what :meth:`act_in` returned for ``env``): its
+        actions, then the commands another task holds for it (:meth:`~sim.tasks.base.BatchedTask.task_view_held`: a
+        ``panda-push`` teacher's closed gripper in ``panda-multitask``)."""
+        act = deterministic_policy(self.model, groups)
+        held = env.task_view_held(self.task) if isinstance(env, BatchedTask) and env.task_name != self.task else []
+        if not held:
+            return act
+
+        def padded(obs: Obs) -> torch.Tensor:
+            action = act(obs)
+            return torch.cat((action, action.new_tensor(held).expand(action.shape[0], -1)), 1)
+
+        return padded
 
     def contract(self) -> Contract:
         """The deployment contract of the actor (what export writes into ``policy.onnx``)."""

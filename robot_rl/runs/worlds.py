@@ -30,11 +30,16 @@ def check_env_overrides(overrides: list[str]) -> None:
             )
 
 
-def action_changes(before: Contract, after: Contract) -> list[str]:
+def action_changes(before: Contract, after: Contract, held: int = 0) -> list[str]:
     """Which fields of the contract's action section ``after`` maps otherwise than ``before`` (``the action's
-    scale``); ``[]``: each action maps to the same command."""
+    scale``); ``[]``: each action maps to the same command. With ``held``, ``after`` has that many commands more,
+    held by the world (:meth:`~sim.tasks.base.BatchedTask.task_view_held`), and its first ``before.size`` are
+    compared."""
     old, new = dataclasses.asdict(before.action), dataclasses.asdict(after.action)
-    return [f"the action's {k}" for k in old if new[k] != old[k]]
+    if new["size"] != old["size"] + held:
+        return ["the action's size"]
+    new = {k: v[: old["size"]] if isinstance(v, list) else v for k, v in new.items() if k != "size"}
+    return [f"the action's {k}" for k in new if new[k] != old[k]]
 
 
 def observation_changes(before: Sequence[ObservationTerm], after: Sequence[ObservationTerm]) -> list[str]:

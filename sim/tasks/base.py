@@ -583,6 +583,12 @@ class BatchedTask(VecEnv):
         """Task ``task``'s onboard signals ``{source: [N, k]}`` from this task's (noise and bias applied)."""
         raise NotImplementedError(f"{self.task_name} lists task views but does not build them")
 
+    def task_view_held(self, task: str) -> list[float]:
+        """Normalised actions for the commands after those a policy of task ``task`` gives, held while it acts here
+        (``[]``: it gives them all); e.g. a ``panda-push`` teacher in ``panda-multitask`` commands the 7 joints and
+        the gripper is held closed, as ``panda-push`` holds it."""
+        return []
+
     def contract(self, actor_groups: list[str]) -> Contract:
         """Deployment contract of a policy reading ``actor_groups`` (only ``policy`` is deployable)."""
         if actor_groups != ["policy"]:

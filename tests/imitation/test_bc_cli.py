@@ -15,6 +15,7 @@ import pytest
 import torch
 import yaml
 
+import sim
 from policies.runtime.chunking import ChunkedOnnxPolicy
 from robot_rl.config import load_config
 from robot_rl.imitation.collect import teacher_world
@@ -25,6 +26,7 @@ from robot_rl.imitation.train_bc import execution_note
 from robot_rl.runner import OnPolicyRunner
 from robot_rl.runs import PPORun
 from robot_rl.runs.bc import BCRun
+from sim.tasks.panda.multitask import training_texts
 from sim.typed_config import ConfigError
 from tests.conftest import one_torch_thread, robot_rl
 
@@ -49,9 +51,11 @@ def robot_rl_process(*args: str | Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def tiny_ppo_run(task: str, root: Path) -> Path:
-    """A PPO run of ``task`` (its config file) after one tiny iteration (it acts; it does not succeed)."""
+def tiny_ppo_run(task: str, root: Path, *settings: str) -> Path:
+    """A PPO run of ``task`` (its config file, then ``settings``) after one tiny iteration (it acts; it does not
+    succeed)."""
     overrides = [
+        *settings,
         "num_envs=8",
         "ppo.num_steps=4",
         "ppo.num_minibatches=1",
@@ -428,7 +432,7 @@ def test_a_lift_teacher_records_the_named_cube_in_panda_multitask_in_its_own_wor
         )
     pushes = robot_rl("collect", "panda-multitask", "--teacher", lift, "--episodes", "1", "--out", tmp_path / "e",
                       "--set", "env.skills=[lift,push]")  # fmt: skip
-    assert pushes.returncode == 2 and "a panda-lift teacher only lifts" in pushes.stderr
+    assert pushes.returncode == 2 and "a panda-lift teacher only makes the 'lift' skill" in pushes.stderr
     assert pushes.stderr.count("\n") == 1 and not (tmp_path / "e").exists()
     centred = robot_rl("collect", "panda-multitask", "--teacher", lift, "--episodes", "1", "--out", tmp_path / "e",
                        "--set", "env.gripper_action=centred")  # fmt: skip
@@ -468,6 +472,44 @@ def test_a_lift_teacher_records_the_named_cube_in_panda_multitask_in_its_own_wor
     ]  # fmt: skip
 
 
+def test_a_push_teacher_records_the_named_cube_pushed_into_the_zone_with_the_gripper_held_closed(
+    tmp_path: Path,
+) -> None:
+    """``collect panda-multitask --teacher PUSH_RUN --set env.skills=[push]``: a panda-push teacher (trained for the
+    zone: ``env.goal_x``) acts on panda-push's layout with the named cube's estimate and the zone's middle in its lane
+    as the goal; its 7 joint actions are recorded with the gripper held closed, in the world it was trained in."""
+    push = tiny_ppo_run("panda-push", tmp_path, "env.goal_x=[0.7,0.78]", "env.cube_high=[0.6,0.15]")
+    out = tmp_path / "d"
+    result = robot_rl(
+        "collect", "panda-multitask", "--teacher", push, "--episodes", "3", "--num-envs", "3", "--keep-failed",
+        "--out", out, "--quiet", "--set", "env.episode_length_s=1", "--set", "env.skills=[push]",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    data = load_dataset(out)
+    info = data.robot_rl
+    assert info["teacher_obs_groups"] == ["panda-push"] and info["env"]["skills"] == ["push"]
+    assert info["env"]["physics_dt"] == 0.008 and info["env"]["passivity"]["tank_max_j"] == 80.0  # inherited
+    for ep in data.episodes:  # the gripper held closed (-1 closes it in either mapping: tests/sim/test_multitask.py)
+        assert ep.task in training_texts(("push",)) and np.all(np.asarray(ep.action)[:, 7] == -1.0)
+    teacher = PPORun.load(push)  # what it acts on there: the view panda-multitask gives of panda-push, then -1
+    world = teacher_world(teacher, "panda-multitask", ("env.skills=[push]",))
+    env = sim.make("panda-multitask", 4, "cpu", world.env)
+    act = teacher.policy_in(env, teacher.act_in(env))
+    obs = env.reset(seed=3)
+    with torch.inference_mode():
+        action = act(obs)
+        assert torch.equal(action[:, :7], teacher.model.action_mean(obs["panda-push"]))
+        assert torch.all(action[:, 7] == -1)
+    env.close()
+    lifts = robot_rl("collect", "panda-multitask", "--teacher", push, "--episodes", "1", "--out", tmp_path / "e")
+    assert lifts.returncode == 2 and "a panda-push teacher only makes the 'push' skill" in lifts.stderr
+    assert "--set env.skills=[push]" in lifts.stderr and lifts.stderr.count("\n") == 1 and not (tmp_path / "e").exists()
+    there = robot_rl("eval", push, "--task", "panda-multitask", "--episodes", "3", "--seeds", "1",
+                     "--set", "env.episode_length_s=1", "--set", "env.skills=[push]")  # fmt: skip
+    assert there.returncode == 0, there.stderr
+    assert "panda-push run in panda-multitask, on the view panda-multitask gives of panda-push: success" in there.stdout
+
+
 def test_a_lift_teacher_goes_on_training_in_panda_multitask_on_its_view_and_records_there(tmp_path: Path) -> None:
     """``train panda-multitask --config configs/panda-multitask-lift.yaml --init-from LIFT_RUN``: the actor reads
     panda-lift's view (``env.task_view``) and starts as the lift teacher's; the run records demonstrations as a
@@ -498,7 +540,7 @@ def test_a_lift_teacher_goes_on_training_in_panda_multitask_on_its_view_and_reco
     )
     pushes = robot_rl("train", "panda-multitask", "--config", config, "--init-from", lift, "--no-export",
                       "--set", "env.skills=[lift,push]", "--run-root", tmp_path / "no", *quick)  # fmt: skip
-    assert pushes.returncode == 2 and "a panda-lift teacher only lifts" in pushes.stderr
+    assert pushes.returncode == 2 and "a panda-lift teacher only makes the 'lift' skill" in pushes.stderr
     centred = robot_rl("train", "panda-multitask", "--config", config, "--init-from", lift, "--no-export",
                        "--set", "env.gripper_action=centred", "--run-root", tmp_path / "no", *quick)  # fmt: skip
     assert centred.returncode == 2 and centred.stderr.count("\n") == 1

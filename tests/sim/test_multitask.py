@@ -20,6 +20,7 @@ from sim.tasks.panda.multitask import (
     HELDOUT_PHRASINGS,
     PHRASINGS,
     PUSH_TRAIN_PHRASINGS,
+    PUSH_ZONE_X_M,
     TRAIN_PHRASINGS,
     PandaMultitask,
     training_texts,
@@ -276,9 +277,44 @@ def test_a_lift_policy_sees_the_named_cubes_estimate_in_panda_lifts_layout() -> 
     assert torch.equal(view[:, start : start + 3], seen)
     assert torch.equal(view[:, start + 3 :], obs["policy"][:, start + 9 :])
     assert 0.003 < float((seen - env.cube_pos).norm(dim=-1).mean()) < 0.05  # the estimate, not the truth
-    with pytest.raises(TaskConfigError, match=r"gives no observation of task 'panda-push' \(it gives: panda-lift\)"):
+    with pytest.raises(TaskConfigError, match=r"gives no observation of task 'panda-reach' \(it gives: panda-lift, "):
+        env.add_task_view("panda-reach")
+    with pytest.raises(TaskConfigError, match=r"panda-push teacher only makes the 'push' skill; .* asks for another"):
         env.add_task_view("panda-push")
-    with pytest.raises(TaskConfigError, match="a panda-lift teacher only lifts"):
+    with pytest.raises(TaskConfigError, match=r"a panda-lift teacher only makes the 'lift' skill; .* others too"):
         _env(2, SKILLS).add_task_view("panda-lift")
+    assert env.task_view_held("panda-lift") == []
     lift.close()
+    env.close()
+
+
+@pytest.mark.parametrize("gripper", ["centred", "open-at-zero"])
+def test_a_push_policy_sees_the_named_cube_and_the_zone_in_panda_pushs_layout_and_its_gripper_is_held_closed(
+    gripper: str,
+) -> None:
+    """``add_task_view("panda-push")`` with ``env.skills=[push]``: panda-push's onboard layout, term by term (no
+    finger), with the named cube's estimate and the zone's middle in its lane as the goal; the gripper command the
+    view holds closes the fingers in either mapping."""
+    from dataclasses import asdict
+
+    env = _env(16, ["env.skills=[push]", f"env.gripper_action={gripper}"])
+    push = sim.make("panda-push", 1, "cpu", task_defaults("panda-push").env)
+    terms = env.add_task_view("panda-push")
+    assert [asdict(t) for t in terms] == [asdict(t) for t in push.policy_terms]
+    obs = env.reset(seed=2)
+    held = env.task_view_held("panda-push")
+    assert len(held) == env.num_actions - push.num_actions == 1
+    for _ in range(10):
+        obs, *_ = env.step(torch.cat((torch.zeros(16, 7), torch.tensor(held).expand(16, 1)), 1))
+    assert torch.all(env.command(torch.tensor([[0.0] * 7 + held]).expand(16, -1))[:, 7] == 0.0)  # fingers: closed
+    names = [t.name for t in env.policy_terms]
+    start = sum(t.dim for t in env.policy_terms[: names.index("finger_position")])
+    view = obs["panda-push"]
+    assert view.shape == (16, push.obs_sizes["policy"])
+    assert torch.equal(view[:, :start], obs["policy"][:, :start])
+    seen = obs["policy"][:, start + 1 : start + 10].view(16, 3, 3)[torch.arange(16), env.colour[:, 0]]
+    assert torch.equal(view[:, start : start + 3], seen)
+    assert torch.equal(view[:, start + 3 : start + 5], env.goal)
+    assert torch.all((env.goal[:, 0] > PUSH_ZONE_X_M[0]) & (env.goal[:, 0] < PUSH_ZONE_X_M[1]))
+    push.close()
     env.close()

@@ -405,6 +405,25 @@ def test_push_success_goal_and_lost_cube() -> None:
     env.close()
 
 
+def test_goal_x_puts_each_goal_straight_ahead_of_the_cube_in_its_lane_and_bad_ranges_are_refused() -> None:
+    """``env.goal_x`` (panda-multitask's push zone): the goal at the cube's start y, at an x in the range; a range
+    that is not ``[low, high]``, not finite, or that starts within a cube's edge of the start area is refused."""
+    cfg = PandaPushConfig(randomization=[], cube_high=(0.6, 0.15), goal_x=(0.7, 0.78))
+    env = sim.make("panda-push", 64, cfg=cfg)
+    env.reset(seed=5)
+    goal, cube = env.goal, env.cube_pos  # type: ignore[attr-defined]
+    assert torch.all((goal[:, 0] >= 0.7) & (goal[:, 0] <= 0.78)) and float(goal[:, 0].std()) > 0.01
+    torch.testing.assert_close(goal[:, 1], cube[:, 1])
+    env.close()
+    for bad, message in (
+        ((0.78, 0.7), r"env.goal_x must be \[low, high\]"),
+        ((math.nan, 0.7), "env.goal_x must be finite and positive"),
+        ((0.62, 0.7), "env.goal_x must start a cube's edge beyond env.cube_high x"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            PandaPushConfig(cube_high=(0.6, 0.15), goal_x=bad)
+
+
 def test_cube_tilt_reads_the_angle_from_the_nearest_face_and_its_square_is_the_push_penalty() -> None:
     """Flat and rolled onto another face: 0; tilted 20 deg about x or 40 deg about y: that angle."""
     env = sim.make("panda-push", 4, cfg=PandaPushConfig(randomization=[], noise=sim.tasks.base.SensorNoise()))

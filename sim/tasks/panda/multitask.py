@@ -31,7 +31,9 @@ Onboard (``policy``) observation::
 
 A ``panda-lift`` policy acts here too (:meth:`~sim.tasks.base.BatchedTask.add_task_view`: that task's onboard
 layout with the target's estimate alone), so a lift teacher records demonstrations for language-conditioned students
-(``robot-rl collect panda-multitask --teacher LIFT_RUN``).
+(``robot-rl collect panda-multitask --teacher LIFT_RUN``). So does a ``panda-push`` policy where the instructions
+only push (``env.skills: [push]``): the target's estimate, and the zone's middle in its lane as the goal; the gripper
+is held closed, as ``panda-push`` holds it (a teacher trained for this goal: ``env.goal_x``, docs/vla.md).
 
 Cameras (``robot-rl collect --images front``) draw each world's colours (:meth:`PandaMultitask.drawn_geom_rgba`).
 
@@ -60,8 +62,9 @@ from sim.measurements import Instruction, Measurement, Pose
 from sim.registry import TaskSpec
 from sim.robots import panda
 from sim.tasks.base import SensorNoise
-from sim.tasks.panda.base import CUBE_MASS, CubeTask, default_cube_noise
+from sim.tasks.panda.base import CUBE_MASS, CubeTask, default_cube_noise, gripper_scale_offset
 from sim.tasks.panda.lift import PandaLift, PandaLiftConfig, default_lift_rewards
+from sim.tasks.panda.push import PandaPush
 from sim.vec_env import TaskConfigError
 
 COLOURS: dict[str, tuple[float, float, float]] = {
@@ -372,26 +375,45 @@ class PandaMultitask(PandaLift):
             "objects_pos": self._by_colour(self._cube_seen[:, -1], self._others_seen[:, -1]),
         }
 
-    task_views = ("panda-lift",)
+    task_views = ("panda-lift", "panda-push")
 
     def _task_view_terms(self, task: str) -> list[ObservationTerm]:
-        """``panda-lift``'s onboard layout: this task's, with the named cube's estimate (``object_position [3]``)
-        in the place of the three (what a lift teacher acts on; the instruction tells a student which cube).
+        """That task's onboard layout, this task's terms with the named cube's estimate (``object_position [3]``)
+        in the place of the three (the instruction tells a student which cube): ``panda-lift``'s as they are;
+        ``panda-push``'s without the finger and with the zone's middle in the cube's lane (``goal_position [2]``).
 
         Raises:
-            TaskConfigError: ``env.skills`` asks for pushes, which a lift teacher does not make.
+            TaskConfigError: ``env.skills`` asks for another skill than the teacher's task makes.
         """
-        if tuple(self.cfg.skills) != ("lift",):
+        skill = {"panda-lift": "lift", "panda-push": "push"}[task]
+        if tuple(self.cfg.skills) != (skill,):
             raise TaskConfigError(
-                f"a {task} teacher only lifts; env.skills={list(self.cfg.skills)} asks for other skills too"
+                f"a {task} teacher only makes the '{skill}' skill; env.skills={list(self.cfg.skills)} asks for "
+                f"{'others too' if skill in self.cfg.skills else 'another'} (--set env.skills=[{skill}])"
             )
-        one = ObservationTerm("object_position", 3, "object_pos", unit="m")
-        return [one if t.source == "objects_pos" else t for t in self.policy_terms]
+        one = [ObservationTerm("object_position", 3, "object_pos", unit="m")]
+        if task == "panda-push":
+            one.append(ObservationTerm("goal_position", 2, "goal_xy", unit="m"))
+        terms: list[ObservationTerm] = []
+        for t in self.policy_terms:
+            if t.source == "objects_pos":
+                terms.extend(one)
+            elif not (task == "panda-push" and t.source == "finger_pos"):
+                terms.append(t)
+        return terms
 
     def _task_view_signals(self, task: str, signals: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """The signals with ``object_pos [N, 3]``: the colour tracker's estimate of the episode's target, m."""
+        """The signals with ``object_pos [N, 3]``, the colour tracker's estimate of the episode's target, m (and
+        ``goal_xy [N, 2]``, where the push takes it, m)."""
         seen = signals["objects_pos"].view(self.num_envs, len(COLOURS), 3)
-        return {**signals, "object_pos": seen[self._rows, self.colour[:, 0]]}
+        return {**signals, "object_pos": seen[self._rows, self.colour[:, 0]], "goal_xy": self.goal}
+
+    def task_view_held(self, task: str) -> list[float]:
+        """A ``panda-push`` policy's gripper: held closed (``PandaPush.finger_opening``) in this task's mapping."""
+        if task != "panda-push":
+            return []
+        scale, offset = gripper_scale_offset(self.cfg.gripper_action)
+        return [(PandaPush.finger_opening - offset) / scale]
 
     def cube_estimate(self) -> torch.Tensor:
         """The named cube's centre as the latest onboard observation gives it (the colour tracker's estimate of the

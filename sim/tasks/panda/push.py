@@ -1,7 +1,8 @@
 """Task ``panda-push``: push a cube (5 cm; ``env.cube_size``) across the table to a goal with the closed gripper.
 
-The cube starts flat at a random place in front of the robot; the goal is 10–20 cm away in a random direction. The
-fingers are held closed (7 arm actions). The arm starts near the home pose.
+The cube starts flat at a random place in front of the robot; the goal is 10–20 cm away in a random direction (or,
+with ``env.goal_x``, straight ahead along x in the cube's lane: ``panda-multitask``'s push zone). The fingers are held
+closed (7 arm actions). The arm starts near the home pose.
 
 Onboard (``policy``) observation::
 
@@ -60,7 +61,10 @@ class PandaPushConfig(CubeTaskConfig):
     """Configuration of ``panda-push`` (see the module docstring and :class:`CubeTaskConfig`).
 
     Attributes:
-        goal_distance: Goal distance from the cube's start, uniform in this range, m.
+        goal_distance: Goal distance from the cube's start, uniform in this range, m (in a random direction).
+        goal_x: When set, the goal lies straight ahead of the cube's start along base x (at its start y), at an x
+            uniform in this range, m, in place of :attr:`goal_distance`: ``panda-multitask``'s push, the named cube
+            into the zone across its lane (0.68-0.80 m; ``configs/panda-push-zone.yaml``).
         success_distance: Success threshold on the final cube-to-goal distance in the table plane, m.
         pushing_within: The finger tips count as at the pushing point (``push_to_goal`` pays) within this distance
             of it, m.
@@ -91,6 +95,7 @@ class PandaPushConfig(CubeTaskConfig):
 
     cube_high: tuple[float, float] = (0.55, 0.15)
     goal_distance: tuple[float, float] = (0.1, 0.2)
+    goal_x: tuple[float, float] | None = None
     success_distance: float = 0.05
     pushing_within: float = 0.03
     pushing_offset: float = 0.02
@@ -105,6 +110,16 @@ class PandaPushConfig(CubeTaskConfig):
         check_fields(self, positive, "env.")
         if self.goal_distance[0] > self.goal_distance[1]:
             raise ValueError(f"env.goal_distance must be [low, high], got {list(self.goal_distance)}")
+        if self.goal_x is not None:
+            check_fields(self, ("goal_x",), "env.")
+            low, high = self.goal_x
+            if not low <= high:
+                raise ValueError(f"env.goal_x must be [low, high], got {list(self.goal_x)}")
+            if low < self.cube_high[0] + self.cube_size:
+                raise ValueError(
+                    f"env.goal_x must start a cube's edge beyond env.cube_high x ({self.cube_high[0]} + "
+                    f"{self.cube_size} m), got {list(self.goal_x)}"
+                )
 
 
 TUMBLE_RAD = math.radians(30.0)
@@ -144,13 +159,17 @@ class PandaPush(CubeTask):
         lo, hi = torch.tensor(c.cube_low, device=self.device), torch.tensor(c.cube_high, device=self.device)
         xy = lo + (hi - lo) * torch.rand(n, 2, generator=self.gen, device=self.device)
         self._place_cube(rows, qpos, xy)
+        self.max_tilt[rows] = 0.0
+        if c.goal_x is not None:  # straight ahead along x, in the cube's lane
+            ahead = c.goal_x[0] + (c.goal_x[1] - c.goal_x[0]) * torch.rand(n, generator=self.gen, device=self.device)
+            self.goal[rows] = torch.stack((ahead, xy[:, 1]), 1)
+            return
         angle = 2 * math.pi * torch.rand(n, generator=self.gen, device=self.device)
         dist = c.goal_distance[0] + (c.goal_distance[1] - c.goal_distance[0]) * torch.rand(
             n, generator=self.gen, device=self.device
         )
         goal = xy + dist[:, None] * torch.stack((angle.cos(), angle.sin()), 1)
         self.goal[rows] = torch.maximum(torch.minimum(goal, hi + 0.05), lo - 0.05)
-        self.max_tilt[rows] = 0.0
 
     def _after_step(self) -> None:
         super()._after_step()
