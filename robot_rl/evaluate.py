@@ -194,6 +194,13 @@ def tank_of(env_cfg: Any) -> float | None:
     return None if passivity is None else passivity.tank_max_j
 
 
+def behind_tank(t_max: float) -> str:
+    """``behind a 40 J tank`` / ``behind an 80 J tank`` (the article as the number is spoken)."""
+    text = f"{t_max:g}"
+    spoken_vowel = text.startswith("8") or text.split(".")[0] in ("11", "18")
+    return f"behind {'an' if spoken_vowel else 'a'} {text} J tank"
+
+
 def switched_tank(env_cfg: Any, env: VecEnv) -> Any | None:
     """``env_cfg`` with the energy tank the other way round, for the evaluation a user needs beside the run's own:
     without the tank where the run trained with one, else with the contract's deploy tank (``env``'s

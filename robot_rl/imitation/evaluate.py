@@ -28,6 +28,7 @@ from policies.runtime.text import printable
 from robot_rl.evaluate import (
     EVAL_SEED_OFFSET,
     EvalResult,
+    behind_tank,
     evaluate_env,
     make_eval_env,
     pick,
@@ -181,7 +182,7 @@ class ChunkEvalResult:
         tank = ""
         if self.tank_j is not None:
             low = self.lowest_tank_j
-            tank = f", behind a {self.tank_j:g} J tank" + (f" (lowest {low:.2f} J)" if low is not None else "")
+            tank = f", {behind_tank(self.tank_j)}" + (f" (lowest {low:.2f} J)" if low is not None else "")
         return (
             f"success {self.success_rate:.1%} (95% CI {lo:.1%}-{hi:.1%}) over {self.episodes} episodes, "
             f"{len(self.seeds)} seeds{tank}"

@@ -29,6 +29,7 @@ from robot_rl.evaluate import (
     EVAL_SEED_OFFSET,
     EvalResult,
     PolicyFn,
+    behind_tank,
     deterministic_policy,
     evaluate_env,
     make_eval_env,
@@ -276,7 +277,7 @@ class PPORun:
             changed = self.interface_changes(env)
             if changed:  # e.g. a privileged actor: it reads the critic's state, whose layout holds the tank's level
                 t = tank_of(v.cfg)
-                words = v.words or (f"behind a {t:g} J tank" if t is not None else "without the tank")
+                words = v.words or (behind_tank(t) if t is not None else "without the tank")
                 self.skipped.append(f"not evaluated {words}: there the policy's interface changes ({', '.join(changed)})")
                 env.close()
                 continue

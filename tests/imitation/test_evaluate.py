@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from robot_rl.evaluate import EvalResult
+from robot_rl.evaluate import EvalResult, behind_tank
 from robot_rl.imitation.evaluate import ChunkEvalResult, own_tasks_line
 from robot_rl.runs.bc import teacher_folder
 
@@ -52,6 +52,9 @@ def test_the_teacher_beside_says_how_far_the_student_is_and_the_tank_it_ran_behi
     assert line.endswith("the student is 50.0 points under it")
     student.teacher = ChunkEvalResult([EvalResult({"success": np.zeros(4, bool)}, False, {})], [0])
     assert str(student.teacher_line()).endswith("the student is 25.0 points above it")
+    spoken = {t: behind_tank(t) for t in (40.0, 80.0, 8.0, 11.0, 18.0, 1.5, 180.0, 20.0)}
+    assert [v.split()[1] for v in spoken.values()] == ["a", "an", "an", "an", "an", "a", "a", "a"]
+    assert spoken[80.0] == "behind an 80 J tank" and spoken[1.5] == "behind a 1.5 J tank"
 
 
 def test_the_teacher_folder_is_the_recorded_run_or_nothing(tmp_path: Path) -> None:
