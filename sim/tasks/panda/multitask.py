@@ -389,7 +389,7 @@ class PandaMultitask(PandaLift):
         if tuple(self.cfg.skills) != (skill,):
             raise TaskConfigError(
                 f"a {task} teacher only makes the '{skill}' skill; env.skills={list(self.cfg.skills)} asks for "
-                f"{'others too' if skill in self.cfg.skills else 'another'} (--set env.skills=[{skill}])"
+                f"{'others too' if skill in self.cfg.skills else 'another'} (--set 'env.skills=[{skill}]')"
             )
         one = [ObservationTerm("object_position", 3, "object_pos", unit="m")]
         if task == "panda-push":
