@@ -232,9 +232,11 @@ class PPORun:
         if not held:
             return act
 
+        fill = torch.tensor(held, device=next(self.model.parameters()).device)  # [k], built once
+
         def padded(obs: Obs) -> torch.Tensor:
             action = act(obs)
-            return torch.cat((action, action.new_tensor(held).expand(action.shape[0], -1)), 1)
+            return torch.cat((action, fill.to(action.dtype).expand(action.shape[0], -1)), 1)
 
         return padded
 
