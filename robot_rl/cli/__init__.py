@@ -11,6 +11,7 @@ beside it with ``add_parser(sub)`` and its ``run`` functions side by side (``tra
     robot-rl export onnx|int8|firmware|ros2-node RUN [--out DIR]
     robot-rl deploy --params FILE [--sim] [--record RUN.mcap]      robot-rl replay RUN.mcap
     robot-rl dataset from-mcap RUN.mcap [...] --out DIR
+    robot-rl dataset merge DATASET DATASET [...] --out DIR [--set env.KEY=VALUE ...]
     robot-rl inspect policy.onnx|RUN      robot-rl tasks      robot-rl bench
 
 Exit status: 0 done; 2 a user error (unknown task or key, wrong type or range, missing or corrupt run, a file

@@ -56,7 +56,9 @@ def add_parser(sub: Any) -> None:
     rep = sub.add_parser("replay", help="re-run the policy on a recording's inputs and report divergence")
     rep.add_argument("recording", type=Path, help="MCAP file written by robot-rl deploy --record")
     rep.add_argument("--model", type=Path, help="policy.onnx to replay (default: the recorded one)")
-    data = sub.add_parser("dataset", help="make a dataset from recorded runs (robot-rl dataset from-mcap --help)")
+    data = sub.add_parser(
+        "dataset", help="make a dataset from recorded runs or from other datasets (robot-rl dataset VERB --help)"
+    )
     verbs = data.add_subparsers(dest="dataset_command", required=True, metavar="VERB", parser_class=type(data))
     mcap = verbs.add_parser(
         "from-mcap",
@@ -71,6 +73,20 @@ def add_parser(sub: Any) -> None:
         metavar="SEC",
         help="also end an episode where commands pause for longer than this, s (default: episodes end only at "
         "faults, re-activations and new instructions)",
+    )
+    merge = verbs.add_parser(
+        "merge",
+        help="merge datasets of one task and layout (e.g. each skill from its own teacher) into one (docs/datasets.md)",
+    )
+    merge.add_argument("datasets", type=Path, nargs="+", metavar="DATASET", help="dataset folders, in order")
+    merge.add_argument("--out", type=Path, required=True, metavar="DIR", help="new dataset folder (must not exist)")
+    merge.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="env.KEY=VALUE",
+        help="the merged dataset's world, where its students are evaluated (repeatable): every env setting the "
+        "datasets were recorded with different values of must be set, e.g. --set 'env.skills=[lift,push]'",
     )
 
 
@@ -163,10 +179,16 @@ def run_replay(args: argparse.Namespace) -> int:
 
 
 def run_dataset(args: argparse.Namespace) -> int:
-    """``robot-rl dataset from-mcap``: recorded runs into a new dataset; prints what each recording gave."""
+    """``robot-rl dataset from-mcap`` (recorded runs into a new dataset; prints what each recording gave) and
+    ``robot-rl dataset merge`` (datasets into one)."""
     if args.out.exists():
         raise ConfigError(f"--out '{args.out}' already exists; datasets are never overwritten")
     check_folder_writable(args.out.parent, "output folder")
+    if args.dataset_command == "merge":
+        from robot_rl.imitation.merge import merge_datasets
+
+        print("\n".join(merge_datasets(list(args.datasets), args.out, list(args.set)).lines()))
+        return 0
     if args.max_gap is not None:
         in_range("--max-gap", args.max_gap, 1e-4, 86400)
     try:

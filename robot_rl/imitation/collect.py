@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -40,6 +41,7 @@ from robot_rl.imitation.dataset import (
     state_names,
 )
 from robot_rl.imitation.evaluate import ChunkActor, env_instructions
+from robot_rl.imitation.merge import describe_differences, recorded_world, world_differences
 from robot_rl.logger import interactive
 from robot_rl.runs.bc import BCRun
 from robot_rl.runs.ppo import PPORun
@@ -144,12 +146,14 @@ def _check_student(student: BCRun, task: str, obs_dim: int) -> None:
         )
 
 
-def _included(include: Path, task: str, layout: list[str], unbiased: tuple[str, ...]) -> Dataset:
+def _included(include: Path, task: str, layout: list[str], unbiased: tuple[str, ...], world: dict[str, Any]) -> Dataset:
     """The dataset ``include`` names, refused unless it records ``task`` in ``layout`` (state value names) with the
-    same ``unbiased`` signals.
+    same ``unbiased`` signals, in ``world`` (the env config this collection records).
 
     Raises:
-        DatasetError: unreadable, another task or layout, or other unbiased signals.
+        DatasetError: unreadable, another task or layout, other unbiased signals, or another world (the settings
+            that differ named; ``robot-rl dataset merge`` joins datasets of different worlds, saying which one the
+            result records).
     """
     base = load_dataset(include)
     names = list(base.info["features"]["observation.state"]["names"])
@@ -163,6 +167,14 @@ def _included(include: Path, task: str, layout: list[str], unbiased: tuple[str, 
         raise DatasetError(
             f"dataset '{include}' was recorded with --unbiased {theirs or 'none'}, this collection with "
             f"{list(unbiased) or 'none'}: a student learns from one kind of sensor"
+        )
+    theirs_env = base.robot_rl.get("env")
+    if theirs_env is not None:
+        theirs_env = recorded_world(base, task)
+    if theirs_env is not None and (diffs := world_differences({str(include): theirs_env, "here": world})):
+        raise DatasetError(
+            f"dataset '{include}' was recorded in another world than this collection: {describe_differences(diffs)} "
+            "(robot-rl dataset merge joins datasets of different worlds and says which one the result records)"
         )
     return base
 
@@ -295,7 +307,7 @@ def collect(
             _check_student(student, cfg.task, contract.obs_dim)
             keep_failed = True
             extra["dagger"] = {"student": str(student.run_dir), "execution": asdict(student.spec())}
-        base = _included(include, cfg.task, layout, unbiased) if include is not None else None
+        base = _included(include, cfg.task, layout, unbiased, student_env) if include is not None else None
         if base is not None:
             extra["included"] = {"dataset": str(include), "episodes": len(base.episodes)}
         shape = (image_size, image_size)
