@@ -29,9 +29,10 @@ from robot_rl.config import ConfigError, load_config, task_defaults
 from robot_rl.imitation.dataset import Dataset, DatasetError, DatasetWriter, load_dataset, state_names
 from sim.typed_config import from_dict, to_dict
 
-PER_SOURCE = ("teacher", "teacher_obs_groups", "teacher_kind", "dagger", "included", "seed", "action_noise",
+PER_SOURCE = ("teacher", "teacher_obs_groups", "teacher_kind", "dagger", "included", "merged", "seed", "action_noise",
               "keep_failed")  # fmt: skip
-"""``robot_rl`` metadata of one collection: kept per source under ``merged``, not at the merged dataset's top."""
+"""``robot_rl`` metadata of one collection (or merge): kept per source under ``merged``, not at the merged
+dataset's top; a merged source keeps its own sources there, so a merge of merges keeps every teacher."""
 
 SAME = ("task", "obs_groups", "unbiased", "cameras", "visual_randomization")
 """``robot_rl`` metadata every source must agree on (what the student reads and how it was sensed)."""

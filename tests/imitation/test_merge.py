@@ -59,6 +59,9 @@ def test_a_merge_keeps_every_episode_in_order_and_records_the_world_it_was_told(
     assert [m["env"]["env.randomization.action_latency.range"] for m in meta["merged"]] == [[0.0, 2.0], [0.0, 1.0]]
     assert meta["teacher"].startswith("2 datasets merged: scripted expert")
     assert summary.decided["env.skills"] == ["lift", "push"]
+    again = merge_datasets([out, push], tmp_path / "again", ("env.skills=[lift,push]",))  # a merge of a merge
+    sources = load_dataset(again.out).robot_rl["merged"]
+    assert [len(s.get("merged", [])) for s in sources] == [2, 0] and sources[0]["episodes"] == 2
     lines = "\n".join(summary.lines())
     assert "env.passivity.tank_max_j = 80.0" in lines and "2 episodes" in lines
 
