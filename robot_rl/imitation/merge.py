@@ -94,13 +94,13 @@ def recorded_world(dataset: Dataset, task: str) -> dict[str, Any]:
         raise DatasetError(f"dataset '{dataset.root}' records no world (robot_rl.env)")
     try:
         return to_dict(from_dict(sim.get_task(task).config_cls, plain, "env"))
-    except (ConfigError, ValueError) as exc:
+    except (ConfigError, ValueError, KeyError) as exc:  # KeyError: an unknown task (its message lists the known)
         raise DatasetError(f"dataset '{dataset.root}': its robot_rl.env is not a valid {task} config: {exc}") from None
 
 
 def describe_differences(diffs: Mapping[str, Mapping[str, Any]], limit: int = 4) -> str:
-    """``env.K (v in 'a', w in 'b')`` for the first ``limit`` differing settings, ``; ``-joined (``unset``: the
-    setting is off or absent there)."""
+    """``env.K (v in 'a', w in 'b')`` for the first ``limit`` differing settings, ``; ``-joined, then the names of
+    the others (``unset``: the setting is off or absent there)."""
 
     def short(v: Any) -> str:
         text = "unset" if v is None else json.dumps(v)
@@ -108,7 +108,7 @@ def describe_differences(diffs: Mapping[str, Mapping[str, Any]], limit: int = 4)
 
     shown = list(diffs.items())[:limit]
     parts = [f"{k} ({', '.join(f'{short(v)} in {n!r}' for n, v in by.items())})" for k, by in shown]
-    more = f"; and {len(diffs) - limit} more" if len(diffs) > limit else ""
+    more = f"; and {', '.join(list(diffs)[limit:])}" if len(diffs) > limit else ""
     return "; ".join(parts) + more
 
 
