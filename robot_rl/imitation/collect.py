@@ -171,7 +171,7 @@ def _included(include: Path, task: str, layout: list[str], unbiased: tuple[str, 
     theirs_env = base.robot_rl.get("env")
     if theirs_env is not None:
         theirs_env = recorded_world(base, task)
-    if theirs_env is not None and (diffs := world_differences({str(include): theirs_env, "here": world})):
+    if theirs_env is not None and (diffs := world_differences({str(include): theirs_env, "this collection": world})):
         raise DatasetError(
             f"dataset '{include}' was recorded in another world than this collection: {describe_differences(diffs)} "
             "(robot-rl dataset merge joins datasets of different worlds and says which one the result records)"
