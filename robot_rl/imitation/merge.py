@@ -16,17 +16,22 @@ is all or nothing (:class:`~robot_rl.imitation.dataset.DatasetWriter`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 import sim
+from policies.runtime.contract import Contract, ContractError
+from policies.runtime.onnx_policy import LAST_ACTION_SIGNAL
 from robot_rl.config import ConfigError, load_config, task_defaults
 from robot_rl.imitation.dataset import Dataset, DatasetError, DatasetWriter, load_dataset, state_names
+from robot_rl.runs.worlds import action_changes, observation_changes
 from sim.typed_config import from_dict, to_dict
 
 PER_SOURCE = ("teacher", "teacher_obs_groups", "teacher_kind", "dagger", "included", "merged", "seed", "action_noise",
@@ -110,6 +115,78 @@ def describe_differences(diffs: Mapping[str, Mapping[str, Any]], limit: int = 4)
     parts = [f"{k} ({', '.join(f'{short(v)} in {n!r}' for n, v in by.items())})" for k, by in shown]
     more = f"; and {', '.join(list(diffs)[limit:])}" if len(diffs) > limit else ""
     return "; ".join(parts) + more
+
+
+def recorded_contract(dataset: Dataset) -> Contract:
+    """The deployment contract ``dataset`` records (``robot_rl.contract``), validated.
+
+    Raises:
+        DatasetError: It records none, or one that does not validate (named).
+    """
+    plain = dataset.robot_rl.get("contract")
+    if not isinstance(plain, dict):
+        raise DatasetError(f"dataset '{dataset.root}' records no deployment contract (robot_rl.contract)")
+    try:
+        return Contract.from_dict(plain)
+    except ContractError as exc:
+        raise DatasetError(f"dataset '{dataset.root}': its robot_rl.contract is not usable: {exc}") from None
+
+
+def in_merged_units(source: Contract, merged: Contract, where: Path) -> Callable[[np.ndarray, int], np.ndarray] | None:
+    """How a source's recorded actions become the merged world's: ``None`` where its contract reads and commands
+    exactly as the merged one (:func:`~robot_rl.runs.worlds.observation_changes`, :func:`action_changes`); else a
+    map of one episode's actions ``[T, A]`` (and its index, for messages) that re-expresses each absolute command
+    whose mapping differs (a gripper's width under another gripper mapping) as the same clipped command,
+    ``a' = (clip(offset + scale a, low, high) - offset') / scale'``.
+
+    Raises:
+        DatasetError: The source reads other inputs, commands another kind or reference, maps a relative command
+            otherwise (its clip depends on the state), reads its own last action (recorded in its units), or, when
+            mapped, an episode commands what the merged mapping cannot express (named).
+    """
+    changed = observation_changes(source.observation, merged.observation)
+    if changed:
+        raise DatasetError(f"dataset '{where}' reads otherwise than the merged world: {changed[0]}")
+    if not action_changes(source, merged):
+        return None
+    a, m = source.action, merged.action
+    if (a.kind, a.unit, a.reference) != (m.kind, m.unit, m.reference):
+        raise DatasetError(
+            f"dataset '{where}' commands {a.kind} relative to '{a.reference}', the merged world {m.kind} relative to "
+            f"'{m.reference}'"
+        )
+    rows = [(a.scale[i], a.offset[i], a.low[i], a.high[i]) for i in range(a.size)]
+    differ = [i for i in range(a.size) if rows[i] != (m.scale[i], m.offset[i], m.low[i], m.high[i])]
+    relative = source.reference_slice()[1] if a.reference else 0
+    if any(i < relative for i in differ):
+        raise DatasetError(
+            f"dataset '{where}': command '{a.names[differ[0]]}' is relative to '{a.reference}' and maps otherwise in "
+            "the merged world; only absolute commands can be re-expressed"
+        )
+    if any(t.source == LAST_ACTION_SIGNAL for t in source.observation):
+        raise DatasetError(f"dataset '{where}' reads its last action in its own units; its mapping cannot change")
+    cols = np.asarray(differ)
+
+    def mapping(spec: Any) -> tuple[np.ndarray, ...]:  # scale, offset, low, high of the differing commands
+        return tuple(np.asarray([getattr(spec, f)[i] for i in differ]) for f in ("scale", "offset", "low", "high"))
+
+    (scale, offset, low, high), (scale_m, offset_m, low_m, high_m) = mapping(a), mapping(m)
+
+    def remap(action: np.ndarray, episode: int) -> np.ndarray:
+        command = np.clip(offset + scale * action[:, cols].astype(np.float64), low, high)
+        mapped = (command - offset_m) / scale_m
+        bad = (np.abs(mapped) > 1 + 1e-6) | (command < low_m - 1e-9) | (command > high_m + 1e-9)
+        if bad.any():
+            t, j = (int(v[0]) for v in np.nonzero(bad))
+            raise DatasetError(
+                f"dataset '{where}' episode {episode} step {t}: command '{a.names[differ[j]]}' {command[t, j]:g} is "
+                "outside what the merged world's action mapping reaches"
+            )
+        out = action.copy()
+        out[:, cols] = np.clip(mapped, -1.0, 1.0)
+        return out
+
+    return remap
 
 
 @dataclass
@@ -224,6 +301,10 @@ def merge_datasets(sources: Sequence[Path], out: Path, overrides: Sequence[str] 
                 f"the merged world lays out {contract.obs_dim} inputs and {contract.action.size} actions, the datasets "
                 f"{len(names)} and {len(actions)}: an override may not change what the student reads or commands"
             )
+        for d in sets:
+            remap = in_merged_units(recorded_contract(d), contract, d.root)
+            if remap is not None:
+                d.episodes = [dataclasses.replace(ep, action=remap(ep.action, i)) for i, ep in enumerate(d.episodes)]
         merged_env = to_dict(cfg.env)
         extra.update(env=merged_env, contract=contract.to_dict())
         flat = _flat(merged_env)

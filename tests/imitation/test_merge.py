@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 
 from robot_rl.imitation.collect import collect
 from robot_rl.imitation.dataset import DatasetError, load_dataset
-from robot_rl.imitation.merge import merge_datasets, world_differences
+from robot_rl.imitation.merge import in_merged_units, merge_datasets, recorded_contract, world_differences
 from sim.typed_config import ConfigError
 from tests.conftest import robot_rl
 
@@ -107,3 +108,41 @@ def test_collect_refuses_to_include_a_dataset_of_another_world(skills: tuple[Pat
     again = {"keep_failed": True, "quiet": True, "include": lift}
     summary = collect("panda-multitask", 1, out, 1, env_overrides=LIFT_WORLD, **again)
     assert summary.kept == 2 and json.loads((out / "meta" / "info.json").read_text())["total_episodes"] == 2
+
+
+def test_a_gripper_recorded_under_another_mapping_is_re_expressed_as_the_same_width(
+    skills: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """A source whose absolute command maps otherwise (the gripper) gets its actions in the merged units, each the
+    same clipped width; the joints' relative targets stay exactly as recorded."""
+    lift, push = skills
+    recorded = load_dataset(lift)
+    a = recorded_contract(recorded).action
+    mapping = "open-at-zero" if a.offset[7] != 0.04 else "centred"
+    out = tmp_path / "both"
+    merge_datasets([lift, push], out, (*DECIDE, f"env.gripper_action={mapping}"))
+    merged = load_dataset(out)
+    m = recorded_contract(merged).action
+    assert (m.scale[7], m.offset[7]) != (a.scale[7], a.offset[7])
+    got, want = merged.episodes[0].action, recorded.episodes[0].action
+    np.testing.assert_array_equal(got[:, :7], want[:, :7])
+    width = np.clip(a.offset[7] + a.scale[7] * want[:, 7].astype(np.float64), a.low[7], a.high[7])
+    np.testing.assert_allclose(m.offset[7] + m.scale[7] * got[:, 7], width, atol=1e-6)
+
+
+def test_commands_the_merged_mapping_cannot_reach_or_relative_targets_mapped_otherwise_are_refused(
+    skills: tuple[Path, Path],
+) -> None:
+    source = recorded_contract(load_dataset(skills[0]))
+    a = source.action
+    narrow = dataclasses.replace(source, action=dataclasses.replace(a, scale=[*a.scale[:7], a.scale[7] / 4]))
+    remap = in_merged_units(source, narrow, Path("d"))
+    assert remap is not None
+    gripper = np.zeros((3, a.size), np.float32)
+    gripper[1, 7] = 1.0 if a.offset[7] <= 0.02 else -1.0  # the far end of the recorded range
+    with pytest.raises(DatasetError, match=f"'d' episode 4 step 1: command '{a.names[7]}' .* outside"):
+        remap(gripper, 4)
+    joints = dataclasses.replace(source, action=dataclasses.replace(a, scale=[0.5, *a.scale[1:]]))
+    with pytest.raises(DatasetError, match=f"command '{a.names[0]}' is relative to 'joint_pos'"):
+        in_merged_units(source, joints, Path("d"))
+    assert in_merged_units(source, source, Path("d")) is None
